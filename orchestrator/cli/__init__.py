@@ -1,0 +1,1 @@
+"""The `orchestrate` command. Only this package prints and chooses exit codes."""

@@ -1,0 +1,54 @@
+"""Entry point: the typer app, and the one place where errors become messages and exit codes."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from orchestrator import __version__
+from orchestrator.cli import sandbox_cmd
+from orchestrator.cli.output import say
+from orchestrator.errors import OrchestratorError
+
+EXIT_CODES_HELP = """Exit codes: 0 success; 1 failure; 2 bad configuration or usage; 3 sandbox problem;
+4 cluster or host call failed; 5 preflight failed (nothing changed); 6 unsafe to go on or a wait
+timed out (the journal keeps what to undo; `resume` continues); 7 another run holds the lock;
+8 journal problem; 10 partial success; 130 aborted by the operator."""
+
+app = typer.Typer(
+    help="Safe rolling restarts and host tuning for Elasticsearch and Riak clusters.\n\n" + EXIT_CODES_HELP,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.add_typer(sandbox_cmd.app, name="sandbox")
+
+
+@app.command()
+def version() -> None:
+    """Print the orchestrator's version."""
+    typer.echo(__version__)
+
+
+def run() -> None:
+    try:
+        app(standalone_mode=False)
+    except OrchestratorError as exc:
+        say(f"error: {exc}")
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        say("interrupted")
+        sys.exit(130)
+    except typer.Abort:
+        say("aborted")
+        sys.exit(130)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception as exc:  # click usage errors and the like
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(2)
+        raise

@@ -1,0 +1,70 @@
+"""`orchestrate sandbox`: a real local Elasticsearch cluster to try the tool on, and to test it."""
+
+from __future__ import annotations
+
+import os
+from enum import StrEnum
+
+import typer
+
+from orchestrator.cli.output import emit_json, out_console, say
+from orchestrator.sandbox import lifecycle
+from orchestrator.sandbox.layout import SandboxPaths
+
+app = typer.Typer(help="A real Elasticsearch cluster on this machine, assembled from Maven Central.",
+                  no_args_is_help=True)
+
+
+class HostsMode(StrEnum):
+    netns = "netns"
+    local = "local"
+
+
+@app.command()
+def up(
+    nodes: int = typer.Option(3, help="Number of nodes (1-12)."),
+    zones: int = typer.Option(1, help="Spread nodes over this many awareness zones (node attribute `zone`)."),
+    es_version: str = typer.Option("9.5.3", help="Elasticsearch version: 9.5.3 or 8.19.21 are tested."),
+    hosts: HostsMode = typer.Option(  # noqa: B008
+        None, help="netns: each node in its own test host with sshd (default as root). "
+                   "local: nodes on 127.0.0.1 ports, no SSH."),
+    heap_mb: int = typer.Option(256, help="JVM heap per node, in MiB."),
+    timeout: float = typer.Option(180, help="Seconds to wait for a green cluster."),
+) -> None:
+    """Start the sandbox and return when the cluster is green.
+
+    Writes an inventory so that `--cluster sandbox` works in every other command, and (netns)
+    an ssh config: `ssh -F $(orchestrate sandbox status --json | jq -r .ssh_config) es-1 uptime`.
+    """
+    mode = (hosts.value if hosts else ("netns" if os.geteuid() == 0 else "local"))
+    lifecycle.up(SandboxPaths.default(), nodes, zones, es_version, mode, heap_mb, timeout, say)
+    _print_status(as_json=False)
+
+
+@app.command()
+def down() -> None:
+    """Stop every process the sandbox started (by PID) and remove its namespaces. Safe to repeat."""
+    lifecycle.down(SandboxPaths.default(), say)
+
+
+@app.command()
+def status(json_out: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+    """Nodes, endpoints, inventory and ssh config of the running sandbox."""
+    _print_status(json_out)
+
+
+def _print_status(as_json: bool) -> None:
+    info = lifecycle.status(SandboxPaths.default())
+    if as_json:
+        emit_json(info)
+        return
+    if not info.get("nodes"):
+        out_console.print("no sandbox (start one with `orchestrate sandbox up`)")
+        return
+    out_console.print(f"sandbox: Elasticsearch {info['es_version']}, mode {info['mode']}, "
+                      f"{'running' if info['running'] else 'STOPPED'}")
+    for n in info["nodes"]:
+        out_console.print(f"  {n['name']:<8} {n['host']:<15} {n['zone']:<8} {n['http']:<28} pid {n['pid']}")
+    out_console.print(f"inventory:  {info['inventory']}  (use --cluster sandbox)")
+    if info.get("ssh_config"):
+        out_console.print(f"ssh config: {info['ssh_config']}  (ssh -F <file> es-1 CMD)")

@@ -1,0 +1,1 @@
+"""Typed configuration: inventories, playbooks and tuning profiles, validated up front."""

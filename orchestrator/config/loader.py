@@ -1,0 +1,96 @@
+"""Loading YAML into typed models, reporting every problem at once with its place in the file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from orchestrator.errors import ConfigError
+
+M = TypeVar("M", bound=BaseModel)
+MAX_CONFIG_BYTES = 1_000_000
+
+
+def read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
+    """Parse a file; return the data and the node tree (for line numbers)."""
+    try:
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(str(path), ["file is larger than 1 MB; is this the right file?"])
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(str(path), ["file not found"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(path), [f"cannot read: {exc}"]) from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(str(path), [f"{where}not valid YAML ({problem})"]) from None
+    except RecursionError:
+        raise ConfigError(str(path), ["YAML is nested too deeply"]) from None
+    return data, node
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
+    """The 1-based line of the deepest node along ``loc`` that exists in the file."""
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = next((v for k, v in node.value if getattr(k, "value", None) == part), None)
+            if match is None:
+                # An unknown key: point at the key itself.
+                key = next((k for k, _ in node.value if getattr(k, "value", None) == part), None)
+                return key.start_mark.line + 1 if key is not None else line
+            node = match
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+        else:
+            break
+        line = node.start_mark.line + 1
+    return line
+
+
+def format_loc(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def problems_of(exc: ValidationError, node: yaml.Node | None) -> list[str]:
+    problems = []
+    for err in exc.errors(include_url=False, include_input=False):
+        # Drop pydantic's internal tags (e.g. 'function-after[...]') from the location.
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith("function"))))
+        line = _line_of(node, loc)
+        where = format_loc(loc) + (f" (line {line})" if line else "")
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key (misspelt?)"
+        problems.append(f"{where}: {msg}")
+    return problems
+
+
+def load_model(path: Path, model: type[M]) -> M:
+    data, node = read_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), ["the file must be a YAML mapping (key: value) at the top level"])
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(str(path), problems_of(exc, node)) from None
+
+
+def config_dirs() -> list[Path]:
+    dirs = [Path.cwd() / "configs"]
+    if os.environ.get("ORCHESTRATOR_CONFIGS"):
+        dirs.insert(0, Path(os.environ["ORCHESTRATOR_CONFIGS"]))
+    dirs.append(Path(__file__).resolve().parents[2] / "configs")
+    return dirs

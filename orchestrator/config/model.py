@@ -1,0 +1,174 @@
+"""The inventory of a cluster, as frozen, typed models. Validation happens once, at load time."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
+BYTE_SIZE_RE = re.compile(r"^\d+(\.\d+)?(b|kb|mb|gb|tb)$")
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SecretSource(Model):
+    """A secret is named, never written inline: an environment variable or a file."""
+
+    env: str | None = None
+    file: Path | None = None
+
+    @model_validator(mode="after")
+    def exactly_one(self) -> SecretSource:
+        if (self.env is None) == (self.file is None):
+            raise ValueError("give exactly one of `env` (variable name) or `file` (path)")
+        return self
+
+    def describe(self) -> str:
+        return f"environment variable {self.env}" if self.env else f"file {self.file}"
+
+    def resolve(self) -> str:
+        """The secret's value. Raises ValueError with a message that never contains the secret."""
+        if self.env is not None:
+            value = os.environ.get(self.env)
+            if value is None:
+                raise ValueError(f"environment variable {self.env} is not set")
+            return value
+        assert self.file is not None
+        try:
+            return self.file.read_text().strip()
+        except OSError as exc:
+            raise ValueError(f"cannot read secret file {self.file}: {exc.strerror}") from None
+
+
+class ClusterSection(Model):
+    name: str = Field(pattern=NAME_RE)
+    product: Literal["elasticsearch", "riak"] = "elasticsearch"
+    endpoints: list[str] = Field(default_factory=list)
+    ca_file: Path | None = None
+    verify_certs: bool = True
+    username: str | None = None
+    password: SecretSource | None = None
+    api_key: SecretSource | None = None
+    request_timeout_s: float = Field(30.0, gt=0, le=600)
+
+    @field_validator("endpoints")
+    @classmethod
+    def urls(cls, v: list[str]) -> list[str]:
+        for url in v:
+            if not re.match(r"^https?://[^\s/]+(:\d+)?/?$", url):
+                raise ValueError(f"{url!r} is not an http(s)://host:port URL")
+        return v
+
+    @model_validator(mode="after")
+    def coherent(self) -> ClusterSection:
+        if self.product == "elasticsearch" and not self.endpoints:
+            raise ValueError("an Elasticsearch cluster needs at least one endpoint")
+        if self.password is not None and self.username is None:
+            raise ValueError("`password` needs `username`")
+        if self.password is not None and self.api_key is not None:
+            raise ValueError("give either username/password or api_key, not both")
+        return self
+
+
+class SshSection(Model):
+    transport: Literal["ssh", "local"] = "ssh"
+    user: str = Field("root", pattern=r"^[a-z_][a-z0-9_-]{0,31}$")
+    port: int = Field(22, ge=1, le=65535)
+    key_file: Path | None = None
+    key_passphrase: SecretSource | None = None
+    known_hosts: Path | None = None
+    connect_timeout_s: float = Field(10.0, gt=0, le=300)
+    command_timeout_s: float = Field(300.0, gt=0, le=7200)
+    sudo: bool = False
+
+    @model_validator(mode="after")
+    def host_keys_required(self) -> SshSection:
+        if self.transport == "ssh" and self.known_hosts is None:
+            raise ValueError("`known_hosts` is required: unknown host keys are refused, never added")
+        return self
+
+
+class ServiceSection(Model):
+    manager: Literal["systemd", "commands"] = "systemd"
+    unit: str = Field("elasticsearch", pattern=r"^[A-Za-z0-9@_.:-]+$")
+    stop: str | None = None
+    start: str | None = None
+    status: str | None = None
+
+    @model_validator(mode="after")
+    def commands_complete(self) -> ServiceSection:
+        if self.manager == "commands" and not (self.stop and self.start and self.status):
+            raise ValueError("manager `commands` needs `stop`, `start` and `status` commands")
+        return self
+
+
+class NodeEntry(Model):
+    name: str = Field(pattern=NAME_RE)
+    host: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+    zone: str | None = Field(None, pattern=NAME_RE)
+    ssh_port: int | None = Field(None, ge=1, le=65535)
+    ssh_user: str | None = Field(None, pattern=r"^[a-z_][a-z0-9_-]{0,31}$")
+    data_paths: list[str] = Field(default_factory=list)
+
+
+class Timeouts(Model):
+    stop_s: float = Field(180, gt=0)
+    start_s: float = Field(120, gt=0)
+    join_s: float = Field(300, gt=0)
+    recovery_s: float = Field(3600, gt=0)
+    poll_interval_s: float = Field(1.0, gt=0, le=60)
+
+
+class RecoveryLimits(Model):
+    """Raised for the length of the run, restored exactly afterwards (seed 002's values)."""
+
+    node_concurrent_recoveries: int = Field(15, ge=1, le=100)
+    node_initial_primaries_recoveries: int = Field(4, ge=1, le=100)
+    max_bytes_per_sec: str = "100mb"
+    max_concurrent_file_chunks: int = Field(4, ge=1, le=8)
+
+    @field_validator("max_bytes_per_sec")
+    @classmethod
+    def byte_size(cls, v: str) -> str:
+        if not BYTE_SIZE_RE.match(v.lower()):
+            raise ValueError(f"{v!r} is not a byte size such as 100mb")
+        return v.lower()
+
+
+class TuningSection(Model):
+    profile: str = Field("none", pattern=r"^[A-Za-z0-9_-]+$")
+
+
+class Inventory(Model):
+    cluster: ClusterSection
+    ssh: SshSection = SshSection(known_hosts=Path("~/.ssh/known_hosts").expanduser())
+    service: ServiceSection = ServiceSection()
+    nodes: list[NodeEntry] = Field(min_length=1)
+    timeouts: Timeouts = Timeouts()
+    recovery: RecoveryLimits = RecoveryLimits()
+    tuning: TuningSection = TuningSection()
+    playbook: str = Field("elasticsearch-rolling", pattern=r"^[A-Za-z0-9_./-]+$")
+    allow_yellow: bool = False
+
+    @model_validator(mode="after")
+    def unique_nodes(self) -> Inventory:
+        names = [n.name for n in self.nodes]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"node names must be unique; repeated: {', '.join(dupes)}")
+        zoned = [n.zone is not None for n in self.nodes]
+        if any(zoned) and not all(zoned):
+            raise ValueError("give a `zone` to every node or to none")
+        return self
+
+    def node(self, name: str) -> NodeEntry:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)

@@ -1,0 +1,92 @@
+"""The one exception hierarchy of the orchestrator.
+
+Every error raised on purpose is an ``OrchestratorError`` whose message is written for the
+operator: what went wrong, and what to do. Errors of the libraries below (elasticsearch-py,
+paramiko, subprocess) are translated at the adapter that calls them. Only the CLI prints
+errors and chooses exit codes.
+
+    OrchestratorError
+    ├── ConfigError            bad inventory, playbook or profile (lists every problem)
+    ├── SandboxError           the local sandbox cannot be built, started or stopped
+    ├── ClusterError           Elasticsearch (or Riak) refused or failed a call
+    │   └── ClusterUnreachable the endpoint did not answer
+    ├── HostError              a command on a host failed
+    │   └── HostUnreachable    SSH could not connect, or the host key was refused
+    ├── PreflightFailed        a check before the run failed; nothing was changed
+    ├── UnsafeToProceed        the cluster is not safe for the next step
+    ├── WaitTimeout            a wait ran out of time (says what it saw)
+    ├── RunLocked              another run holds this cluster's lock
+    ├── JournalError           the run's journal is missing, corrupt or of another version
+    └── Aborted                the operator interrupted the run (Ctrl-C / SIGTERM)
+"""
+
+from __future__ import annotations
+
+
+class OrchestratorError(Exception):
+    """Base of every error the orchestrator raises for an operator to read."""
+
+    exit_code = 1
+
+
+class ConfigError(OrchestratorError):
+    """Configuration is invalid. ``problems`` holds one line per problem, each with its place."""
+
+    exit_code = 2
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"{source}: {len(problems)} problem(s):\n{lines}")
+
+
+class SandboxError(OrchestratorError):
+    exit_code = 3
+
+
+class ClusterError(OrchestratorError):
+    exit_code = 4
+
+
+class ClusterUnreachable(ClusterError):
+    pass
+
+
+class HostError(OrchestratorError):
+    exit_code = 4
+
+
+class HostUnreachable(HostError):
+    pass
+
+
+class PreflightFailed(OrchestratorError):
+    """A preflight check failed before anything was changed."""
+
+    exit_code = 5
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"preflight failed, nothing was changed:\n{lines}")
+
+
+class UnsafeToProceed(OrchestratorError):
+    exit_code = 6
+
+
+class WaitTimeout(OrchestratorError):
+    exit_code = 6
+
+
+class RunLocked(OrchestratorError):
+    exit_code = 7
+
+
+class JournalError(OrchestratorError):
+    exit_code = 8
+
+
+class Aborted(OrchestratorError):
+    exit_code = 130

@@ -1,0 +1,1 @@
+"""The built-in sandbox: real Elasticsearch nodes from Maven Central jars, in test hosts."""

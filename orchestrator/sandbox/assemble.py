@@ -1,0 +1,172 @@
+"""Assembling a runnable Elasticsearch home from Maven Central artifacts, once, into a cache.
+
+The official tarball cannot be downloaded here; Maven Central has the server, the netty transport
+and the entitlement bridge. What it lacks (the launcher, the entitlement agent, the ansi console)
+is replaced by three tiny classes compiled from ``java/src`` on first use.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.errors import SandboxError
+from orchestrator.sandbox.java_home import find_java_home
+
+JAVA_SRC = Path(__file__).parent / "java" / "src"
+LIBZSTD = Path("/usr/lib/x86_64-linux-gnu/libzstd.so.1")
+MODULE_JAR_PREFIXES = ("netty-", "transport-netty4-", "elasticsearch-ssl-config-")
+NOFILE_SHIM_SRC = Path(__file__).parent / "host_files" / "nofile_floor.c"
+LAYOUT_VERSION = "2"
+
+POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>orchestrator.sandbox</groupId><artifactId>es-home</artifactId><version>1</version>
+  <dependencies>
+    <dependency><groupId>org.elasticsearch</groupId><artifactId>elasticsearch</artifactId><version>{v}</version></dependency>
+    <dependency><groupId>org.elasticsearch.plugin</groupId><artifactId>transport-netty4</artifactId><version>{v}</version></dependency>
+    <dependency><groupId>org.elasticsearch</groupId><artifactId>elasticsearch-entitlement-bridge</artifactId><version>{v}</version></dependency>
+  </dependencies>
+</project>
+"""
+
+
+@dataclass(frozen=True)
+class EsHome:
+    """A ready Elasticsearch home, shared read-only by every node of one version."""
+
+    version: str
+    path: Path
+    java_home: Path
+
+    @property
+    def bridge_jar(self) -> Path:
+        return next((self.path / "lib" / "entitlement-bridge").glob("*.jar"))
+
+    @property
+    def launcher_dir(self) -> Path:
+        return self.path / "sandbox-launcher"
+
+    @property
+    def nofile_shim(self) -> Path:
+        return self.launcher_dir / "libnofile_floor.so"
+
+
+def cache_root() -> Path:
+    """Where assembled homes live. As root, a system path: nodes run as `nobody`, who cannot enter /root."""
+    explicit = os.environ.get("ORCHESTRATOR_CACHE")
+    if explicit:
+        return Path(explicit)
+    if os.geteuid() == 0:
+        return Path("/var/cache/orchestrator")
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "orchestrator"
+
+
+def ensure_es_home(version: str, say: Callable[[str], None] | None = None) -> EsHome:
+    """Return the cached home for ``version``, building it first if needed (about 10 s warm)."""
+    java_home = find_java_home(version)
+    home = cache_root() / f"elasticsearch-{version}"
+    marker = home / ".complete"
+    if marker.exists() and marker.read_text().strip() == LAYOUT_VERSION:
+        return EsHome(version, home, java_home)
+    if say:
+        say(f"assembling Elasticsearch {version} from Maven Central into {home} (once)")
+    with tempfile.TemporaryDirectory(prefix="orchestrator-es-") as tmp:
+        jars = _resolve_jars(version, Path(tmp))
+        staging = Path(tmp) / "home"
+        _lay_out(staging, jars)
+        _compile_helpers(staging, java_home, Path(tmp) / "classes")
+        if home.exists():
+            shutil.rmtree(home)
+        home.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(staging, home, symlinks=True)
+    _make_world_readable(home)
+    marker.write_text(LAYOUT_VERSION + "\n")
+    return EsHome(version, home, java_home)
+
+
+def _resolve_jars(version: str, tmp: Path) -> list[Path]:
+    if shutil.which("mvn") is None:
+        raise SandboxError("Maven (`mvn`) is needed to fetch Elasticsearch from Maven Central: apt-get install maven")
+    (tmp / "pom.xml").write_text(POM.format(v=version))
+    out = tmp / "jars"
+    cmd = ["mvn", "-B", "-q", "-f", str(tmp / "pom.xml"), "dependency:copy-dependencies",
+           "-DincludeScope=runtime", f"-DoutputDirectory={out}"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    except subprocess.TimeoutExpired as exc:
+        raise SandboxError("Maven did not finish within 15 minutes: is Maven Central reachable?") from exc
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-8:])
+        unreachable = any(word in tail.lower() for word in ("resolve", "transfer", "unknownhost"))
+        hint = "Maven Central is unreachable from this machine" if unreachable else "Maven failed"
+        raise SandboxError(f"{hint} while fetching Elasticsearch {version}:\n{tail}")
+    return sorted(out.glob("*.jar"))
+
+
+def _lay_out(home: Path, jars: list[Path]) -> None:
+    lib = home / "lib"
+    netty = home / "modules" / "transport-netty4"
+    for d in (lib / "entitlement-bridge", lib / "entitlement-agent", lib / "tools" / "ansi-console",
+              lib / "platform" / "linux-x64", netty, home / "plugins", home / "bin"):
+        d.mkdir(parents=True, exist_ok=True)
+    for jar in jars:
+        if jar.name.startswith("elasticsearch-entitlement-bridge-"):
+            shutil.copy2(jar, lib / "entitlement-bridge" / jar.name)
+        elif jar.name.startswith(MODULE_JAR_PREFIXES):
+            shutil.copy2(jar, netty / jar.name)
+        else:
+            shutil.copy2(jar, lib / jar.name)
+    module_jar = next(netty.glob("transport-netty4-*.jar"))
+    with zipfile.ZipFile(module_jar) as zf:
+        prefix = "META-INF/es-plugins/transport-netty4/"
+        for name in zf.namelist():
+            if name.startswith(prefix) and not name.endswith("/"):
+                (netty / name[len(prefix):]).write_bytes(zf.read(name))
+    if not (netty / "plugin-descriptor.properties").exists():
+        raise SandboxError(f"{module_jar.name} has no plugin descriptor: this Elasticsearch version is not supported")
+    if LIBZSTD.exists():
+        # Without native zstd, native access is off and best_compression indices turn the cluster red.
+        shutil.copy2(LIBZSTD, lib / "platform" / "linux-x64" / "libzstd.so")
+
+
+def _compile_helpers(home: Path, java_home: Path, classes: Path) -> None:
+    javac = str(java_home / "bin" / "javac")
+    jar = str(java_home / "bin" / "jar")
+    launcher = home / "sandbox-launcher"
+    launcher.mkdir()
+    steps = [
+        [javac, "-d", str(classes / "launcher"), str(JAVA_SRC / "SandboxLauncher.java")],
+        [jar, "--create", "--file", str(launcher / "sandbox-launcher.jar"), "-C", str(classes / "launcher"), "."],
+        [javac, "-d", str(classes / "agent"), str(JAVA_SRC / "SandboxEntitlementAgent.java")],
+        [javac, "-d", str(classes / "ansi"), str(JAVA_SRC / "ansi" / "AnsiConsoleLoader.java")],
+        [jar, "--create", "--file", str(home / "lib" / "tools" / "ansi-console" / "sandbox-ansi-console.jar"),
+         "-C", str(classes / "ansi"), "."],
+    ]
+    manifest = classes / "agent-manifest.txt"
+    classes.mkdir(parents=True, exist_ok=True)
+    manifest.write_text("Agent-Class: SandboxEntitlementAgent\nCan-Redefine-Classes: true\n"
+                        "Can-Retransform-Classes: true\n")
+    steps.append([jar, "--create", "--file", str(home / "lib" / "entitlement-agent" / "sandbox-entitlement-agent.jar"),
+                  "--manifest", str(manifest), "-C", str(classes / "agent"), "."])
+    if shutil.which("gcc") is None:
+        raise SandboxError("gcc is needed once to build the sandbox's file-limit shim: apt-get install gcc")
+    steps.append(["gcc", "-shared", "-fPIC", "-O2", "-o", str(launcher / "libnofile_floor.so"),
+                  str(NOFILE_SHIM_SRC), "-ldl"])
+    for cmd in steps:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SandboxError(f"building the sandbox launcher failed: {' '.join(cmd)}\n{proc.stderr.strip()}")
+
+
+def _make_world_readable(root: Path) -> None:
+    """Nodes run as an unprivileged user: the shared home must be readable by all."""
+    for path in [root, *root.rglob("*")]:
+        mode = path.stat().st_mode
+        path.chmod(mode | 0o444 | (0o111 if path.is_dir() else 0))

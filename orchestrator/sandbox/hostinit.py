@@ -1,0 +1,82 @@
+"""PID 1 of a sandbox test host: private mounts, sshd, the enabled units, and reaping orphans.
+
+Run by ``hosts.start_host`` inside fresh network, mount, PID, UTS and IPC namespaces. The host
+sees the machine's file system, except that ``/etc``, ``/usr/local/bin``, ``/run`` and ``/tmp`` are
+its own, and its kernel knobs are plain files bound over the real paths. ``/sys`` and ``/proc/sys``
+are remounted read-only (a per-mount flag) so a write to any knob we did not overlay fails
+instead of reaching the real machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from orchestrator.sandbox.layout import HostPaths
+
+
+def sh(*cmd: str) -> None:
+    subprocess.run(cmd, check=True)
+
+
+def mount_private_views(paths: HostPaths) -> None:
+    sh("mount", "--make-rprivate", "/")
+    for target, upper, which in (("/etc", paths.etc_upper, "etc"), ("/usr/local/bin", paths.bin_upper, "bin")):
+        work = paths.overlay_work(which)
+        sh("mount", "-t", "overlay", "overlay", "-o",
+           f"lowerdir={target},upperdir={upper},workdir={work}", target)
+    if Path("/usr/bin/systemctl").exists():
+        sh("mount", "--bind", "/usr/local/bin/systemctl", "/usr/bin/systemctl")
+    sh("mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", "/run")
+    # A private /tmp: JVMs in different hosts can have the same PID (one PID namespace each), and
+    # the JVM's self-attach rendezvous file is /tmp/.java_pid<pid>. Shared, they would collide.
+    sh("mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", "/tmp")
+    Path("/run/sshd").mkdir(mode=0o755)
+
+
+def mount_knobs(knobs: dict[str, str]) -> None:
+    sh("mount", "--bind", "/proc/sys", "/proc/sys")
+    sh("mount", "-o", "remount,bind,ro", "/proc/sys")
+    sh("mount", "-o", "remount,bind,ro", "/sys")
+    for target, source in knobs.items():
+        sh("mount", "--bind", source, target)
+
+
+def main(host_dir: str) -> None:
+    paths = HostPaths(Path(host_dir))
+    spec = json.loads(paths.spec.read_text())
+    # PID 1 lives as long as the host: its output goes to the host's init log.
+    log_fd = os.open(paths.init_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    sh("hostname", spec["name"])
+    mount_private_views(paths)
+    mount_knobs(spec["knobs"])
+    sshd = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(paths.sshd_dir / "sshd_config")])
+    subprocess.run(["/usr/local/bin/systemctl", "sandbox-boot"])
+    paths.ready_flag.write_text(f"{time.time()}\n")
+    print(f"host {spec['name']} up", flush=True)
+
+    def halt(signum: int, frame: object) -> None:
+        # A clean power-off: services stop gracefully first, then sshd.
+        subprocess.run(["/usr/local/bin/systemctl", "sandbox-halt"])
+        sshd.terminate()
+        paths.ready_flag.unlink(missing_ok=True)
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, halt)
+    signal.signal(signal.SIGINT, halt)
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            time.sleep(1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,67 @@
+"""What `sandbox up` leaves for other commands: an inventory, an SSH key, known_hosts, an ssh config."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from typing import Any
+
+import yaml
+
+from orchestrator.sandbox import hosts
+from orchestrator.sandbox.layout import SandboxPaths
+from orchestrator.sandbox.state import HostRecord, SandboxState, write_atomically
+
+
+def write_ssh_files(paths: SandboxPaths, records: list[HostRecord], mode: str) -> None:
+    paths.ssh_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not paths.ssh_key.exists():
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "orchestrator-sandbox",
+                        "-f", str(paths.ssh_key)], check=True)
+    paths.authorized_keys.write_text(paths.ssh_key.with_suffix(".pub").read_text())
+    if mode != "netns" or not records:
+        return
+    blocks = [
+        f"Host {r.name}\n  HostName {r.address}\n  User root\n  IdentityFile {paths.ssh_key}\n"
+        f"  IdentitiesOnly yes\n  UserKnownHostsFile {paths.known_hosts}\n  StrictHostKeyChecking yes\n"
+        f"  ConnectTimeout 5\n"
+        for r in records
+    ]
+    paths.ssh_config.write_text("\n".join(blocks))
+
+
+def local_service_commands(paths: SandboxPaths) -> dict[str, str]:
+    """Local mode: the systemctl stand-in, run on this machine, pointed at each node's unit directory."""
+    host_dir = shlex.quote(str(paths.root / "hosts")) + "/{node}"
+    stand_in = shlex.quote(str(hosts.HOST_FILES / "systemctl"))
+    prefix = f"SANDBOX_UNIT_DIR={host_dir}/units SANDBOX_RUN_DIR={host_dir}/run {stand_in}"
+    return {"manager": "commands", "stop": f"{prefix} stop elasticsearch",
+            "start": f"{prefix} start elasticsearch", "status": f"{prefix} is-active elasticsearch"}
+
+
+def inventory_document(paths: SandboxPaths, st: SandboxState) -> dict[str, Any]:
+    netns = st.mode == "netns"
+    doc: dict[str, Any] = {
+        "cluster": {"name": st.cluster_name, "product": "elasticsearch",
+                    "endpoints": [h.http_url for h in st.hosts]},
+        "ssh": ({"transport": "ssh", "user": "root", "key_file": str(paths.ssh_key),
+                 "known_hosts": str(paths.known_hosts), "connect_timeout_s": 5}
+                if netns else {"transport": "local"}),
+        "service": {"manager": "systemd", "unit": "elasticsearch"} if netns else local_service_commands(paths),
+        "nodes": [{"name": h.name, "host": h.address, "zone": h.zone,
+                   "data_paths": [str(paths.host(h.name).node_dir / "data")]} for h in st.hosts],
+        # Sandbox nodes are small: tight timeouts make a stuck run fail fast.
+        "timeouts": {"stop_s": 60, "start_s": 60, "join_s": 120, "recovery_s": 300, "poll_interval_s": 0.5},
+        "tuning": {"profile": "elasticsearch" if netns else "none"},
+        "playbook": "elasticsearch-rolling",
+    }
+    if st.zones <= 1:
+        for node in doc["nodes"]:
+            del node["zone"]
+    return doc
+
+
+def write_inventory(paths: SandboxPaths, st: SandboxState) -> None:
+    header = "# Written by `orchestrate sandbox up`; used by `--cluster sandbox`.\n"
+    text = yaml.safe_dump(inventory_document(paths, st), sort_keys=False)
+    write_atomically(paths.inventory, header + text, mode=0o644)

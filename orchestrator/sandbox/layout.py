@@ -1,0 +1,107 @@
+"""Where the sandbox keeps its files. One place, so the host side and the root side agree."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def state_root() -> Path:
+    explicit = os.environ.get("ORCHESTRATOR_STATE")
+    if explicit:
+        return Path(explicit)
+    if os.geteuid() == 0:
+        return Path("/var/lib/orchestrator")
+    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "orchestrator"
+
+
+@dataclass(frozen=True)
+class SandboxPaths:
+    root: Path
+
+    @classmethod
+    def default(cls) -> SandboxPaths:
+        return cls(state_root() / "sandbox")
+
+    @property
+    def state_file(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def inventory(self) -> Path:
+        return self.root / "inventory.yaml"
+
+    @property
+    def ssh_dir(self) -> Path:
+        return self.root / "ssh"
+
+    @property
+    def ssh_key(self) -> Path:
+        return self.ssh_dir / "id_ed25519"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.ssh_dir / "known_hosts"
+
+    @property
+    def authorized_keys(self) -> Path:
+        return self.ssh_dir / "authorized_keys"
+
+    @property
+    def ssh_config(self) -> Path:
+        return self.ssh_dir / "config"
+
+    def host(self, name: str) -> HostPaths:
+        return HostPaths(self.root / "hosts" / name)
+
+
+@dataclass(frozen=True)
+class HostPaths:
+    """One test host's private files. Paths inside the host equal paths outside (no chroot)."""
+
+    root: Path
+
+    @property
+    def spec(self) -> Path:
+        return self.root / "host.json"
+
+    @property
+    def knobs(self) -> Path:
+        return self.root / "knobs"
+
+    @property
+    def etc_upper(self) -> Path:
+        return self.root / "overlay" / "etc" / "upper"
+
+    @property
+    def bin_upper(self) -> Path:
+        return self.root / "overlay" / "bin" / "upper"
+
+    def overlay_work(self, which: str) -> Path:
+        return self.root / "overlay" / which / "work"
+
+    @property
+    def sshd_dir(self) -> Path:
+        return self.root / "sshd"
+
+    @property
+    def node_dir(self) -> Path:
+        return self.root / "node"
+
+    @property
+    def units_dir(self) -> Path:
+        """Unit files for local mode; in a netns host they live in its own /etc/systemd/system."""
+        return self.root / "units"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.root / "run"
+
+    @property
+    def ready_flag(self) -> Path:
+        return self.root / "init.ready"
+
+    @property
+    def init_log(self) -> Path:
+        return self.root / "init.log"

@@ -1,0 +1,286 @@
+"""`sandbox up | down | status`: a real Elasticsearch cluster in test hosts, started and stopped by PID."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import OrchestratorError, SandboxError
+from orchestrator.es.connect import Connection, call, make_client
+from orchestrator.sandbox import hosts, state
+from orchestrator.sandbox.assemble import EsHome, ensure_es_home
+from orchestrator.sandbox.inventory_writer import write_inventory, write_ssh_files
+from orchestrator.sandbox.layout import HostPaths, SandboxPaths
+from orchestrator.sandbox.node import NodeSpec, jvm_command, node_environment, write_node_config
+
+Say = Callable[[str], None]
+NODE_UID = 65534
+LOCAL_HTTP_BASE = 19200
+LOCAL_TRANSPORT_BASE = 19300
+CLUSTER_NAME = "sandbox"
+
+
+def node_names(count: int) -> list[str]:
+    return [f"es-{i}" for i in range(1, count + 1)]
+
+
+def zone_of(index: int, zones: int) -> str:
+    """Round-robin: with 6 nodes in 3 zones, two per zone."""
+    return f"zone-{(index - 1) % max(zones, 1) + 1}"
+
+
+def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, heap_mb: int,
+       timeout_s: float, say: Say) -> state.SandboxState:
+    if nodes < 1 or nodes > 12:
+        raise SandboxError("--nodes must be between 1 and 12 on one machine")
+    if zones < 1 or zones > nodes:
+        raise SandboxError("--zones must be between 1 and the number of nodes")
+    existing = state.load(paths.state_file)
+    if existing is not None and any_alive(existing):
+        raise SandboxError(f"a sandbox is already running ({len(existing.hosts)} nodes, Elasticsearch "
+                           f"{existing.es_version}); `orchestrate sandbox down` stops it")
+    if existing is not None or (mode == "netns" and os.geteuid() == 0 and hosts.leftover_namespaces()):
+        say("cleaning up what an earlier sandbox left behind")
+        down(paths, say)
+    if mode == "netns":
+        hosts.check_prerequisites()
+    es_home = ensure_es_home(es_version, say)
+    started = time.monotonic()
+    st = state.SandboxState(mode=mode, es_version=es_version, cluster_name=CLUSTER_NAME, zones=zones,
+                            started_at=time.time())
+    paths.root.mkdir(parents=True, exist_ok=True)
+    os.chmod(paths.root, 0o755)
+    write_ssh_files(paths, [], mode)  # the client key exists before any host is prepared
+    try:
+        if mode == "netns":
+            _up_netns(paths, st, nodes, zones, es_home, heap_mb, say)
+        else:
+            _up_local(paths, st, nodes, zones, es_home, heap_mb, say)
+        say(f"waiting for {nodes} nodes to form a green cluster")
+        wait_green(st, nodes, timeout_s)
+    except BaseException:
+        state.save(paths.state_file, st)
+        say("start-up failed: stopping what was started")
+        down(paths, lambda _m: None)
+        raise
+    st.ready = True
+    state.save(paths.state_file, st)
+    write_ssh_files(paths, st.hosts, mode)
+    write_inventory(paths, st)
+    say(f"sandbox up: {nodes} nodes, Elasticsearch {es_version}, green in {time.monotonic() - started:.1f} s")
+    return st
+
+
+def _node_spec(name: str, index: int, zones: int, bind: str, http: int, transport: int,
+               seeds: list[str], masters: list[str], heap_mb: int) -> NodeSpec:
+    return NodeSpec(name=name, cluster_name=CLUSTER_NAME, bind_host=bind, http_port=http, transport_port=transport,
+                    zone=zone_of(index, zones), seed_hosts=tuple(seeds), initial_masters=tuple(masters),
+                    heap_mb=heap_mb)
+
+
+def _write_start_script(es_home: EsHome, host_paths: HostPaths, heap_mb: int) -> Path:
+    node_dir = host_paths.node_dir
+    env = node_environment(es_home, node_dir)
+    script = node_dir.parent / "elasticsearch.sh"
+    lines = ["#!/bin/sh", "# Starts this host's Elasticsearch node (written by `orchestrate sandbox up`).",
+             "exec env -i " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " "
+             + " ".join(shlex.quote(c) for c in jvm_command(es_home, node_dir, heap_mb))]
+    script.write_text("\n".join(lines) + "\n")
+    script.chmod(0o755)
+    return script
+
+
+def _chown_node(node_dir: Path) -> None:
+    if os.geteuid() == 0:
+        subprocess.run(["chown", "-R", f"{NODE_UID}:{NODE_UID}", str(node_dir)], check=True)
+
+
+def _up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: int, es_home: EsHome,
+              heap_mb: int, say: Say) -> None:
+    names = node_names(nodes)
+    test_hosts = [hosts.TestHost(name, i, zone_of(i, zones)) for i, name in enumerate(names, start=1)]
+    seeds = [f"{h.address}:9300" for h in test_hosts]
+    masters = names[: min(3, nodes)]
+    scheduler = hosts.data_disk_scheduler(paths.root)
+    say(f"creating {nodes} test hosts on {hosts.SUBNET}.0/24")
+    hosts.create_bridge()
+    host_keys = []
+    for i, host in enumerate(test_hosts, start=1):
+        rec = state.HostRecord(name=host.name, zone=host.zone, address=host.address,
+                               http_url=f"http://{host.address}:9200", netns=host.netns, veth=host.veth)
+        st.hosts.append(rec)
+        state.save(paths.state_file, st)
+        hp = paths.host(host.name)
+        spec = _node_spec(host.name, i, zones, host.address, 9200, 9300, seeds, masters, heap_mb)
+        write_node_config(spec, hp.node_dir, zones)
+        _chown_node(hp.node_dir)
+        script = _write_start_script(es_home, hp, heap_mb)
+        knobs = hosts.seed_knobs(hp, scheduler)
+        host_keys.append(hosts.prepare_host_files(hp, host, knobs, paths.authorized_keys, script))
+        hosts.create_network(host)
+    paths.known_hosts.write_text("\n".join(host_keys) + "\n")
+    say("booting test hosts (sshd, numad, elasticsearch)")
+    for host, rec in zip(test_hosts, st.hosts, strict=False):
+        rec.unshare_pid, rec.init_pid = hosts.start_host(paths.host(host.name), host)
+        state.save(paths.state_file, st)
+
+
+def local_systemctl(host_paths: HostPaths) -> str:
+    """The command line that manages a local-mode node: the same stand-in, pointed at its own unit dir."""
+    stand_in = hosts.HOST_FILES / "systemctl"
+    return (f"SANDBOX_UNIT_DIR={shlex.quote(str(host_paths.units_dir))} "
+            f"SANDBOX_RUN_DIR={shlex.quote(str(host_paths.run_dir))} {shlex.quote(str(stand_in))}")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _up_local(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: int, es_home: EsHome,
+              heap_mb: int, say: Say) -> None:
+    names = node_names(nodes)
+    taken = [p for i in range(nodes) for p in (LOCAL_HTTP_BASE + i, LOCAL_TRANSPORT_BASE + i) if not _port_free(p)]
+    if taken:
+        raise SandboxError(f"ports already in use on 127.0.0.1: {', '.join(map(str, taken))}; "
+                           "stop what uses them or `orchestrate sandbox down` a previous sandbox")
+    seeds = [f"127.0.0.1:{LOCAL_TRANSPORT_BASE + i}" for i in range(nodes)]
+    masters = names[: min(3, nodes)]
+    say(f"starting {nodes} nodes on 127.0.0.1")
+    for i, name in enumerate(names, start=1):
+        hp = paths.host(name)
+        http = LOCAL_HTTP_BASE + i - 1
+        rec = state.HostRecord(name=name, zone=zone_of(i, zones), address="127.0.0.1",
+                               http_url=f"http://127.0.0.1:{http}")
+        st.hosts.append(rec)
+        state.save(paths.state_file, st)
+        spec = _node_spec(name, i, zones, "127.0.0.1", http, LOCAL_TRANSPORT_BASE + i - 1, seeds, masters, heap_mb)
+        write_node_config(spec, hp.node_dir, zones)
+        _chown_node(hp.node_dir)
+        script = _write_start_script(es_home, hp, heap_mb)
+        user = str(NODE_UID) if os.geteuid() == 0 else None
+        hosts.write_unit(hp.units_dir, "elasticsearch", str(script), user, enabled=False)
+        hp.run_dir.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        hp = paths.host(name)
+        proc = subprocess.run(f"{local_systemctl(hp)} start elasticsearch", shell=True, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SandboxError(f"node {name} did not start: {proc.stderr.strip()}")
+
+
+def wait_green(st: state.SandboxState, nodes: int, timeout_s: float) -> None:
+    conn = Connection(endpoints=tuple(h.http_url for h in st.hosts), request_timeout_s=10)
+    client = make_client(conn)
+    deadline = time.monotonic() + timeout_s
+    last: Any = "no answer yet"
+    while time.monotonic() < deadline:
+        try:
+            health = call("cluster health", conn, lambda: client.cluster.health(
+                wait_for_status="green", wait_for_nodes=str(nodes), timeout="5s"))
+            last = f"{health['status']}, {health['number_of_nodes']} nodes"
+            if health["status"] == "green" and health["number_of_nodes"] == nodes and not health["timed_out"]:
+                return
+        except OrchestratorError as exc:
+            last = str(exc)
+            time.sleep(1)
+    raise SandboxError(f"the sandbox cluster was not green with {nodes} nodes after {timeout_s:.0f} s; "
+                       f"last seen: {last}. Node logs: {st.hosts[0].http_url and 'see hosts/*/node/logs'}")
+
+
+def any_alive(st: state.SandboxState) -> bool:
+    if st.mode == "netns":
+        return any(hosts.pid_alive(h.init_pid) for h in st.hosts)
+    return bool(local_node_pids(SandboxPaths.default(), st))
+
+
+def local_node_pids(paths: SandboxPaths, st: state.SandboxState) -> dict[str, int]:
+    pids = {}
+    for h in st.hosts:
+        pid_file = paths.host(h.name).run_dir / "elasticsearch.service.pid"
+        if pid_file.exists():
+            pid = int(pid_file.read_text().strip() or 0)
+            if hosts.pid_alive(pid):
+                pids[h.name] = pid
+    return pids
+
+
+def down(paths: SandboxPaths, say: Say) -> int:
+    """Stop everything the sandbox started, by PID, and remove its namespaces. Idempotent."""
+    st = state.load(paths.state_file)
+    stopped = 0
+    if st is not None:
+        for h in st.hosts:
+            if st.mode == "netns":
+                if hosts.pid_alive(h.init_pid):
+                    stopped += 1
+                hosts.stop_host(h.unshare_pid, h.init_pid)
+                if h.netns:
+                    hosts.delete_network(h.netns, h.veth)
+            else:
+                hp = paths.host(h.name)
+                if hp.units_dir.parent.exists():
+                    subprocess.run(f"{local_systemctl(hp)} stop elasticsearch", shell=True, capture_output=True)
+                    stopped += 1
+    if os.geteuid() == 0:
+        for ns in hosts.leftover_namespaces():
+            hosts.delete_network(ns, None)
+        hosts.delete_bridge()
+    if st is not None:
+        paths.state_file.unlink(missing_ok=True)
+    say(f"sandbox down: {stopped} host(s) stopped" if stopped else "sandbox down: nothing was running")
+    return stopped
+
+
+def status(paths: SandboxPaths) -> dict[str, Any]:
+    st = state.load(paths.state_file)
+    if st is None:
+        return {"running": False}
+    pids = node_pids(paths, st)
+    return {
+        "running": any_alive(st),
+        "mode": st.mode,
+        "es_version": st.es_version,
+        "cluster_name": st.cluster_name,
+        "inventory": str(paths.inventory),
+        "ssh_config": str(paths.ssh_config) if st.mode == "netns" else None,
+        "known_hosts": str(paths.known_hosts) if st.mode == "netns" else None,
+        "endpoints": [h.http_url for h in st.hosts],
+        "nodes": [{"name": h.name, "host": h.address, "zone": h.zone, "http": h.http_url, "pid": pids.get(h.name)}
+                  for h in st.hosts],
+    }
+
+
+def node_pids(paths: SandboxPaths, st: state.SandboxState) -> dict[str, int]:
+    """PIDs (as seen from here) of each node's Elasticsearch JVM."""
+    if st.mode != "netns":
+        return local_node_pids(paths, st)
+    by_ns: dict[str, str] = {}
+    for h in st.hosts:
+        if hosts.pid_alive(h.init_pid):
+            with contextlib.suppress(OSError):
+                by_ns[os.readlink(f"/proc/{h.init_pid}/ns/pid")] = h.name
+    found: dict[str, int] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if b"SandboxLauncher" not in (proc / "cmdline").read_bytes():
+                continue
+            name = by_ns.get(os.readlink(proc / "ns" / "pid"))
+        except OSError:
+            continue
+        if name:
+            found[name] = int(proc.name)
+    return found

@@ -1,0 +1,123 @@
+"""One sandbox Elasticsearch node: its directories, its configuration and its JVM command line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from orchestrator.sandbox.assemble import EsHome
+
+LOG4J2 = """status = error
+appender.console.type = Console
+appender.console.name = console
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d{ISO8601}][%-5p][%-25c{1.}] [%node_name]%marker %m%n
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = ${sys:es.logs.base_path}${sys:file.separator}${sys:es.logs.cluster_name}.log
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d{ISO8601}][%-5p][%-25c{1.}] [%node_name]%marker %m%n
+rootLogger.level = info
+rootLogger.appenderRef.console.ref = console
+rootLogger.appenderRef.file.ref = file
+"""
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """Everything that makes one node: where it listens, which zone it is in, who its peers are."""
+
+    name: str
+    cluster_name: str
+    bind_host: str
+    http_port: int
+    transport_port: int
+    zone: str
+    seed_hosts: tuple[str, ...]
+    initial_masters: tuple[str, ...]
+    heap_mb: int = 256
+    extra_settings: dict[str, str] = field(default_factory=dict)
+
+
+def node_settings(spec: NodeSpec, data_dir: Path, logs_dir: Path, zones: int) -> dict[str, object]:
+    settings: dict[str, object] = {
+        "cluster.name": spec.cluster_name,
+        "node.name": spec.name,
+        "node.attr.zone": spec.zone,
+        "network.host": spec.bind_host,
+        "http.port": spec.http_port,
+        "transport.port": spec.transport_port,
+        "discovery.seed_hosts": list(spec.seed_hosts),
+        "cluster.initial_master_nodes": list(spec.initial_masters),
+        "path.data": str(data_dir),
+        "path.logs": str(logs_dir),
+        "action.destructive_requires_name": True,
+        # A small test disk must not trip the disk watermarks and block allocation.
+        "cluster.routing.allocation.disk.threshold_enabled": False,
+    }
+    if zones > 1:
+        settings["cluster.routing.allocation.awareness.attributes"] = "zone"
+    settings.update(spec.extra_settings)
+    return settings
+
+
+def render_yaml(settings: dict[str, object]) -> str:
+    import json
+
+    # JSON scalars and lists are valid YAML and need no YAML library here.
+    return "".join(f"{key}: {json.dumps(value)}\n" for key, value in settings.items())
+
+
+def write_node_config(spec: NodeSpec, node_dir: Path, zones: int) -> None:
+    """Lay out config/, data/, logs/, tmp/ for one node (idempotent; data is kept)."""
+    for sub in ("config", "data", "logs", "tmp"):
+        (node_dir / sub).mkdir(parents=True, exist_ok=True)
+    settings = node_settings(spec, node_dir / "data", node_dir / "logs", zones)
+    (node_dir / "config" / "elasticsearch.yml").write_text(render_yaml(settings))
+    (node_dir / "config" / "log4j2.properties").write_text(LOG4J2)
+
+
+def jvm_command(home: EsHome, node_dir: Path, heap_mb: int) -> list[str]:
+    """The java command that runs the node; the launcher stands in for the unpublished CLI."""
+    java = str(home.java_home / "bin" / "java")
+    es = home.path
+    major = int(home.version.split(".")[0])
+    cmd = [
+        java,
+        f"-Xms{heap_mb}m", f"-Xmx{heap_mb}m",
+        "-XX:+UseG1GC", "-Djava.awt.headless=true", "-Dfile.encoding=UTF-8",
+        "-Djna.nosys=true", "-Dio.netty.noUnsafe=true", "-Dio.netty.noKeySetOptimization=true",
+        "-Dlog4j.shutdownHookEnabled=false", "-Dlog4j2.disable.jmx=true",
+        f"-Djava.io.tmpdir={node_dir / 'tmp'}",
+        "-XX:-HeapDumpOnOutOfMemoryError", "-XX:-MaxFDLimit",
+        f"-Des.path.home={es}", f"-Des.path.conf={node_dir / 'config'}",
+        "-Des.distribution.type=tar",
+        "-Dorg.elasticsearch.nativeaccess.enableVectorLibrary=false",
+        "-Djdk.attach.allowAttachSelf=true", "-XX:+EnableDynamicAgentLoading",
+        f"--module-path={es / 'lib'}", "--add-modules=ALL-MODULE-PATH",
+        "--add-modules=jdk.incubator.vector",
+        f"--patch-module=java.base={home.bridge_jar}",
+        "--add-exports=java.base/org.elasticsearch.entitlement.bridge="
+        "org.elasticsearch.entitlement,java.logging,java.net.http,java.naming,jdk.net",
+        "--enable-native-access=org.elasticsearch.nativeaccess,org.elasticsearch.foreign,org.apache.lucene.core",
+        "--add-opens=org.elasticsearch.server/org.elasticsearch.bootstrap=ALL-UNNAMED",
+        "-cp", str(home.launcher_dir / "sandbox-launcher.jar"),
+        "SandboxLauncher",
+    ]
+    if major < 9:
+        # 8.x has no foreign-adapter module names in --enable-native-access beyond what exists.
+        cmd = [c for c in cmd if not c.startswith("--enable-native-access")]
+        cmd.insert(-3, "--enable-native-access=ALL-UNNAMED")
+    return cmd
+
+
+def node_environment(home: EsHome, node_dir: Path) -> dict[str, str]:
+    return {
+        # See host_files/nofile_floor.c: the bootstrap check's file limit, in containers that cap it.
+        "LD_PRELOAD": str(home.nofile_shim),
+        "LIBFFI_TMPDIR": str(node_dir / "tmp"),
+        "ES_TMPDIR": str(node_dir / "tmp"),
+        "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME": str(node_dir),
+        "LANG": "C.UTF-8",
+    }

@@ -1,0 +1,79 @@
+"""The sandbox's state file: what was started, so that `down` can stop exactly that, by PID."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from orchestrator.errors import SandboxError
+
+STATE_VERSION = 1
+
+
+@dataclass
+class HostRecord:
+    name: str
+    zone: str
+    address: str
+    http_url: str
+    netns: str | None = None
+    veth: str | None = None
+    unshare_pid: int | None = None
+    init_pid: int | None = None
+
+
+@dataclass
+class SandboxState:
+    mode: str
+    es_version: str
+    cluster_name: str
+    zones: int
+    hosts: list[HostRecord] = field(default_factory=list)
+    started_at: float = 0.0
+    ready: bool = False
+    version: int = STATE_VERSION
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> SandboxState:
+        raw = json.loads(text)
+        if raw.get("version") != STATE_VERSION:
+            raise SandboxError(f"sandbox state has format version {raw.get('version')}, this tool reads "
+                               f"{STATE_VERSION}: run `orchestrate sandbox down` with the tool that started it")
+        raw["hosts"] = [HostRecord(**h) for h in raw["hosts"]]
+        return cls(**raw)
+
+
+def write_atomically(path: Path, text: str, mode: int = 0o600) -> None:
+    """Write via a temporary file and rename, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load(path: Path) -> SandboxState | None:
+    if not path.exists():
+        return None
+    try:
+        return SandboxState.from_json(path.read_text())
+    except (ValueError, TypeError, KeyError) as exc:
+        raise SandboxError(f"sandbox state {path} is unreadable ({exc}); remove it after checking "
+                           "that no sandbox processes are left") from exc
+
+
+def save(path: Path, state: SandboxState) -> None:
+    write_atomically(path, state.to_json())
