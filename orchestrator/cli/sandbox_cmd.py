@@ -8,7 +8,10 @@ from enum import StrEnum
 import typer
 
 from orchestrator.cli.output import emit_json, out_console, say
+from orchestrator.errors import SandboxError
 from orchestrator.sandbox import lifecycle
+from orchestrator.sandbox.assemble import ensure_es_home
+from orchestrator.sandbox.data import load_sample_data
 from orchestrator.sandbox.layout import SandboxPaths
 
 app = typer.Typer(help="A real Elasticsearch cluster on this machine, assembled from Maven Central.",
@@ -39,6 +42,25 @@ def up(
     mode = (hosts.value if hosts else ("netns" if os.geteuid() == 0 else "local"))
     lifecycle.up(SandboxPaths.default(), nodes, zones, es_version, mode, heap_mb, timeout, say)
     _print_status(as_json=False)
+
+
+@app.command()
+def prepare(es_version: str = typer.Option("9.5.3", help="Elasticsearch version to assemble.")) -> None:
+    """Assemble Elasticsearch from Maven Central into the cache, without starting anything."""
+    home = ensure_es_home(es_version, say)
+    say(f"Elasticsearch {es_version} ready in {home.path} (java: {home.java_home})")
+
+
+@app.command()
+def load(
+    docs: int = typer.Option(20000, help="Documents to index, spread over the indices."),
+    indices: int = typer.Option(3, help="Number of sample-N indices (3 shards, 1 replica each)."),
+) -> None:
+    """Index sample data into the running sandbox, so a restart has shards to recover."""
+    info = lifecycle.status(SandboxPaths.default())
+    if not info.get("running"):
+        raise SandboxError("no sandbox is running: `orchestrate sandbox up` first")
+    load_sample_data(info["endpoints"], docs, indices, say)
 
 
 @app.command()

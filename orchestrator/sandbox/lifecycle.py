@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import shutil
 import socket
 import subprocess
 import time
@@ -52,6 +53,8 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
     if mode == "netns":
         hosts.check_prerequisites()
     es_home = ensure_es_home(es_version, say)
+    # Every `up` is a fresh cluster: data of another version or shape would not start.
+    shutil.rmtree(paths.root / "hosts", ignore_errors=True)
     started = time.monotonic()
     st = state.SandboxState(mode=mode, es_version=es_version, cluster_name=CLUSTER_NAME, zones=zones,
                             started_at=time.time())
@@ -64,7 +67,7 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
         else:
             _up_local(paths, st, nodes, zones, es_home, heap_mb, say)
         say(f"waiting for {nodes} nodes to form a green cluster")
-        wait_green(st, nodes, timeout_s)
+        wait_green(paths, st, nodes, timeout_s)
     except BaseException:
         state.save(paths.state_file, st)
         say("start-up failed: stopping what was started")
@@ -180,12 +183,15 @@ def _up_local(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
             raise SandboxError(f"node {name} did not start: {proc.stderr.strip()}")
 
 
-def wait_green(st: state.SandboxState, nodes: int, timeout_s: float) -> None:
+def wait_green(paths: SandboxPaths, st: state.SandboxState, nodes: int, timeout_s: float) -> None:
     conn = Connection(endpoints=tuple(h.http_url for h in st.hosts), request_timeout_s=10)
     client = make_client(conn)
-    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
+    deadline = started + timeout_s
     last: Any = "no answer yet"
     while time.monotonic() < deadline:
+        if time.monotonic() - started > 20 and not node_pids(paths, st):
+            raise SandboxError(f"every Elasticsearch node exited during start-up:\n{first_node_error(paths, st)}")
         try:
             health = call("cluster health", conn, lambda: client.cluster.health(
                 wait_for_status="green", wait_for_nodes=str(nodes), timeout="5s"))
@@ -196,7 +202,20 @@ def wait_green(st: state.SandboxState, nodes: int, timeout_s: float) -> None:
             last = str(exc)
             time.sleep(1)
     raise SandboxError(f"the sandbox cluster was not green with {nodes} nodes after {timeout_s:.0f} s; "
-                       f"last seen: {last}. Node logs: {st.hosts[0].http_url and 'see hosts/*/node/logs'}")
+                       f"last seen: {last}\n{first_node_error(paths, st)}")
+
+
+def first_node_error(paths: SandboxPaths, st: state.SandboxState) -> str:
+    """The first ERROR a node logged, and where its log is: what an operator reads first."""
+    for h in st.hosts:
+        log = paths.host(h.name).node_dir / "logs" / f"{st.cluster_name}.log"
+        if not log.exists():
+            continue
+        lines = log.read_text(errors="replace").splitlines()
+        for i, line in enumerate(lines):
+            if "[ERROR]" in line:
+                return f"{h.name}: " + "\n".join(lines[i:i + 3]) + f"\n(full log: {log})"
+    return f"no node logged an error; logs are under {paths.root / 'hosts'}"
 
 
 def any_alive(st: state.SandboxState) -> bool:

@@ -1,0 +1,24 @@
+# The two commands of the README: `make demo` and `make test`. Both set up a fresh machine first.
+.PHONY: setup demo test lint unit integration bench down
+
+setup:
+	./scripts/setup
+
+demo: setup
+	./scripts/demo
+
+lint: setup
+	.venv/bin/ruff check orchestrator tests
+	.venv/bin/mypy
+
+test: lint
+	.venv/bin/pytest -ra tests
+
+unit: setup
+	.venv/bin/pytest -q tests/unit
+
+integration: setup
+	.venv/bin/pytest -ra tests/integration
+
+down:
+	.venv/bin/orchestrate sandbox down

@@ -1,0 +1,148 @@
+"""The sandbox is a real cluster: real JVMs, real sshd, per-host knobs, and nothing left behind."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from tests.helpers import assert_no_traceback, orchestrate
+from tests.integration.conftest import SandboxManager, Shape, es_client
+
+REAL_KNOBS = ["/sys/kernel/mm/transparent_hugepage/enabled", "/sys/kernel/mm/transparent_hugepage/defrag",
+              "/proc/sys/vm/zone_reclaim_mode", "/proc/sys/vm/swappiness", "/proc/sys/vm/max_map_count"]
+
+
+def real_knob_values() -> dict[str, str]:
+    return {k: Path(k).read_text() for k in REAL_KNOBS if Path(k).exists()}
+
+
+def ssh(info: dict, node: str, command: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ssh", "-F", info["ssh_config"], node, command], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_three_nodes_form_a_green_cluster(sandboxes: SandboxManager) -> None:
+    info = sandboxes.get(Shape())
+    assert {"inventory", "ssh_config", "endpoints", "nodes"} <= info.keys()
+    assert [n["name"] for n in info["nodes"]] == ["es-1", "es-2", "es-3"]
+    assert all(isinstance(n["pid"], int) and n["pid"] > 1 for n in info["nodes"])
+    health = es_client(info).cluster.health()
+    assert health["status"] == "green" and health["number_of_nodes"] == 3
+    # Each node is its own JVM process, run by an unprivileged user.
+    for node in info["nodes"]:
+        assert os.stat(f"/proc/{node['pid']}").st_uid == 65534
+    assert len({n["pid"] for n in info["nodes"]}) == 3
+
+
+def test_node_stopped_and_started_over_ssh_rejoins(sandboxes: SandboxManager) -> None:
+    info = sandboxes.get(Shape())
+    es = es_client(info)
+    es.indices.create(index="rejoin-test", settings={"number_of_shards": 3, "number_of_replicas": 1})
+    es.cluster.health(index="rejoin-test", wait_for_status="green", timeout="60s")
+    old_pid = next(n["pid"] for n in info["nodes"] if n["name"] == "es-2")
+    stop = ssh(info, "es-2", "systemctl stop elasticsearch && systemctl is-active elasticsearch")
+    assert stop.returncode == 3 and stop.stdout.strip() == "inactive", stop
+    wait_for(lambda: es.cluster.health()["number_of_nodes"] == 2, 60, "es-2 to leave")
+    start = ssh(info, "es-2", "systemctl start elasticsearch && systemctl is-active elasticsearch")
+    assert start.returncode == 0, start
+    health = es.cluster.health(wait_for_nodes="3", wait_for_status="green", timeout="90s")
+    assert health["status"] == "green" and not health["timed_out"]
+    new_pid = next(n["pid"] for n in sandboxes.status()["nodes"] if n["name"] == "es-2")
+    assert new_pid != old_pid
+    es.indices.delete(index="rejoin-test")
+
+
+def test_numad_runs_and_stops_per_host(sandboxes: SandboxManager) -> None:
+    info = sandboxes.get(Shape())
+    assert ssh(info, "es-1", "pgrep -x numad && pidof numad").returncode == 0
+    assert ssh(info, "es-1", "systemctl stop numad; pgrep -x numad").returncode == 1
+    assert ssh(info, "es-2", "pgrep -x numad").returncode == 0
+    assert ssh(info, "es-1", "systemctl start numad").returncode == 0
+
+
+def test_knob_write_changes_one_host_and_never_the_machine(sandboxes: SandboxManager) -> None:
+    info = sandboxes.get(Shape())
+    before = real_knob_values()
+    thp = "/sys/kernel/mm/transparent_hugepage/enabled"
+    assert ssh(info, "es-1", f"cat {thp}").stdout == "[always] madvise never\n"
+    assert ssh(info, "es-1", f"echo never > {thp} && echo 0 > /proc/sys/vm/zone_reclaim_mode").returncode == 0
+    assert ssh(info, "es-1", f"cat {thp}").stdout.strip() == "never"
+    assert ssh(info, "es-2", f"cat {thp}").stdout == "[always] madvise never\n"
+    # A knob that is not overlaid cannot be written at all from inside a host.
+    blocked = ssh(info, "es-1", "echo 5 > /proc/sys/vm/overcommit_ratio")
+    assert blocked.returncode != 0 and "Read-only file system" in blocked.stderr
+    assert real_knob_values() == before
+    ssh(info, "es-1", f"echo '[always] madvise never' > {thp}; echo 1 > /proc/sys/vm/zone_reclaim_mode")
+
+
+def test_second_up_is_refused_clearly(sandboxes: SandboxManager) -> None:
+    sandboxes.get(Shape())
+    proc = orchestrate("sandbox", "up")
+    assert proc.returncode == 3
+    assert "already running" in proc.stderr
+    assert_no_traceback(proc)
+
+
+def test_bad_arguments_are_clear_errors() -> None:
+    proc = orchestrate("sandbox", "up", "--nodes", "2", "--zones", "3")
+    assert proc.returncode == 3 and "--zones" in proc.stderr
+    assert_no_traceback(proc)
+
+
+def test_six_nodes_in_three_zones_keep_copies_apart(sandboxes: SandboxManager) -> None:
+    info = sandboxes.get(Shape(nodes=6, zones=3))
+    zones = [n["zone"] for n in info["nodes"]]
+    assert sorted(zones) == ["zone-1", "zone-1", "zone-2", "zone-2", "zone-3", "zone-3"]
+    es = es_client(info)
+    es.indices.create(index="aware", settings={"number_of_shards": 6, "number_of_replicas": 1})
+    es.cluster.health(index="aware", wait_for_status="green", timeout="90s")
+    zone_of_node = {n["name"]: n["zone"] for n in info["nodes"]}
+    copies: dict[str, list[str]] = {}
+    for row in es.cat.shards(index="aware", format="json", h="shard,node"):
+        copies.setdefault(row["shard"], []).append(zone_of_node[row["node"]])
+    assert len(copies) == 6
+    for shard, shard_zones in copies.items():
+        assert len(set(shard_zones)) == 2, f"shard {shard} has both copies in {shard_zones}"
+
+
+def test_elasticsearch_8_sandbox_forms_green(sandboxes: SandboxManager) -> None:
+    info = sandboxes.get(Shape(es_version="8.19.21"))
+    nodes = es_client(info).cat.nodes(format="json", h="name,version")
+    assert {n["version"] for n in nodes} == {"8.19.21"}
+    assert es_client(info).cluster.health()["status"] == "green"
+
+
+def test_local_mode_runs_nodes_on_loopback(sandboxes: SandboxManager) -> None:
+    info = sandboxes.get(Shape(hosts="local"))
+    assert all(url.startswith("http://127.0.0.1:") for url in info["endpoints"])
+    assert info["ssh_config"] is None
+    assert es_client(info).cluster.health()["number_of_nodes"] == 3
+
+
+def test_down_leaves_nothing_behind(sandboxes: SandboxManager) -> None:
+    info = sandboxes.get(Shape())
+    pids = [n["pid"] for n in info["nodes"]]
+    down = orchestrate("sandbox", "down")
+    sandboxes.forget()
+    assert down.returncode == 0, down.stderr
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists(), f"node process {pid} is still running"
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert "orch-" not in netns
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert "orch-br0" not in links and " orv" not in links
+    mounts = Path("/proc/mounts").read_text()
+    assert "/orchestrator/sandbox" not in mounts
+    again = orchestrate("sandbox", "down")
+    assert again.returncode == 0 and "nothing was running" in again.stderr
