@@ -32,7 +32,7 @@ def load_sample_data(endpoints: list[str], docs: int, indices: int, say: Callabl
         if not call("check index", conn, lambda i=index: es.indices.exists(index=i)):
             call("create index", conn, lambda i=index: es.indices.create(
                 index=i, settings={"number_of_shards": 3, "number_of_replicas": 1}))
-        ok, errors = call("bulk index", conn, lambda i=index, k=n: helpers.bulk(
+        _indexed, errors = call("bulk index", conn, lambda i=index, k=n: helpers.bulk(
             es, _docs(i, per_index, k), chunk_size=2000, raise_on_error=False, stats_only=True))
         if errors:
             raise SandboxError(f"{errors} documents of {index} were not indexed")
