@@ -9,7 +9,7 @@ from typing import Any
 from elasticsearch import helpers
 
 from orchestrator.errors import SandboxError
-from orchestrator.es.connect import Connection, call, make_client
+from orchestrator.es.connect import Connection, make_client, translated
 
 WORDS = ("restart", "shard", "replica", "recovery", "zone", "node", "segment", "merge", "flush", "allocation")
 
@@ -27,17 +27,17 @@ def load_sample_data(endpoints: list[str], docs: int, indices: int, say: Callabl
     es = make_client(conn)
     counts: dict[str, int] = {}
     per_index = max(docs // max(indices, 1), 1)
-    for n in range(1, indices + 1):
-        index = f"sample-{n}"
-        if not call("check index", conn, lambda i=index: es.indices.exists(index=i)):
-            call("create index", conn, lambda i=index: es.indices.create(
-                index=i, settings={"number_of_shards": 3, "number_of_replicas": 1}))
-        _indexed, errors = call("bulk index", conn, lambda i=index, k=n: helpers.bulk(
-            es, _docs(i, per_index, k), chunk_size=2000, raise_on_error=False, stats_only=True))
-        if errors:
-            raise SandboxError(f"{errors} documents of {index} were not indexed")
-        call("refresh", conn, lambda i=index: es.indices.refresh(index=i))
-        counts[index] = int(call("count", conn, lambda i=index: es.count(index=i))["count"])
-        say(f"{index}: {counts[index]} documents")
-    call("wait for green", conn, lambda: es.cluster.health(wait_for_status="green", timeout="60s"))
+    with translated("load sample data", conn.endpoints):
+        for n in range(1, indices + 1):
+            index = f"sample-{n}"
+            if not es.indices.exists(index=index):
+                es.indices.create(index=index, settings={"number_of_shards": 3, "number_of_replicas": 1})
+            _indexed, errors = helpers.bulk(es, _docs(index, per_index, n), chunk_size=2000,
+                                            raise_on_error=False, stats_only=True)
+            if errors:
+                raise SandboxError(f"{errors} documents of {index} were not indexed")
+            es.indices.refresh(index=index)
+            counts[index] = int(es.count(index=index)["count"])
+            say(f"{index}: {counts[index]} documents")
+        es.cluster.health(wait_for_status="green", timeout="60s")
     return counts

@@ -1,0 +1,161 @@
+"""The Elasticsearch adapter: the only code that talks to a cluster. Every call is translated."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import elasticsearch
+
+from orchestrator.errors import ClusterError
+from orchestrator.es.connect import Connection, make_client, translated
+from orchestrator.es.snapshot import ClusterSnapshot, EsNode, Health, ShardCopy
+
+
+class ElasticsearchAdapter:
+    def __init__(self, conn: Connection, client: elasticsearch.Elasticsearch | None = None) -> None:
+        self.conn = conn
+        self.es = client or make_client(conn)
+        self.calls = 0  # requests made, for the run's figures
+
+    def _do(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        with translated(what, self.conn.endpoints):
+            result = fn(*args, **kwargs)
+        return result.body if hasattr(result, "body") else result
+
+    # --- reads -------------------------------------------------------------------------------
+    def health(self, wait_for_status: str | None = None, timeout_s: float | None = None,
+               wait_for_nodes: str | None = None) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {}
+        if wait_for_status:
+            kwargs["wait_for_status"] = wait_for_status
+        if wait_for_nodes:
+            kwargs["wait_for_nodes"] = wait_for_nodes
+        if timeout_s is not None:
+            kwargs["timeout"] = f"{max(int(timeout_s), 1)}s"
+        if wait_for_status or wait_for_nodes:
+            # A server-side wait answers 408 with a body when it times out: not an error for us.
+            kwargs["wait_for_no_initializing_shards"] = False
+            with translated("cluster health", self.conn.endpoints):
+                self.calls += 1
+                try:
+                    return dict(self.es.cluster.health(**kwargs).body)
+                except elasticsearch.ApiError as exc:
+                    if exc.meta.status == 408 and isinstance(exc.body, dict):
+                        return dict(exc.body)
+                    raise
+        return dict(self._do("cluster health", self.es.cluster.health, **kwargs))
+
+    def nodes(self) -> list[EsNode]:
+        raw = self._do("list nodes", self.es.nodes.info, metric="jvm,process,settings")
+        nodes = []
+        for node_id, n in raw["nodes"].items():
+            nodes.append(EsNode(
+                id=node_id, name=n["name"], host=n.get("host", ""), ip=n.get("ip", ""),
+                roles=tuple(n.get("roles", ())), zone=(n.get("attributes") or {}).get("zone"),
+                version=n.get("version", ""),
+                process_id=(n.get("process") or {}).get("id") or (n.get("jvm") or {}).get("pid"),
+                start_time_ms=(n.get("jvm") or {}).get("start_time_in_millis"),
+            ))
+        return sorted(nodes, key=lambda n: n.name)
+
+    def master_id(self) -> str | None:
+        state = self._do("find elected master", self.es.cluster.state, metric="master_node")
+        master = state.get("master_node")
+        return str(master) if master else None
+
+    def shards(self) -> list[ShardCopy]:
+        rows = self._do("list shards", self.es.cat.shards, format="json", bytes="b",
+                        h="index,shard,prirep,state,id,store")
+        return [ShardCopy(index=r["index"], shard=int(r["shard"]), primary=r["prirep"] == "p", state=r["state"],
+                          node_id=r.get("id") or None, size_bytes=int(r.get("store") or 0)) for r in rows]
+
+    def cluster_settings(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        raw = self._do("read cluster settings", self.es.cluster.get_settings, flat_settings=True)
+        return dict(raw.get("persistent", {})), dict(raw.get("transient", {}))
+
+    def has_shutdown_api(self) -> bool:
+        self.calls += 1
+        try:
+            self.es.perform_request("GET", "/_nodes/shutdown", headers={"accept": "application/json"})
+        except elasticsearch.ApiError:
+            return False
+        except elasticsearch.TransportError:
+            return False
+        return True
+
+    def snapshot(self) -> ClusterSnapshot:
+        h = self.health()
+        persistent, transient = self.cluster_settings()
+        return ClusterSnapshot(
+            cluster_name=h["cluster_name"],
+            health=Health(status=h["status"], number_of_nodes=h["number_of_nodes"],
+                          relocating_shards=h["relocating_shards"], initializing_shards=h["initializing_shards"],
+                          unassigned_shards=h["unassigned_shards"],
+                          delayed_unassigned_shards=h.get("delayed_unassigned_shards", 0)),
+            nodes=tuple(self.nodes()),
+            master_id=self.master_id(),
+            shards=tuple(self.shards()),
+            persistent=persistent,
+            transient=transient,
+            has_shutdown_api=self.has_shutdown_api(),
+        )
+
+    def recoveries(self) -> list[dict[str, Any]]:
+        """Every shard recovery the cluster remembers, flattened to what the run reports."""
+        raw = self._do("read recoveries", self.es.indices.recovery, active_only=False, detailed=False)
+        rows = []
+        for index, body in raw.items():
+            for s in body.get("shards", []):
+                size = (s.get("index") or {}).get("size") or {}
+                rows.append({
+                    "index": index, "shard": s.get("id"), "type": s.get("type"), "stage": s.get("stage"),
+                    "primary": s.get("primary"),
+                    "target": (s.get("target") or {}).get("name"), "source": (s.get("source") or {}).get("name"),
+                    "start_ms": s.get("start_time_in_millis", 0), "time_ms": s.get("total_time_in_millis", 0),
+                    "total_bytes": size.get("total_in_bytes", 0), "reused_bytes": size.get("reused_in_bytes", 0),
+                    "recovered_bytes": size.get("recovered_in_bytes", 0),
+                })
+        return rows
+
+    # --- writes ------------------------------------------------------------------------------
+    def put_setting(self, scope: str, key: str, value: Any) -> None:
+        if scope not in ("persistent", "transient"):
+            raise ClusterError(f"cannot write a setting in scope {scope!r}")
+        self._do(f"set {key}", self.es.cluster.put_settings, **{scope: {key: value}})
+
+    def flush(self) -> None:
+        self._do("flush", self.es.indices.flush, allow_no_indices=True, ignore_unavailable=True,
+                 wait_if_ongoing=True)
+
+    def create_lock(self, index: str, doc_id: str, body: dict[str, Any]) -> bool:
+        """Create the lock document; False when it already exists (someone else holds it)."""
+        self.calls += 1
+        with translated("take the run lock", self.conn.endpoints):
+            if not self.es.indices.exists(index=index).body:
+                try:
+                    self.es.indices.create(index=index, settings={
+                        "number_of_shards": 1, "auto_expand_replicas": "0-all"})
+                except elasticsearch.BadRequestError as exc:
+                    if "resource_already_exists" not in str(exc):
+                        raise
+            try:
+                self.es.create(index=index, id=doc_id, document=body, refresh="true")
+            except elasticsearch.ConflictError:
+                return False
+        return True
+
+    def read_lock(self, index: str, doc_id: str) -> dict[str, Any] | None:
+        self.calls += 1
+        with translated("read the run lock", self.conn.endpoints):
+            try:
+                return dict(self.es.get(index=index, id=doc_id).body["_source"])
+            except elasticsearch.NotFoundError:
+                return None
+
+    def delete_lock(self, index: str, doc_id: str) -> None:
+        self.calls += 1
+        with translated("release the run lock", self.conn.endpoints), contextlib.suppress(
+                elasticsearch.NotFoundError):
+            self.es.delete(index=index, id=doc_id, refresh="true")

@@ -1,0 +1,106 @@
+"""An immutable snapshot of an Elasticsearch cluster: everything decisions are made from.
+
+Built by the adapter (I/O), read by pure functions (plan, safety, batch choice). A snapshot
+can also be built from a JSON file, which is how planning is measured at scale.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class EsNode:
+    id: str
+    name: str
+    host: str
+    ip: str
+    roles: tuple[str, ...]
+    zone: str | None
+    version: str
+    process_id: int | None = None
+    start_time_ms: int | None = None
+
+    @property
+    def is_master_eligible(self) -> bool:
+        return "master" in self.roles
+
+    @property
+    def is_data(self) -> bool:
+        return any(r == "data" or r.startswith("data_") for r in self.roles)
+
+    @property
+    def process_identity(self) -> str | None:
+        """What changes when the node's process is restarted (pid and JVM start time)."""
+        if self.start_time_ms is None:
+            return None
+        return f"{self.process_id}@{self.start_time_ms}"
+
+
+@dataclass(frozen=True)
+class ShardCopy:
+    index: str
+    shard: int
+    primary: bool
+    state: str  # STARTED, INITIALIZING, RELOCATING, UNASSIGNED
+    node_id: str | None
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class Health:
+    status: str
+    number_of_nodes: int
+    relocating_shards: int = 0
+    initializing_shards: int = 0
+    unassigned_shards: int = 0
+    delayed_unassigned_shards: int = 0
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    cluster_name: str
+    health: Health
+    nodes: tuple[EsNode, ...]
+    master_id: str | None
+    shards: tuple[ShardCopy, ...]
+    persistent: dict[str, Any] = field(default_factory=dict)
+    transient: dict[str, Any] = field(default_factory=dict)
+    has_shutdown_api: bool = False
+
+    def node_by_name(self, name: str) -> EsNode | None:
+        return next((n for n in self.nodes if n.name == name), None)
+
+    def node_by_id(self, node_id: str) -> EsNode | None:
+        return next((n for n in self.nodes if n.id == node_id), None)
+
+    @property
+    def master(self) -> EsNode | None:
+        return self.node_by_id(self.master_id) if self.master_id else None
+
+    def effective_setting(self, key: str) -> tuple[str, Any]:
+        """(scope, value) as Elasticsearch resolves it: transient wins over persistent."""
+        if key in self.transient:
+            return "transient", self.transient[key]
+        if key in self.persistent:
+            return "persistent", self.persistent[key]
+        return "default", None
+
+    def to_json(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> ClusterSnapshot:
+        return cls(
+            cluster_name=raw["cluster_name"],
+            health=Health(**raw["health"]),
+            nodes=tuple(EsNode(**{**n, "roles": tuple(n["roles"])}) for n in raw["nodes"]),
+            master_id=raw.get("master_id"),
+            shards=tuple(ShardCopy(**s) for s in raw["shards"]),
+            persistent=raw.get("persistent", {}),
+            transient=raw.get("transient", {}),
+            has_shutdown_api=raw.get("has_shutdown_api", False),
+        )

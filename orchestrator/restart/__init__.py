@@ -1,0 +1,1 @@
+"""The rolling restart: plan (pure), safety (pure), journal, engine (the state machine), steps."""
