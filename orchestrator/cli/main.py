@@ -7,22 +7,27 @@ import sys
 import typer
 
 from orchestrator import __version__
-from orchestrator.cli import sandbox_cmd
+from orchestrator.cli import restart_cmd, sandbox_cmd, tune_cmd
 from orchestrator.cli.output import say
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import Aborted, OrchestratorError
 
-EXIT_CODES_HELP = """Exit codes: 0 success; 1 failure; 2 bad configuration or usage; 3 sandbox problem;
-4 cluster or host call failed; 5 preflight failed (nothing changed); 6 unsafe to go on or a wait
-timed out (the journal keeps what to undo; `resume` continues); 7 another run holds the lock;
-8 journal problem; 10 partial success; 130 aborted by the operator."""
+EXIT_CODES_HELP = (
+    "Exit codes: 0 success; 1 failure (tune: drift found); 2 bad configuration or usage; 3 sandbox problem; "
+    "4 a cluster or host call failed; 5 preflight failed (nothing was changed); 6 unsafe to go on, or a wait "
+    "timed out (the journal keeps what to undo; `resume` continues); 7 another run holds the lock; "
+    "8 journal problem; 10 partial success; 130 aborted by the operator (settings restored)."
+)
 
 app = typer.Typer(
     help="Safe rolling restarts and host tuning for Elasticsearch and Riak clusters.\n\n" + EXIT_CODES_HELP,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
     add_completion=False,
 )
 app.add_typer(sandbox_cmd.app, name="sandbox")
+restart_cmd.register(app)
+app.command()(tune_cmd.tune)
 
 
 @app.command()
@@ -33,9 +38,11 @@ def version() -> None:
 
 def run() -> None:
     try:
-        app(standalone_mode=False)
+        # Without standalone mode, click returns the code of typer.Exit instead of raising it.
+        code = app(standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
     except OrchestratorError as exc:
-        say(f"error: {exc}")
+        say(f"{'aborted' if isinstance(exc, Aborted) else 'error'}: {exc}")
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         say("interrupted")

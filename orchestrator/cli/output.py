@@ -8,8 +8,9 @@ from typing import Any
 
 from rich.console import Console
 
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
-out_console = Console(highlight=False, soft_wrap=True)
+# Off a terminal rich assumes 80 columns; tables read better in logs when they do not wrap.
+err_console = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else 160)
+out_console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 
 
 def say(message: str) -> None:

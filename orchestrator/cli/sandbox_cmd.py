@@ -28,7 +28,7 @@ def up(
     nodes: int = typer.Option(3, help="Number of nodes (1-12)."),
     zones: int = typer.Option(1, help="Spread nodes over this many awareness zones (node attribute `zone`)."),
     es_version: str = typer.Option("9.5.3", help="Elasticsearch version: 9.5.3 or 8.19.21 are tested."),
-    hosts: HostsMode = typer.Option(  # noqa: B008
+    hosts: HostsMode = typer.Option(
         None, help="netns: each node in its own test host with sshd (default as root). "
                    "local: nodes on 127.0.0.1 ports, no SSH."),
     heap_mb: int = typer.Option(256, help="JVM heap per node, in MiB."),

@@ -93,4 +93,8 @@ def config_dirs() -> list[Path]:
     if os.environ.get("ORCHESTRATOR_CONFIGS"):
         dirs.insert(0, Path(os.environ["ORCHESTRATOR_CONFIGS"]))
     dirs.append(Path(__file__).resolve().parents[2] / "configs")
-    return dirs
+    unique: list[Path] = []
+    for d in dirs:
+        if d.resolve() not in [u.resolve() for u in unique]:
+            unique.append(d)
+    return unique

@@ -76,14 +76,15 @@ class ElasticsearchAdapter:
         return dict(raw.get("persistent", {})), dict(raw.get("transient", {}))
 
     def has_shutdown_api(self) -> bool:
+        """Without the shutdown plugin, GET /_nodes/shutdown is node info for a node named 'shutdown'
+        (a dict of nodes); the shutdown API answers a list of shutdown records."""
         self.calls += 1
         try:
-            self.es.perform_request("GET", "/_nodes/shutdown", headers={"accept": "application/json"})
-        except elasticsearch.ApiError:
+            resp = self.es.perform_request("GET", "/_nodes/shutdown", headers={"accept": "application/json"})
+        except (elasticsearch.ApiError, elasticsearch.TransportError):
             return False
-        except elasticsearch.TransportError:
-            return False
-        return True
+        body = resp.body if hasattr(resp, "body") else resp
+        return isinstance(body, dict) and isinstance(body.get("nodes"), list)
 
     def snapshot(self) -> ClusterSnapshot:
         h = self.health()

@@ -33,8 +33,10 @@ class Connection:
 def make_client(conn: Connection) -> elasticsearch.Elasticsearch:
     kwargs: dict[str, Any] = {
         "request_timeout": conn.request_timeout_s,
+        # A connection error moves on to the next endpoint: during a restart one of them is down.
+        # Timeouts are not retried: a slow cluster should not see the same write twice.
         "retry_on_timeout": False,
-        "max_retries": 0,
+        "max_retries": max(len(conn.endpoints) - 1, 0),
     }
     if conn.ca_file:
         kwargs["ca_certs"] = conn.ca_file

@@ -14,7 +14,7 @@ from typing import Any
 
 from orchestrator.config.model import Inventory
 from orchestrator.es.snapshot import ClusterSnapshot, EsNode
-from orchestrator.restart.safety import batch_problems, cluster_problems
+from orchestrator.restart.safety import batch_problems, cluster_problems, master_notes
 
 ALLOCATION_ENABLE = "cluster.routing.allocation.enable"
 
@@ -181,7 +181,7 @@ def build_plan(inv: Inventory, snap: ClusterSnapshot, mode: Mode, tuning: tuple[
         batches.append(Batch(number=number, label=label, nodes=tuple(members), shard_copies=len(copies), bytes=size,
                              estimate_s=round(estimate_batch_s(size, rate), 1),
                              problems=tuple(batch_problems(snap, sorted(ids), label))))
-    notes = []
+    notes = master_notes(snap)
     if snap.has_shutdown_api:
         notes.append("the cluster has the node shutdown API; this version restricts allocation with "
                      "`primaries`, which works on every cluster")

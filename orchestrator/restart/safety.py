@@ -63,7 +63,16 @@ def batch_problems(snap: ClusterSnapshot, node_ids: list[str], label: str) -> li
         problems.append(f"{label}: restarting it leaves shard(s) {shown} with no started copy; {hint}.")
     masters = [n for n in snap.nodes if n.is_master_eligible]
     leaving_masters = [n for n in masters if n.id in node_ids]
-    if masters and len(masters) - len(leaving_masters) <= len(masters) // 2:
+    # With fewer than 3 master-eligible nodes a master restart cannot keep a quorum: see master_notes.
+    if len(masters) >= 3 and len(masters) - len(leaving_masters) <= len(masters) // 2:
         problems.append(f"{label}: {len(leaving_masters)} of {len(masters)} master-eligible nodes would be down "
                         "at once, losing the master quorum. Restart fewer master-eligible nodes per batch.")
     return problems
+
+
+def master_notes(snap: ClusterSnapshot) -> list[str]:
+    masters = [n for n in snap.nodes if n.is_master_eligible]
+    if 0 < len(masters) < 3:
+        return [f"the cluster has {len(masters)} master-eligible node(s): while one of them restarts the cluster may "
+                "have no elected master (requests fail until it is back). Three master-eligible nodes avoid that."]
+    return []

@@ -18,7 +18,7 @@ from orchestrator.es.connect import Connection, call, make_client
 from orchestrator.sandbox import hosts, state
 from orchestrator.sandbox.assemble import EsHome, ensure_es_home
 from orchestrator.sandbox.inventory_writer import write_inventory, write_ssh_files
-from orchestrator.sandbox.layout import HostPaths, SandboxPaths
+from orchestrator.sandbox.layout import HostPaths, SandboxPaths, state_root
 from orchestrator.sandbox.node import NodeSpec, jvm_command, node_environment, write_node_config
 
 Say = Callable[[str], None]
@@ -53,8 +53,10 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
     if mode == "netns":
         hosts.check_prerequisites()
     es_home = ensure_es_home(es_version, say)
-    # Every `up` is a fresh cluster: data of another version or shape would not start.
+    # Every `up` is a fresh cluster: data of another version or shape would not start, and runs
+    # journaled against the previous sandbox cluster have nothing left to resume.
     shutil.rmtree(paths.root / "hosts", ignore_errors=True)
+    shutil.rmtree(state_root() / "runs" / CLUSTER_NAME, ignore_errors=True)
     started = time.monotonic()
     st = state.SandboxState(mode=mode, es_version=es_version, cluster_name=CLUSTER_NAME, zones=zones,
                             started_at=time.time())
@@ -256,8 +258,10 @@ def down(paths: SandboxPaths, say: Say) -> int:
         for ns in hosts.leftover_namespaces():
             hosts.delete_network(ns, None)
         hosts.delete_bridge()
-    if st is not None:
-        paths.state_file.unlink(missing_ok=True)
+    # Without its hosts, the sandbox's addresses are routed off this machine: remove what points at
+    # them, so `--cluster sandbox` says "start it first" instead of sending requests away.
+    for leftover in (paths.inventory, paths.ssh_config, paths.known_hosts, paths.state_file):
+        leftover.unlink(missing_ok=True)
     say(f"sandbox down: {stopped} host(s) stopped" if stopped else "sandbox down: nothing was running")
     return stopped
 

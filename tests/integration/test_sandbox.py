@@ -144,5 +144,9 @@ def test_down_leaves_nothing_behind(sandboxes: SandboxManager) -> None:
     assert "orch-br0" not in links and " orv" not in links
     mounts = Path("/proc/mounts").read_text()
     assert "/orchestrator/sandbox" not in mounts
+    # Nothing points at the sandbox's addresses any more (they would be routed off this machine).
+    assert not Path(info["inventory"]).exists()
+    gone = orchestrate("plan", "--cluster", "sandbox")
+    assert gone.returncode == 2 and "sandbox up" in gone.stderr
     again = orchestrate("sandbox", "down")
     assert again.returncode == 0 and "nothing was running" in again.stderr

@@ -1,0 +1,130 @@
+"""Showing a run: a live view on a terminal, one line per event otherwise, JSON lines with --json."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from dataclasses import asdict
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from orchestrator.cli.output import emit_json, err_console
+from orchestrator.restart.events import Event
+from orchestrator.restart.plan import Plan
+
+
+def human_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, s = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{s:02d}s"
+    hours, m = divmod(minutes, 60)
+    return f"{hours}h{m:02d}m"
+
+
+def human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def plan_table(plan: Plan, steps: list[str]) -> Group:
+    verdict = Text("SAFE", style="bold green") if plan.safe else Text("UNSAFE", style="bold red")
+    head = Text.assemble(f"Plan for cluster {plan.cluster} ({plan.mode.value} mode): {len(plan.batches)} batches, "
+                         f"estimated {human_duration(plan.estimate_s)}  ", verdict)
+    table = Table(show_edge=False, pad_edge=False)
+    for col in ("#", "batch", "nodes", "shard copies", "size", "estimate"):
+        table.add_column(col, justify="right" if col in ("#", "shard copies", "size", "estimate") else "left")
+    for b in plan.batches:
+        cells = (str(b.number), b.label, ", ".join(b.nodes), str(b.shard_copies), human_bytes(b.bytes),
+                 human_duration(b.estimate_s))
+        table.add_row(*(Text(c) for c in cells), style="red" if b.problems else None)
+    lines: list[RenderableType] = [head, table, Text("Steps of each batch: " + " -> ".join(steps)),
+             Text("Settings changed, and restored exactly afterwards:")]
+    for s in plan.settings:
+        before = "unset" if s.before is None else str(s.before)
+        lines.append(Text(f"  {s.key} ({s.scope}): {before} -> {s.during}, {s.when}"))
+    lines.append(Text("Host tuning: " + "; ".join(plan.tuning)))
+    lines += [Text(f"Note: {n}") for n in plan.notes]
+    for p in plan.all_problems():
+        lines.append(Text(f"UNSAFE: {p}", style="red"))
+    return Group(*lines)
+
+
+class RunView:
+    """Receives the engine's events and shows them in the mode that fits where output goes."""
+
+    def __init__(self, as_json: bool, nodes: list[str] | None = None) -> None:
+        self.as_json = as_json
+        self.live_mode = not as_json and sys.stderr.isatty()
+        self.nodes: dict[str, dict[str, Any]] = {n: {"phase": "pending", "since": None, "batch": None}
+                                                 for n in (nodes or [])}
+        self.eta_s: float | None = None
+        self.last_message = ""
+        self.started = time.monotonic()
+        self.live: Live | None = None
+        self.lock = threading.Lock()
+
+    def __enter__(self) -> RunView:
+        if self.live_mode:
+            self.live = Live(get_renderable=self.render, console=err_console, refresh_per_second=2, transient=False)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live is not None:
+            self.live.__exit__(None, None, None)
+
+    def __call__(self, event: Event) -> None:
+        with self.lock:
+            if event.node:
+                state = self.nodes.setdefault(event.node, {"phase": "pending", "since": None, "batch": None})
+                if event.phase:
+                    state["phase"], state["since"], state["batch"] = event.phase, time.monotonic(), event.batch
+            if event.eta_s is not None:
+                self.eta_s = event.eta_s
+            self.last_message = event.message
+        if self.as_json:
+            emit_json({"event": event.kind, **{k: v for k, v in asdict(event).items() if v not in (None, {}, "")}})
+        elif not self.live_mode:
+            stamp = time.strftime("%H:%M:%S", time.localtime(event.at))
+            err_console.print(f"{stamp} {event.kind:<7} {event.message}", markup=False, highlight=False)
+        elif event.kind in ("warning", "run", "batch", "undo"):
+            err_console.print(event.message, markup=False)
+
+    def render(self) -> Table:
+        table = Table(title=f"elapsed {human_duration(time.monotonic() - self.started)}  ETA "
+                            f"{human_duration(self.eta_s)}", title_justify="left", show_edge=False)
+        for col in ("node", "batch", "phase", "in phase"):
+            table.add_column(col)
+        with self.lock:
+            for name, st in self.nodes.items():
+                since = human_duration(time.monotonic() - st["since"]) if st["since"] else "-"
+                style = "green" if st["phase"] == "done" else ("yellow" if st["phase"] != "pending" else None)
+                table.add_row(name, str(st["batch"] or "-"), st["phase"], since, style=style)
+        return table
+
+
+def report_table(summary: dict[str, Any]) -> Table:
+    table = Table(title=f"Run {summary['run_id']} on {summary['cluster']}: {summary['result'].upper()} in "
+                        f"{human_duration(summary['duration_s'])}", title_justify="left", show_edge=False)
+    for col in ("node", "restarted", "stop", "start", "join", "recovery", "from peers", "reused"):
+        table.add_column(col, justify="left" if col == "node" else "right")
+    for n in summary["nodes"]:
+        p, r = n["phases"], n["recovery"]
+        table.add_row(n["name"], "yes" if n["restarted"] else "no", *(human_duration(p.get(k)) if k in p else "-"
+                      for k in ("stop", "start", "join", "recovery")),
+                      human_bytes(r["bytes_from_peers"]) if r else "-", human_bytes(r["bytes_reused"]) if r else "-")
+    return table

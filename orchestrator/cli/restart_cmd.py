@@ -1,0 +1,153 @@
+"""`plan`, `restart`, `resume`, `status`, `unlock`: the rolling restart from the command line."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import typer
+
+from orchestrator.cli.output import emit_json, err_console, out_console, say
+from orchestrator.cli.render import RunView, plan_table, report_table
+from orchestrator.errors import OrchestratorError, PreflightFailed, UnsafeToProceed
+from orchestrator.restart import runner
+from orchestrator.restart.journal import Journal
+from orchestrator.restart.lock import LOCK_INDEX
+from orchestrator.restart.plan import Mode
+
+ClusterOpt = typer.Option(None, "--cluster", "-c", help="Cluster name: configs/NAME.yaml ('sandbox' after "
+                                                         "`orchestrate sandbox up`).")
+ConfigOpt = typer.Option(None, "--config", help="Inventory file, instead of --cluster.")
+JsonOpt = typer.Option(False, "--json", help="JSON: one object per line, the last one the summary.")
+ByOpt = typer.Option(Mode.NODE, "--by", help="Batch by `node` (one at a time) or `zone` (one awareness "
+                                              "zone at a time).")
+YellowOpt = typer.Option(False, "--allow-yellow", help="Accept a settled yellow cluster (no shard initializing "
+                                                       "or relocating) where green is required.")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(plan)
+    app.command()(restart)
+    app.command()(resume)
+    app.command()(status)
+    app.command()(unlock)
+
+
+def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, json_out: bool = JsonOpt,
+         allow_yellow: bool = YellowOpt) -> None:
+    """Dry run: what a rolling restart would do, in which order, how long, and whether it is safe.
+
+    Reads the live cluster and changes nothing (no write call, nothing on any host).
+    Exit 0 when the plan is safe, 6 when it is not (each reason is printed with what to do).
+    """
+    target = runner.open_target(cluster, config)
+    the_plan = runner.make_plan(target, by, allow_yellow)
+    if json_out:
+        emit_json(the_plan.to_json())
+    else:
+        out_console.print(plan_table(the_plan, [s.name for s in target.playbook.steps()]))
+    if not the_plan.safe:
+        raise typer.Exit(UnsafeToProceed.exit_code)
+
+
+def _finish(journal: Journal, json_out: bool) -> None:
+    summary = runner.summary(journal)
+    err_console.print(report_table(summary))
+    err_console.print(f"journal: {journal.path}", markup=False)
+    if json_out:
+        emit_json({"event": "summary", **summary})
+
+
+def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt,
+            yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+            json_out: bool = JsonOpt, allow_yellow: bool = YellowOpt) -> None:
+    """Rolling restart: shows the plan, asks to confirm (unless --yes), then runs it batch by batch.
+
+    Preflight checks everything before the first change (safe plan, every node matched, SSH with
+    verified host keys, no other run). Ctrl-C or SIGTERM stops at the next safe point (a stopped
+    node is brought back first), restores every temporary setting and exits 130. A failure
+    leaves allocation restricted and the journal says what is pending: `orchestrate resume`.
+    """
+    target = runner.open_target(cluster, config)
+    the_plan = runner.make_plan(target, by, allow_yellow)
+    if not json_out:
+        out_console.print(plan_table(the_plan, [s.name for s in target.playbook.steps()]))
+    if not the_plan.safe:
+        raise PreflightFailed(the_plan.all_problems())
+    if not yes:
+        if not sys.stdin.isatty():
+            raise PreflightFailed(["not on a terminal and no --yes: refusing to restart without confirmation"])
+        if not typer.confirm(f"Restart {len(the_plan.batches)} batch(es) of {target.inv.cluster.name}?"):
+            say("nothing done")
+            raise typer.Exit(1)
+    nodes = [n for b in the_plan.batches for n in b.nodes]
+
+    def action(view: RunView) -> Journal:
+        return runner.start(target, the_plan, view)
+
+    _run_and_report(json_out, nodes, action)
+
+
+def _run_and_report(json_out: bool, nodes: list[str], action: Callable[[RunView], Journal]) -> None:
+    with RunView(json_out, nodes) as view:
+        try:
+            journal = action(view)
+        except OrchestratorError as exc:
+            ran: Journal | None = getattr(exc, "journal", None)  # set when the run had started
+            if ran is not None:
+                _finish(ran, json_out)
+            raise
+    _finish(journal, json_out)
+
+
+def resume(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool = JsonOpt,
+           run_id: str = typer.Option(None, "--run", help="Run id (default: the latest run of the cluster).")) -> None:
+    """Continue an interrupted or failed run from its journal. A node already restarted (it runs as a
+    new process) is never restarted again; pending temporary settings are restored at the end."""
+    target = runner.open_target(cluster, config)
+
+    def action(view: RunView) -> Journal:
+        return runner.resume(target, view, run_id)
+
+    _run_and_report(json_out, [n.name for n in target.inv.nodes], action)
+
+
+def status(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool = JsonOpt) -> None:
+    """Cluster health, the run in progress or the last one, and every temporary setting still in force."""
+    target = runner.open_target(cluster, config)
+    info = runner.status(target)
+    if json_out:
+        emit_json(info)
+        return
+    h = info["health"]
+    out_console.print(f"cluster {info['cluster']}: {h['status']}, {h['number_of_nodes']} nodes, "
+                      f"{h['initializing_shards']} initializing, {h['unassigned_shards']} unassigned")
+    run = info["run"]
+    if run is None:
+        out_console.print("no run recorded for this cluster")
+    else:
+        done = sum(1 for b in run["batches"] if b["state"] == "done")
+        out_console.print(f"run {run['run_id']}: {run['state']}, {done}/{len(run['batches'])} batches done"
+                          + (f" - {run['message']}" if run["message"] else ""))
+        out_console.print(f"journal: {run['journal']}", markup=False)
+    if info["lock"]:
+        out_console.print(f"lock held by run {info['lock'].get('run_id')} on {info['lock'].get('host')}")
+    for s in info["temporary_settings"]:
+        out_console.print(f"temporary setting still pending: {s['scope']} {s['key']}={s['live']} "
+                          f"(restore to {s['restore_to'] if s['restore_to'] is not None else 'unset'})")
+
+
+def unlock(cluster: str = ClusterOpt, config: Path = ConfigOpt,
+           yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")) -> None:
+    """Remove a run lock whose run is dead (its process and machine are gone). Check first: a live run
+    keeps changing the cluster."""
+    target = runner.open_target(cluster, config)
+    holder = target.es.read_lock(LOCK_INDEX, target.inv.cluster.name)
+    if holder is None:
+        say("no lock is held")
+        return
+    if not yes and not typer.confirm(f"Remove the lock of run {holder.get('run_id')} on {holder.get('host')}?"):
+        raise typer.Exit(1)
+    target.es.delete_lock(LOCK_INDEX, target.inv.cluster.name)
+    say(f"lock of run {holder.get('run_id')} removed")

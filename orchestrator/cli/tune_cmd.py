@@ -1,0 +1,83 @@
+"""`orchestrate tune`: audit or fix host tuning across a cluster's hosts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from orchestrator.cli.output import emit_json, out_console, say
+from orchestrator.config.inventory import load_inventory
+from orchestrator.hosts.transport import make_transport
+from orchestrator.tuning.apply import NodeReport, fix_commands, for_nodes, run_all
+
+EXIT_DRIFT = 1
+
+
+def tune(
+    cluster: str = typer.Option(None, "--cluster", "-c", help="Cluster name (configs/NAME.yaml)."),
+    config: Path = typer.Option(None, "--config", help="Inventory file, instead of --cluster."),
+    check: bool = typer.Option(False, "--check", help="Report drift only (the default)."),
+    apply: bool = typer.Option(False, "--apply", help="Fix live values AND persist them, then check again."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="With --apply: print each host's commands, run none."),
+    nodes: str = typer.Option(None, "--nodes", help="Comma-separated node names (default: all)."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON object per node."),
+) -> None:
+    """Check (default) or apply the inventory's tuning profile on every node's host.
+
+    Per node and knob: the live value, the persisted value (what a reboot would give), the desired
+    value, and whether it drifts. Exit 1 when any node drifts after the command, 0 when none does.
+    --apply is idempotent: a second run changes nothing and says so.
+    """
+    if check and apply:
+        raise typer.BadParameter("give --check or --apply, not both")
+    inv, _ = load_inventory(cluster, config)
+    targets = for_nodes(inv, nodes.split(",") if nodes else None)
+    transport = make_transport(inv)
+    try:
+        if apply and dry_run:
+            reports = run_all(inv, transport, targets, apply=False)
+            for r in reports:
+                cmds = fix_commands(r)
+                if json_out:
+                    emit_json({"node": r.node, "host": r.host, "commands": cmds, "error": r.error})
+                else:
+                    out_console.print(f"# {r.node} ({r.host}): " + ("nothing to do" if not cmds else
+                                                                     f"{len(cmds)} command(s)"), markup=False)
+                    for c in cmds:
+                        out_console.print(c, markup=False, highlight=False)
+            return
+        reports = run_all(inv, transport, targets, apply=apply)
+    finally:
+        transport.close()
+    if json_out:
+        for r in reports:
+            emit_json(r.to_json())
+    else:
+        show(reports, applied=apply)
+    if any(r.drift for r in reports):
+        raise typer.Exit(EXIT_DRIFT)
+
+
+def show(reports: list[NodeReport], applied: bool) -> None:
+    table = Table(show_edge=False)
+    for col in ("node", "knob", "live", "persisted", "desired", "drift"):
+        table.add_column(col)
+    for r in reports:
+        if r.error:
+            table.add_row(r.node, "-", "-", "-", "-", Text(f"ERROR: {r.error}"), style="red")
+            continue
+        for k in r.knobs:
+            drift = "ERROR: " + k.error if k.error else ("yes" if k.drift else "no")
+            if k.note and k.drift:
+                drift += f" ({k.note})"
+            persisted = "not persisted" if k.persisted is None else k.persisted
+            cells = (r.node, k.knob, str(k.live), persisted, k.desired, drift)
+            table.add_row(*(Text(c) for c in cells), style="red" if k.drift else None)
+    out_console.print(table)
+    if applied:
+        for r in reports:
+            said = f"{len(r.applied)} command(s) run" if r.applied else "nothing to change, already tuned"
+            say(f"{r.node}: {said}")

@@ -1,0 +1,100 @@
+"""Playbooks: the restart procedure as data. The ordered steps of a batch, with their parameters.
+
+Built-in steps are named; an operator adds a `command` step (e.g. drain the node from a load
+balancer) anywhere in the batch. Order rules are checked at load time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from orchestrator.config.loader import load_model
+from orchestrator.config.model import Model
+from orchestrator.errors import ConfigError
+
+BUILTIN_STEPS = (
+    "restrict_allocation", "flush", "stop_service", "tune_host", "start_service", "wait_for_join",
+    "restore_allocation", "wait_for_recovery",
+    # Riak
+    "riak_preflight", "wait_for_service", "wait_for_handoffs",
+)
+RUN_STEPS = ("raise_recovery_limits", "raise_handoff_limit")
+
+
+class CommandStep(Model):
+    """An operator's command, run on the node's host (or here, with `where: local`)."""
+
+    name: str = Field(pattern=r"^[a-z0-9_-]{1,40}$")
+    run: str = Field(min_length=1, max_length=4000)
+    where: Literal["host", "local"] = "host"
+    timeout_s: float = Field(120, gt=0, le=7200)
+    ignore_failure: bool = False
+
+
+class Step(Model):
+    """One entry of a batch: a built-in step by name, or a command."""
+
+    builtin: str | None = None
+    command: CommandStep | None = None
+
+    @property
+    def name(self) -> str:
+        return self.builtin or (self.command.name if self.command else "?")
+
+
+class Playbook(Model):
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
+    product: Literal["elasticsearch", "riak"] = "elasticsearch"
+    description: str = ""
+    before_run: list[str] = Field(default_factory=list)
+    batch: list[str | dict[str, CommandStep]] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def known_and_ordered(self) -> Playbook:
+        for step in self.before_run:
+            if step not in RUN_STEPS:
+                raise ValueError(f"before_run: unknown step {step!r}; known: {', '.join(RUN_STEPS)}")
+        names = []
+        for entry in self.batch:
+            if isinstance(entry, str):
+                if entry not in BUILTIN_STEPS:
+                    raise ValueError(f"batch: unknown step {entry!r}; known: {', '.join(BUILTIN_STEPS)} or "
+                                     "{command: {name, run, where, timeout_s}}")
+                names.append(entry)
+            else:
+                if list(entry) != ["command"]:
+                    raise ValueError(f"batch: a step is a name or {{command: ...}}, not {list(entry)}")
+                names.append(entry["command"].name)
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"batch: step(s) listed twice: {', '.join(repeated)}")
+        for first, then in (("stop_service", "start_service"), ("start_service", "wait_for_join"),
+                            ("restrict_allocation", "restore_allocation"), ("restrict_allocation", "stop_service"),
+                            ("stop_service", "tune_host"), ("tune_host", "start_service")):
+            if first in names and then in names and names.index(first) > names.index(then):
+                raise ValueError(f"batch: {first} must come before {then}")
+        for needed in ("stop_service", "start_service"):
+            if needed not in names:
+                raise ValueError(f"batch: a restart needs {needed}")
+        return self
+
+    def steps(self) -> list[Step]:
+        return [Step(builtin=e) if isinstance(e, str) else Step(command=e["command"]) for e in self.batch]
+
+
+def playbook_dirs() -> list[Path]:
+    here, shipped = Path.cwd() / "playbooks", Path(__file__).resolve().parents[2] / "playbooks"
+    return [here] if here.resolve() == shipped.resolve() else [here, shipped]
+
+
+def load_playbook(name_or_path: str) -> Playbook:
+    candidates = [Path(name_or_path)] if name_or_path.endswith((".yaml", ".yml")) else []
+    candidates += [d / f"{name_or_path}.yaml" for d in playbook_dirs()]
+    for path in candidates:
+        if path.is_file():
+            return load_model(path, Playbook)
+    raise ConfigError("inventory", [f"playbook: {name_or_path!r} not found; looked for "
+                                    f"{', '.join(str(p) for p in candidates)}"])

@@ -1,0 +1,1 @@
+"""Reaching hosts: transports (SSH, local) and the service manager on top of them."""

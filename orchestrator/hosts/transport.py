@@ -1,0 +1,154 @@
+"""Running commands on a node's host. SSH through paramiko (host keys verified), or locally.
+
+Commands are strings for a POSIX shell; every value put into one must be quoted by the
+caller with ``shlex.quote`` (see ``service.py`` and ``tuning``).
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import paramiko
+
+from orchestrator.config.model import Inventory, NodeEntry
+from orchestrator.errors import ConfigError, HostError, HostUnreachable
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    rc: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0
+
+
+class Transport(Protocol):
+    def run(self, node: NodeEntry, command: str, timeout_s: float | None = None) -> CommandResult: ...
+
+    def check(self, node: NodeEntry) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class LocalTransport:
+    """Runs commands on this machine (sandbox local mode, or a tool run on the node itself)."""
+
+    def __init__(self, default_timeout_s: float = 300) -> None:
+        self.default_timeout_s = default_timeout_s
+
+    def run(self, node: NodeEntry, command: str, timeout_s: float | None = None) -> CommandResult:
+        try:
+            proc = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True,
+                                  timeout=timeout_s or self.default_timeout_s)
+        except subprocess.TimeoutExpired as exc:
+            raise HostError(f"{node.name}: command did not finish in {exc.timeout:.0f} s: {command}") from exc
+        return CommandResult(proc.returncode, proc.stdout, proc.stderr)
+
+    def check(self, node: NodeEntry) -> None:
+        self.run(node, "true", 10)
+
+    def close(self) -> None:
+        pass
+
+
+class SshTransport:
+    """One SSH connection per host, reused. Unknown or changed host keys are refused."""
+
+    def __init__(self, inv: Inventory, passphrase: str | None = None) -> None:
+        self.cfg = inv.ssh
+        if self.cfg.known_hosts is None or not Path(self.cfg.known_hosts).expanduser().is_file():
+            raise ConfigError("inventory", [f"ssh.known_hosts: file {self.cfg.known_hosts} not found; unknown host "
+                                            "keys are refused, so the hosts' keys must be listed there"])
+        self.passphrase = passphrase
+        self._clients: dict[str, paramiko.SSHClient] = {}
+        self._lock = threading.Lock()
+
+    def _user(self, node: NodeEntry) -> str:
+        return node.ssh_user or self.cfg.user
+
+    def _connect(self, node: NodeEntry) -> paramiko.SSHClient:
+        with self._lock:
+            client = self._clients.get(node.name)
+            transport = client.get_transport() if client else None
+            if client is not None and transport is not None and transport.is_active():
+                return client
+            client = paramiko.SSHClient()
+            client.load_host_keys(str(Path(self.cfg.known_hosts).expanduser()))  # type: ignore[arg-type]
+            client.set_missing_host_key_policy(paramiko.RejectPolicy())
+            port = node.ssh_port or self.cfg.port
+            where = f"{self._user(node)}@{node.host}:{port} ({node.name})"
+            try:
+                client.connect(node.host, port=port, username=self._user(node),
+                               key_filename=str(self.cfg.key_file) if self.cfg.key_file else None,
+                               passphrase=self.passphrase, timeout=self.cfg.connect_timeout_s,
+                               banner_timeout=self.cfg.connect_timeout_s, auth_timeout=self.cfg.connect_timeout_s,
+                               allow_agent=self.cfg.key_file is None, look_for_keys=self.cfg.key_file is None)
+            except paramiko.BadHostKeyException as exc:
+                raise HostUnreachable(f"{where}: the host key does not match {self.cfg.known_hosts}. It may have "
+                                      "been reinstalled, or someone is in the middle; check it, then update "
+                                      "known_hosts.") from exc
+            except paramiko.AuthenticationException as exc:
+                raise HostUnreachable(f"{where}: the SSH key was refused (check ssh.key_file and the host's "
+                                      "authorized_keys)") from exc
+            except paramiko.SSHException as exc:
+                if "not found in known_hosts" in str(exc):
+                    raise HostUnreachable(f"{where}: host key unknown; it is not in {self.cfg.known_hosts}. "
+                                          "Add it after checking its fingerprint (unknown keys are refused).") from exc
+                raise HostUnreachable(f"{where}: SSH failed: {exc}") from exc
+            except (TimeoutError, OSError) as exc:
+                raise HostUnreachable(f"{where}: cannot connect: {exc}") from exc
+            self._clients[node.name] = client
+            return client
+
+    def run(self, node: NodeEntry, command: str, timeout_s: float | None = None) -> CommandResult:
+        if self.cfg.sudo and self._user(node) != "root":
+            command = "sudo -n /bin/sh -c " + shlex.quote(command)
+        timeout = timeout_s or self.cfg.command_timeout_s
+        client = self._connect(node)
+        try:
+            _stdin, stdout, stderr = client.exec_command(command, timeout=timeout)
+            out = stdout.read().decode(errors="replace")
+            err = stderr.read().decode(errors="replace")
+            rc = stdout.channel.recv_exit_status()
+        except (TimeoutError, paramiko.SSHException, OSError) as exc:
+            self._drop(node)
+            raise HostUnreachable(f"{node.name} ({node.host}): SSH command failed or timed out after "
+                                  f"{timeout:.0f} s: {exc or type(exc).__name__}") from exc
+        return CommandResult(rc, out, err)
+
+    def _drop(self, node: NodeEntry) -> None:
+        with self._lock:
+            client = self._clients.pop(node.name, None)
+        if client is not None:
+            client.close()
+
+    def check(self, node: NodeEntry) -> None:
+        result = self.run(node, "true", self.cfg.connect_timeout_s)
+        if not result.ok:
+            raise HostError(f"{node.name}: a test command failed on the host: {result.stderr.strip()}")
+
+    def close(self) -> None:
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for c in clients:
+            c.close()
+
+
+def make_transport(inv: Inventory) -> Transport:
+    if inv.ssh.transport == "local":
+        return LocalTransport(inv.ssh.command_timeout_s)
+    passphrase = None
+    if inv.ssh.key_passphrase is not None:
+        try:
+            passphrase = inv.ssh.key_passphrase.resolve()
+        except ValueError as exc:
+            raise ConfigError("inventory", [f"ssh.key_passphrase: {exc}"]) from None
+    return SshTransport(inv, passphrase)

@@ -1,0 +1,75 @@
+"""Everything a step needs, in one place: the adapters, the journal, the clock, the abort flag."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from orchestrator.config.model import Inventory, NodeEntry
+from orchestrator.config.playbook import Playbook
+from orchestrator.es.adapter import ElasticsearchAdapter
+from orchestrator.hosts.service import ServiceControl
+from orchestrator.hosts.transport import Transport
+from orchestrator.restart.events import Event, EventSink
+from orchestrator.restart.journal import Journal, NodeRecord
+from orchestrator.restart.phases import Phase, check_transition
+from orchestrator.retry import Clock
+
+
+@dataclass
+class AbortFlag:
+    """Set by Ctrl-C or SIGTERM; the engine stops at the next safe point."""
+
+    requested: bool = False
+    reason: str = ""
+
+    def request(self, reason: str) -> None:
+        self.requested = True
+        self.reason = reason
+
+
+# A host tuner applies the inventory's tuning profile to one node's host (the tuning module).
+Tuner = Callable[[NodeEntry], list[str]]
+
+
+@dataclass
+class RunContext:
+    inv: Inventory
+    playbook: Playbook
+    es: ElasticsearchAdapter
+    transport: Transport
+    service: ServiceControl
+    journal: Journal
+    emit: EventSink
+    tuner: Tuner | None = None
+    clock: Clock = field(default_factory=Clock)
+    abort: AbortFlag = field(default_factory=AbortFlag)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def node(self, name: str) -> NodeEntry:
+        return self.inv.node(name)
+
+    def record(self, name: str) -> NodeRecord:
+        return self.journal.nodes[name]
+
+    def set_phase(self, name: str, phase: Phase, message: str = "") -> None:
+        with self.lock:
+            rec = self.record(name)
+            check_transition(name, rec.phase, phase)
+            if rec.phase != phase:
+                rec.started_at[phase.value] = self.clock_wall()
+            rec.phase = phase.value
+            self.journal.save()
+        self.emit(Event("phase", message or f"{name}: {phase.value}", node=name, batch=rec.batch, phase=phase.value))
+
+    def timed(self, name: str, phase_key: str, seconds: float) -> None:
+        with self.lock:
+            self.record(name).phases[phase_key] = round(seconds, 2)
+            self.journal.save()
+
+    @staticmethod
+    def clock_wall() -> float:
+        import time
+
+        return time.time()

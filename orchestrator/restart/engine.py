@@ -1,0 +1,153 @@
+"""The restart engine: runs the journal's batches through the playbook's steps, one batch at a time.
+
+Before each batch it reads a fresh snapshot and refuses to go on while the cluster is unsafe.
+After each step it writes the journal, so a run killed at any point is finished by `resume`
+without restarting a node twice. On Ctrl-C it stops at the next safe point (never with a node
+left down) and restores every temporary setting.
+"""
+
+from __future__ import annotations
+
+import time
+
+from orchestrator.errors import Aborted, OrchestratorError, UnsafeToProceed
+from orchestrator.es.snapshot import ClusterSnapshot
+from orchestrator.restart import steps
+from orchestrator.restart.context import RunContext
+from orchestrator.restart.events import Event
+from orchestrator.restart.journal import BatchRecord, RunState
+from orchestrator.restart.safety import batch_problems, cluster_problems
+from orchestrator.retry import Seen, wait_until
+
+# Steps between these two leave a node down: an abort waits until the node is back.
+NODE_DOWN_FROM, NODE_BACK_AT = "stop_service", "wait_for_join"
+
+
+class Engine:
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        self.steps: dict[str, steps.StepFn] = {}
+        for step in ctx.playbook.steps():
+            if step.builtin:
+                self.steps[step.name] = steps.BUILTIN[step.builtin]
+            elif step.command:
+                self.steps[step.name] = steps.command_step(step.command)
+        self.order = [s.name for s in ctx.playbook.steps()]
+        self.batch_seconds: list[float] = []
+
+    # --- the run ---------------------------------------------------------------------------------
+    def run(self) -> None:
+        ctx, journal = self.ctx, self.ctx.journal
+        journal.state = RunState.RUNNING
+        journal.save()
+        try:
+            if not journal.run_setup_done:
+                for step in ctx.playbook.before_run:
+                    if step == "raise_recovery_limits":
+                        steps.raise_recovery_limits(ctx)
+                journal.run_setup_done = True
+                journal.save()
+            for batch in journal.batches:
+                if batch.state != "done":
+                    self.run_batch(batch)
+            steps.restore_settings(ctx)
+            self.finish(RunState.SUCCEEDED, f"all {len(journal.batches)} batches restarted")
+        except Aborted as exc:
+            raise self.stop_safely(exc) from None
+        except OrchestratorError as exc:
+            # Temporary settings stay in force (allocation restricted): with a node in trouble, restoring
+            # them would start copying its shards elsewhere. The journal keeps them for `resume`.
+            self.finish(RunState.FAILED, str(exc))
+            raise
+        finally:
+            journal.es_calls = ctx.es.calls
+            journal.save()
+
+    def finish(self, state: RunState, message: str) -> None:
+        journal = self.ctx.journal
+        journal.state = state
+        journal.message = message
+        journal.finished = time.time()
+        journal.save()
+        self.ctx.emit(Event("run", f"run {state.value}: {message}", data={"result": state.value}))
+
+    def stop_safely(self, exc: Aborted) -> Aborted:
+        """After an abort: put every temporary setting back, so nothing is left half-set."""
+        try:
+            steps.restore_settings(self.ctx)
+        except OrchestratorError as restore_error:
+            message = (f"{exc}; restoring settings FAILED ({restore_error}): `orchestrate status` shows what is "
+                       "pending, `orchestrate resume` restores it")
+        else:
+            message = f"{exc}; temporary settings restored. `orchestrate resume` continues the remaining batches"
+        self.finish(RunState.ABORTED, message)
+        return Aborted(message)
+
+    # --- a batch ---------------------------------------------------------------------------------
+    def run_batch(self, batch: BatchRecord) -> None:
+        ctx = self.ctx
+        if batch.state == "pending":
+            self.wait_until_safe(batch)
+            batch.state = "running"
+            batch.started = time.time()
+            ctx.journal.save()
+            ctx.emit(Event("batch", f"batch {batch.number}/{len(ctx.journal.batches)}: {batch.label} "
+                                    f"({', '.join(batch.nodes)})", batch=batch.number, eta_s=self.eta_s()))
+        else:
+            ctx.emit(Event("batch", f"batch {batch.number}: resuming {batch.label} after "
+                                    f"{', '.join(batch.steps_done) or 'nothing'}", batch=batch.number))
+        for name in self.order:
+            if name in batch.steps_done:
+                continue
+            self.check_abort(batch)
+            self.steps[name](ctx, batch)
+            batch.steps_done.append(name)
+            ctx.journal.save()
+        batch.state = "done"
+        batch.finished = time.time()
+        ctx.journal.save()
+        self.batch_seconds.append(batch.finished - (batch.started or batch.finished))
+        ctx.emit(Event("batch", f"batch {batch.number} done in {batch.finished - (batch.started or 0):.1f} s",
+                       batch=batch.number, eta_s=self.eta_s()))
+        self.check_abort(batch)
+
+    def check_abort(self, batch: BatchRecord) -> None:
+        if not self.ctx.abort.requested:
+            return
+        node_down = NODE_DOWN_FROM in batch.steps_done and NODE_BACK_AT not in batch.steps_done
+        if node_down:
+            self.ctx.emit(Event("warning", "stop requested: bringing the batch's nodes back first", batch=batch.number))
+            return
+        raise Aborted(f"stopped by the operator ({self.ctx.abort.reason}) at a safe point")
+
+    def wait_until_safe(self, batch: BatchRecord) -> None:
+        """Never start a batch while the cluster is unsafe: wait (up to the recovery timeout), then say why."""
+        ctx = self.ctx
+        ids = [ctx.journal.plan["node_ids"][n] for n in batch.nodes]
+        expected = len(ctx.journal.plan["node_ids"])
+
+        def safe(seen: Seen[ClusterSnapshot]) -> ClusterSnapshot | None:
+            snap = ctx.es.snapshot()
+            problems = cluster_problems(snap, ctx.inv.allow_yellow)
+            if snap.health.number_of_nodes < expected:
+                problems.append(f"only {snap.health.number_of_nodes} of {expected} nodes are in the cluster")
+            problems += batch_problems(snap, ids, batch.label)
+            seen.text = " ".join(problems)
+            return snap if not problems else None
+
+        try:
+            wait_until(safe, what=f"the cluster to be safe for batch {batch.number} ({batch.label})",
+                       timeout_s=ctx.inv.timeouts.recovery_s, interval_s=max(ctx.inv.timeouts.poll_interval_s, 1),
+                       clock=ctx.clock, should_stop=lambda: ctx.abort.requested)
+        except OrchestratorError as exc:
+            if isinstance(exc, Aborted):
+                raise
+            raise UnsafeToProceed(f"not going on with batch {batch.number} ({batch.label}): {exc}") from exc
+
+    def eta_s(self) -> float:
+        """Remaining time: measured batch times once there are some, the plan's estimate before."""
+        remaining = [b for b in self.ctx.journal.batches if b.state != "done"]
+        if self.batch_seconds:
+            return round(len(remaining) * sum(self.batch_seconds) / len(self.batch_seconds), 1)
+        estimates = {b["number"]: b["estimate_s"] for b in self.ctx.journal.plan["batches"]}
+        return round(float(sum(estimates.get(b.number, 0) for b in remaining)), 1)

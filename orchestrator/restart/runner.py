@@ -1,0 +1,242 @@
+"""Running a restart: preflight, journal, lock, signals, then the engine. Also resume and status.
+
+Preflight reads and checks everything before the first change: the plan is safe, every node is
+matched, every host answers over SSH with a verified key, no other run holds the cluster.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from orchestrator.config.inventory import load_inventory
+from orchestrator.config.model import Inventory
+from orchestrator.config.playbook import Playbook, load_playbook
+from orchestrator.errors import ConfigError, JournalError, OrchestratorError, PreflightFailed
+from orchestrator.es.adapter import ElasticsearchAdapter
+from orchestrator.es.connect import Connection
+from orchestrator.hosts.service import ServiceControl
+from orchestrator.hosts.transport import Transport, make_transport
+from orchestrator.restart import journal as journals
+from orchestrator.restart.context import AbortFlag, RunContext, Tuner
+from orchestrator.restart.engine import Engine
+from orchestrator.restart.events import Event, EventSink
+from orchestrator.restart.journal import BatchRecord, Journal, NodeRecord, RunState
+from orchestrator.restart.lock import LOCK_INDEX, RunLock
+from orchestrator.restart.plan import Mode, Plan, build_plan
+from orchestrator.tuning.apply import make_tuner, profile_summary
+
+
+@dataclass
+class Target:
+    """A cluster to act on: its inventory and the adapters to reach it."""
+
+    inv: Inventory
+    inventory_path: Path
+    playbook: Playbook
+    es: ElasticsearchAdapter
+
+
+def connection(inv: Inventory) -> Connection:
+    c = inv.cluster
+    problems = []
+    password = api_key = None
+    for label, source in (("cluster.password", c.password), ("cluster.api_key", c.api_key)):
+        if source is not None:
+            try:
+                value = source.resolve()
+            except ValueError as exc:
+                problems.append(f"{label}: {exc}")
+                continue
+            if label == "cluster.password":
+                password = value
+            else:
+                api_key = value
+    if c.ca_file is not None and not Path(c.ca_file).is_file():
+        problems.append(f"cluster.ca_file: {c.ca_file} not found")
+    if problems:
+        raise ConfigError("inventory", problems)
+    return Connection(endpoints=tuple(c.endpoints), ca_file=str(c.ca_file) if c.ca_file else None,
+                      verify_certs=c.verify_certs, username=c.username, password=password, api_key=api_key,
+                      request_timeout_s=c.request_timeout_s)
+
+
+def open_target(cluster: str | None, config: Path | None) -> Target:
+    inv, path = load_inventory(cluster, config)
+    playbook = load_playbook(inv.playbook)
+    if playbook.product != inv.cluster.product:
+        raise ConfigError(str(path), [f"playbook {playbook.name} is for {playbook.product}, the cluster is "
+                                      f"{inv.cluster.product}"])
+    return Target(inv, path, playbook, ElasticsearchAdapter(connection(inv)))
+
+
+def make_plan(target: Target, mode: Mode, allow_yellow: bool = False) -> Plan:
+    snap = target.es.snapshot()
+    return build_plan(target.inv, snap, mode, tuning=profile_summary(target.inv), allow_yellow=allow_yellow)
+
+
+def check_hosts(inv: Inventory, transport: Transport) -> list[str]:
+    problems = []
+    for node in inv.nodes:
+        try:
+            transport.check(node)
+        except OrchestratorError as exc:
+            problems.append(str(exc))
+    return problems
+
+
+def unfinished_run(cluster: str) -> Journal | None:
+    try:
+        last = journals.latest(cluster)
+    except JournalError:
+        return None
+    return last if last is not None and last.state is not RunState.SUCCEEDED else None
+
+
+def new_journal(target: Target, plan: Plan) -> Journal:
+    batches = [BatchRecord(number=b.number, label=b.label, nodes=list(b.nodes)) for b in plan.batches]
+    nodes = {n: NodeRecord(name=n, batch=b.number) for b in plan.batches for n in b.nodes}
+    return journals.create(Journal(run_id=journals.new_run_id(), cluster=target.inv.cluster.name,
+                                   inventory=str(target.inventory_path), mode=plan.mode.value,
+                                   playbook=target.playbook.name, plan=plan.to_json(), batches=batches, nodes=nodes))
+
+
+@contextmanager
+def abort_on_signals(abort: AbortFlag, emit: EventSink) -> Iterator[None]:
+    """Ctrl-C and SIGTERM ask for a stop at the next safe point; a second one is refused, loudly."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if abort.requested:
+            emit(Event("warning", f"{name} again: already stopping at a safe point, please wait "
+                                  "(SIGKILL would leave temporary settings in place until `resume`)"))
+            return
+        abort.request(name)
+        emit(Event("warning", f"{name}: stopping at the next safe point, then restoring settings"))
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def execute(target: Target, journal: Journal, transport: Transport, emit: EventSink, takeover: bool) -> Journal:
+    inv = target.inv
+    lock = RunLock(target.es, inv.cluster.name, journal.run_id)
+    lock.acquire(takeover=takeover)
+    abort = AbortFlag()
+    tuner: Tuner | None = make_tuner(inv, transport)
+    ctx = RunContext(inv=inv, playbook=target.playbook, es=target.es, transport=transport,
+                     service=ServiceControl(transport, inv.service, inv.timeouts.stop_s + inv.timeouts.start_s),
+                     journal=journal, emit=emit, tuner=tuner, abort=abort)
+    failed = False
+    try:
+        with abort_on_signals(abort, emit):
+            Engine(ctx).run()
+    except OrchestratorError as exc:
+        failed = journal.state is RunState.FAILED
+        exc.journal = journal  # type: ignore[attr-defined]  # the CLI reports the run that failed
+        raise
+    finally:
+        # A failed run keeps the lock: its temporary settings are still in force until `resume`.
+        if not failed:
+            lock.release()
+        transport.close()
+    return journal
+
+
+def start(target: Target, plan: Plan, emit: EventSink) -> Journal:
+    """Preflight, then a new run. Nothing is changed when preflight fails."""
+    problems = plan.all_problems()
+    previous = unfinished_run(target.inv.cluster.name)
+    if previous is not None:
+        problems.append(f"run {previous.run_id} on this cluster is {previous.state.value} and not finished: "
+                        f"`orchestrate resume --cluster {target.inv.cluster.name}` finishes it")
+    transport = make_transport(target.inv)
+    problems += check_hosts(target.inv, transport)
+    holder = target.es.read_lock(LOCK_INDEX, target.inv.cluster.name)
+    if holder is not None:
+        problems.append(f"another run holds this cluster's lock: run {holder.get('run_id')} on {holder.get('host')}")
+    if problems:
+        transport.close()
+        raise PreflightFailed(problems)
+    journal = new_journal(target, plan)
+    emit(Event("run", f"run {journal.run_id} started: {len(plan.batches)} batches, journal {journal.path}",
+               data={"run_id": journal.run_id, "journal": str(journal.path)}))
+    return execute(target, journal, transport, emit, takeover=False)
+
+
+def resume(target: Target, emit: EventSink, run_id: str | None = None) -> Journal:
+    journal = journals.latest(target.inv.cluster.name, run_id)
+    if journal is None:
+        raise JournalError(f"no run to resume for cluster {target.inv.cluster.name}")
+    if journal.state is RunState.SUCCEEDED:
+        raise JournalError(f"run {journal.run_id} already succeeded; nothing to resume")
+    transport = make_transport(target.inv)
+    problems = check_hosts(target.inv, transport)
+    if problems:
+        transport.close()
+        raise PreflightFailed(problems)
+    done = sum(1 for b in journal.batches if b.state == "done")
+    emit(Event("run", f"resuming run {journal.run_id} ({journal.state.value}): {done} of {len(journal.batches)} "
+                      "batches done", data={"run_id": journal.run_id, "journal": str(journal.path)}))
+    return execute(target, journal, transport, emit, takeover=True)
+
+
+def status(target: Target) -> dict[str, Any]:
+    health = target.es.health()
+    persistent, transient = target.es.cluster_settings()
+    last: Journal | None = None
+    last_error: str | None = None
+    try:
+        last = journals.latest(target.inv.cluster.name)
+    except JournalError as exc:
+        last_error = str(exc)
+    out: dict[str, Any] = {
+        "cluster": target.inv.cluster.name,
+        "health": {k: health[k] for k in ("status", "number_of_nodes", "initializing_shards", "relocating_shards",
+                                          "unassigned_shards")},
+        "lock": target.es.read_lock(LOCK_INDEX, target.inv.cluster.name),
+        "run": None,
+        "temporary_settings": [],
+    }
+    if last_error:
+        out["journal_error"] = last_error
+    if last is not None:
+        out["run"] = {"run_id": last.run_id, "state": last.state.value, "message": last.message,
+                      "journal": str(last.path), "created": last.created, "finished": last.finished,
+                      "batches": [{"number": b.number, "label": b.label, "state": b.state, "steps_done": b.steps_done}
+                                  for b in last.batches],
+                      "nodes": {n: {"phase": r.phase, "restarted": r.restarted} for n, r in last.nodes.items()}}
+        for u in last.pending_undo():
+            live = (transient if u.scope == "transient" else persistent).get(u.key)
+            out["temporary_settings"].append({"key": u.key, "scope": u.scope, "live": live, "restore_to": u.before})
+    return out
+
+
+def summary(journal: Journal) -> dict[str, Any]:
+    """The last line of `--json`: what a pipeline needs to act on the run."""
+    end = journal.finished or time.time()
+    return {
+        "result": journal.state.value if journal.state is not RunState.RUNNING else "failed",
+        "cluster": journal.cluster,
+        "run_id": journal.run_id,
+        "mode": journal.mode,
+        "message": journal.message,
+        "journal": str(journal.path),
+        "batches": [{"number": b.number, "label": b.label, "nodes": b.nodes, "state": b.state,
+                     "duration_s": round((b.finished or end) - b.started, 1) if b.started else None}
+                    for b in journal.batches],
+        "nodes": [{"name": r.name, "restarted": r.restarted, "phases": r.phases, "recovery": r.recovery}
+                  for r in journal.nodes.values()],
+        "duration_s": round(end - journal.created, 1),
+        "es_calls": journal.es_calls,
+    }

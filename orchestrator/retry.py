@@ -1,0 +1,64 @@
+"""The one way the orchestrator waits: poll a probe until it answers, over tenacity.
+
+The clock and sleep are injectable so waits are tested without waiting. A probe returns
+``None`` for "not yet" and may raise a *transient* error (the cluster is briefly unreachable
+while its master restarts); the last thing seen is kept for the timeout message.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from tenacity import RetryCallState, Retrying, retry_if_result, wait_fixed
+
+from orchestrator.errors import ClusterUnreachable, HostUnreachable, WaitTimeout
+
+T = TypeVar("T")
+TRANSIENT: tuple[type[Exception], ...] = (ClusterUnreachable, HostUnreachable)
+
+
+@dataclass
+class Clock:
+    monotonic: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+
+
+@dataclass
+class Seen(Generic[T]):
+    """What the probe last reported, for the operator when the wait gives up."""
+
+    text: str = "nothing yet"
+
+
+def wait_until(probe: Callable[[Seen[T]], T | None], *, what: str, timeout_s: float, interval_s: float,
+               clock: Clock | None = None, hint: str = "",
+               should_stop: Callable[[], bool] | None = None) -> T:
+    """Call ``probe`` until it returns a value; raise WaitTimeout naming what was awaited and seen."""
+    clock = clock or Clock()
+    seen: Seen[T] = Seen()
+    start = clock.monotonic()
+
+    def attempt() -> T | None:
+        try:
+            return probe(seen)
+        except TRANSIENT as exc:
+            seen.text = f"transient error: {exc}"
+            return None
+
+    def stop(state: RetryCallState) -> bool:
+        return clock.monotonic() - start >= timeout_s or bool(should_stop and should_stop())
+
+    retrying = Retrying(stop=stop, wait=wait_fixed(interval_s), retry=retry_if_result(lambda r: r is None),
+                        sleep=clock.sleep, retry_error_callback=lambda state: None, reraise=True)
+    result = retrying(attempt)
+    if result is None:
+        if should_stop and should_stop():
+            from orchestrator.errors import Aborted
+
+            raise Aborted(f"stopped while waiting for {what}")
+        raise WaitTimeout(f"timed out after {timeout_s:.0f} s waiting for {what}; last seen: {seen.text}"
+                          + (f". {hint}" if hint else ""))
+    return result

@@ -1,0 +1,1 @@
+"""Host tuning: knobs (THP, numad, IO scheduler, sysctls, Erlang schedulers), checked and applied."""

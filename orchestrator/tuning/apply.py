@@ -1,0 +1,137 @@
+"""Checking and applying a tuning profile on nodes' hosts: the `tune` command and the restart step."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from orchestrator.config.model import Inventory, NodeEntry
+from orchestrator.errors import ConfigError, HostError, OrchestratorError
+from orchestrator.hosts.transport import Transport
+from orchestrator.restart.context import Tuner
+from orchestrator.tuning.host import Host
+from orchestrator.tuning.knobs import KnobState, knobs_for
+from orchestrator.tuning.profile import Profile, load_profile
+
+
+@dataclass
+class NodeReport:
+    node: str
+    host: str
+    knobs: list[KnobState]
+    error: str | None = None
+    applied: list[str] | None = None  # the commands run
+    fixed: list[str] | None = None  # the knobs that drifted before
+
+    @property
+    def drift(self) -> bool:
+        return self.error is not None or any(k.drift for k in self.knobs)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node": self.node, "host": self.host, "drift": self.drift, "error": self.error,
+                "applied": self.applied,
+                "knobs": [{k: v for k, v in asdict(s).items() if k != "fix"} | {"drift": s.drift} for s in self.knobs]}
+
+
+def profile_of(inv: Inventory) -> Profile | None:
+    return None if inv.tuning.profile == "none" else load_profile(inv.tuning.profile)
+
+
+def profile_summary(inv: Inventory) -> tuple[str, ...]:
+    """What the plan says about tuning: one line per knob of the profile."""
+    profile = profile_of(inv)
+    if profile is None:
+        return ("none (tuning.profile: none)",)
+    k = profile.knobs
+    lines = [f"profile {profile.name}"]
+    if k.thp:
+        lines.append(f"THP enabled={k.thp.enabled} defrag={k.thp.defrag} (persisted by a boot unit)")
+    if k.numad:
+        lines.append("numad stopped and disabled")
+    if k.io_scheduler:
+        lines.append(f"IO scheduler {k.io_scheduler.choice} on the data devices (udev rule)")
+    lines += [f"{key}={value} (sysctl.d)" for key, value in k.sysctl.items()]
+    if k.erlang_schedulers:
+        lines.append("Erlang schedulers from the CPU count (riak.conf)")
+    return tuple(lines)
+
+
+def inspect_node(profile: Profile, transport: Transport, node: NodeEntry) -> NodeReport:
+    host = Host(transport, node)
+    try:
+        states = [s for knob in knobs_for(profile, list(node.data_paths)) for s in knob.inspect(host)]
+    except OrchestratorError as exc:
+        return NodeReport(node.name, node.host, [], error=str(exc))
+    return NodeReport(node.name, node.host, states)
+
+
+def fix_commands(report: NodeReport) -> list[str]:
+    seen: list[str] = []
+    for state in report.knobs:
+        for cmd in state.fix:
+            if cmd not in seen:
+                seen.append(cmd)
+    return seen
+
+
+def apply_node(profile: Profile, transport: Transport, node: NodeEntry) -> NodeReport:
+    """Fix what drifts, live and persisted; then inspect again. Idempotent: no drift, no command."""
+    before = inspect_node(profile, transport, node)
+    if before.error:
+        return before
+    commands = fix_commands(before)
+    for cmd in commands:
+        result = transport.run(node, cmd, 60)
+        if not result.ok:
+            # The kernel's own words (e.g. "Invalid argument") are the message.
+            said = (result.stderr or result.stdout).strip() or f"exit {result.rc}"
+            raise HostError(f"{node.name}: tuning command failed: {cmd}\n  {said}")
+    after = inspect_node(profile, transport, node)
+    after.applied = commands
+    after.fixed = [k.knob for k in before.knobs if k.drift]
+    return after
+
+
+def for_nodes(inv: Inventory, names: list[str] | None) -> list[NodeEntry]:
+    if not names:
+        return list(inv.nodes)
+    known = {n.name for n in inv.nodes}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ConfigError("command line", [f"--nodes: not in the inventory: {', '.join(unknown)}"])
+    return [inv.node(n) for n in names]
+
+
+def run_all(inv: Inventory, transport: Transport, nodes: list[NodeEntry], apply: bool) -> list[NodeReport]:
+    profile = profile_of(inv)
+    if profile is None:
+        raise ConfigError("inventory", ["tuning.profile is 'none': there is nothing to check or apply"])
+    fn = apply_node if apply else inspect_node
+
+    def one(node: NodeEntry) -> NodeReport:
+        try:
+            return fn(profile, transport, node)
+        except OrchestratorError as exc:
+            return NodeReport(node.name, node.host, [], error=str(exc))
+
+    with ThreadPoolExecutor(max_workers=min(len(nodes), 16) or 1) as pool:
+        return list(pool.map(one, nodes))
+
+
+def make_tuner(inv: Inventory, transport: Transport) -> Tuner | None:
+    """The restart's tune_host step: apply the profile to one host, fail loudly if anything still drifts."""
+    profile = profile_of(inv)
+    if profile is None:
+        return None
+
+    def tune(node: NodeEntry) -> list[str]:
+        report = apply_node(profile, transport, node)
+        if report.drift:
+            problems = [report.error] if report.error else [
+                f"{k.knob}: {k.error or f'live {k.live}, persisted {k.persisted}, wanted {k.desired}'}"
+                for k in report.knobs if k.drift]
+            raise HostError(f"{node.name}: host tuning incomplete: {'; '.join(p for p in problems if p)}")
+        return report.fixed or []
+
+    return tune

@@ -1,0 +1,70 @@
+"""Tuning profiles: which knobs a host of a given service should have, as typed config."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from orchestrator.config.loader import config_dirs, load_model
+from orchestrator.config.model import Model
+from orchestrator.errors import ConfigError
+
+SYSCTL_KEY = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")
+SYSCTL_VALUE = re.compile(r"^(>=)?-?\d+$")
+
+
+class ThpSpec(Model):
+    enabled: Literal["never", "madvise", "always"] = "never"
+    defrag: Literal["never", "madvise", "always", "defer", "defer+madvise"] = "never"
+
+
+class NumadSpec(Model):
+    state: Literal["disabled", "enabled"] = "disabled"
+
+
+class IoSchedulerSpec(Model):
+    choice: Literal["noop", "none", "deadline", "mq-deadline", "kyber", "bfq", "cfq"] = "noop"
+
+
+class ErlangSchedulersSpec(Model):
+    riak_conf: str = "/etc/riak/riak.conf"
+
+
+class Knobs(Model):
+    thp: ThpSpec | None = None
+    numad: NumadSpec | None = None
+    io_scheduler: IoSchedulerSpec | None = None
+    sysctl: dict[str, str] = Field(default_factory=dict)
+    erlang_schedulers: ErlangSchedulersSpec | None = None
+
+    @field_validator("sysctl")
+    @classmethod
+    def sysctl_values(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if not SYSCTL_KEY.match(key):
+                raise ValueError(f"{key!r} is not a sysctl name such as vm.swappiness")
+            if not SYSCTL_VALUE.match(str(value)):
+                raise ValueError(f"{key}: {value!r} is not a number or '>=N'")
+        return v
+
+
+class Profile(Model):
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
+    description: str = ""
+    knobs: Knobs
+
+
+def load_profile(name: str) -> Profile:
+    candidates = [d / "tuning" / f"{name}.yaml" for d in config_dirs()]
+    for path in candidates:
+        if path.is_file():
+            return load_model(path, Profile)
+    raise ConfigError("inventory", [f"tuning.profile: {name!r} not found; looked for "
+                                    f"{', '.join(str(p) for p in candidates)} ('none' turns tuning off)"])
+
+
+def profile_path_hint() -> Path:
+    return config_dirs()[0] / "tuning"

@@ -1,0 +1,286 @@
+"""Rolling restarts of the real sandbox through real SSH hosts: node mode, zone mode, both versions."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from elasticsearch import Elasticsearch
+
+from tests.helpers import REPO, assert_no_traceback, json_lines, orchestrate
+from tests.integration.conftest import SandboxManager, Shape, es_client
+
+ALLOC = "cluster.routing.allocation.enable"
+
+
+def settings(es: Elasticsearch) -> dict[str, Any]:
+    raw = es.cluster.get_settings(flat_settings=True)
+    return {"persistent": raw["persistent"], "transient": raw["transient"]}
+
+
+def starts_logged(info: dict[str, Any]) -> dict[str, int]:
+    """How many times each node's Elasticsearch has started, from its own log: proof of 'exactly once'."""
+    counts = {}
+    for n in info["nodes"]:
+        log = Path(info["inventory"]).parent / "hosts" / n["name"] / "node" / "logs" / "sandbox.log"
+        counts[n["name"]] = log.read_text().count("] starting ...")
+    return counts
+
+
+def prepared(sandboxes: SandboxManager, shape: Shape) -> tuple[dict[str, Any], Elasticsearch]:
+    info = sandboxes.get(shape)
+    es = es_client(info)
+    if not es.indices.exists(index="sample-1"):
+        proc = orchestrate("sandbox", "load", "--docs", "6000")
+        assert proc.returncode == 0, proc.stderr
+    es.cluster.health(wait_for_status="green", timeout="60s")
+    return info, es
+
+
+def doc_counts(es: Elasticsearch) -> dict[str, int]:
+    es.indices.refresh(index="sample-*")
+    return {i: es.count(index=i)["count"] for i in ("sample-1", "sample-2", "sample-3")}
+
+
+def run_restart_and_verify(sandboxes: SandboxManager, shape: Shape, by: str) -> dict[str, Any]:
+    info, es = prepared(sandboxes, shape)
+    # Settings in both scopes, including one the run raises: all must come back exactly.
+    es.cluster.put_settings(transient={"cluster.routing.allocation.node_concurrent_recoveries": "3"},
+                            persistent={"indices.recovery.max_bytes_per_sec": "50mb",
+                                        "cluster.routing.allocation.cluster_concurrent_rebalance": "2"})
+    before_settings = settings(es)
+    before_docs = doc_counts(es)
+    before_starts = starts_logged(info)
+    before_pids = {n["name"]: n["pid"] for n in info["nodes"]}
+    master_before = es.cat.master(format="json")[0]["node"]
+
+    proc = orchestrate("restart", "--cluster", "sandbox", "--by", by, "--yes", "--json", timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert_no_traceback(proc)
+    lines = json_lines(proc.stdout)
+    summary = lines[-1]
+    assert summary["event"] == "summary" and summary["result"] == "succeeded"
+    assert {n["name"] for n in summary["nodes"]} == set(before_pids)
+    for n in summary["nodes"]:
+        assert n["restarted"] is True
+        assert set(n["phases"]) >= {"stop", "start", "join", "recovery"}
+        assert n["recovery"]["bytes_from_peers"] >= 0 and n["recovery"]["bytes_reused"] >= 0
+
+    after = sandboxes.status()
+    assert all(after_pid != before_pids[n["name"]] for n in after["nodes"] for after_pid in [n["pid"]])
+    assert starts_logged(after) == {k: v + 1 for k, v in before_starts.items()}, "each node started exactly once"
+    assert es.cluster.health()["status"] == "green"
+    assert doc_counts(es) == before_docs
+    assert settings(es) == before_settings
+    # The elected master (at the start) is in the last batch.
+    assert master_before in summary["batches"][-1]["nodes"]
+    es.cluster.put_settings(transient={"cluster.routing.allocation.node_concurrent_recoveries": None},
+                            persistent={"indices.recovery.max_bytes_per_sec": None,
+                                        "cluster.routing.allocation.cluster_concurrent_rebalance": None})
+    return summary
+
+
+def test_plan_changes_nothing_and_orders_master_last(sandboxes: SandboxManager) -> None:
+    info, es = prepared(sandboxes, Shape())
+    before = settings(es)
+    pids = {n["name"]: n["pid"] for n in info["nodes"]}
+    proc = orchestrate("plan", "--cluster", "sandbox", "--json")
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    assert plan["safe"] is True
+    master = es.cat.master(format="json")[0]["node"]
+    assert [b["nodes"] for b in plan["batches"]][-1] == [master]
+    assert {s["key"] for s in plan["settings"]} >= {ALLOC, "indices.recovery.max_bytes_per_sec"}
+    human = orchestrate("plan", "--cluster", "sandbox")
+    assert human.returncode == 0 and "SAFE" in human.stdout and "THP" in human.stdout
+    assert settings(es) == before
+    assert {n["name"]: n["pid"] for n in sandboxes.status()["nodes"]} == pids
+    assert not es.indices.exists(index="orchestrator-locks") or es.count(index="orchestrator-locks")["count"] == 0
+
+
+def test_plan_says_unsafe_for_an_index_without_replicas(sandboxes: SandboxManager) -> None:
+    _info, es = prepared(sandboxes, Shape())
+    es.indices.create(index="no-replica", settings={"number_of_shards": 3, "number_of_replicas": 0})
+    try:
+        es.cluster.health(index="no-replica", wait_for_status="green", timeout="30s")
+        proc = orchestrate("plan", "--cluster", "sandbox")
+        assert proc.returncode == 6
+        assert "no-replica" in proc.stdout and "0 replicas" in proc.stdout
+        refused = orchestrate("restart", "--cluster", "sandbox", "--yes")
+        assert refused.returncode == 5 and "no-replica" in refused.stderr
+    finally:
+        es.indices.delete(index="no-replica")
+
+
+def test_node_mode_restart_of_three_nodes(sandboxes: SandboxManager) -> None:
+    summary = run_restart_and_verify(sandboxes, Shape(), "node")
+    assert len(summary["batches"]) == 3
+
+
+def test_status_after_a_run_shows_it_and_no_pending_setting(sandboxes: SandboxManager) -> None:
+    sandboxes.get(Shape())
+    proc = orchestrate("status", "--cluster", "sandbox", "--json")
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["run"]["state"] == "succeeded"
+    assert info["temporary_settings"] == [] and info["lock"] is None
+
+
+def custom_inventory(tmp_path: Path, change: Any) -> Path:
+    inv = yaml.safe_load(Path(sandbox_inventory()).read_text())
+    change(inv)
+    path = tmp_path / "inventory.yaml"
+    path.write_text(yaml.safe_dump(inv))
+    return path
+
+
+def sandbox_inventory() -> str:
+    return str(json.loads(orchestrate("sandbox", "status", "--json").stdout)["inventory"])
+
+
+def test_wrong_host_key_fails_preflight_and_changes_nothing(sandboxes: SandboxManager, tmp_path: Path) -> None:
+    _info, es = prepared(sandboxes, Shape())
+    before = settings(es)
+    known = Path(yaml.safe_load(Path(sandbox_inventory()).read_text())["ssh"]["known_hosts"]).read_text()
+    other_key = subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "k")],
+                               capture_output=True)
+    assert other_key.returncode == 0
+    fake = (tmp_path / "k.pub").read_text().split()
+    lines = known.splitlines()
+    lines[1] = f"{lines[1].split()[0]} {fake[0]} {fake[1]}"  # es-2's key replaced
+    (tmp_path / "known_hosts").write_text("\n".join(lines) + "\n")
+    path = custom_inventory(tmp_path, lambda inv: inv["ssh"].update(known_hosts=str(tmp_path / "known_hosts")))
+    proc = orchestrate("restart", "--config", str(path), "--yes")
+    assert proc.returncode == 5, proc.stderr
+    assert "host key does not match" in proc.stderr and "es-2" in proc.stderr
+    assert_no_traceback(proc)
+    assert settings(es) == before
+
+
+def test_missing_node_fails_preflight(sandboxes: SandboxManager, tmp_path: Path) -> None:
+    _info, es = prepared(sandboxes, Shape())
+    before = settings(es)
+    path = custom_inventory(tmp_path, lambda inv: inv["nodes"].append({"name": "es-9", "host": "10.231.0.19"}))
+    proc = orchestrate("restart", "--config", str(path), "--yes")
+    assert proc.returncode == 5
+    assert "es-9" in proc.stderr and "not in the cluster" in proc.stderr
+    assert settings(es) == before
+
+
+def start_background_run(*extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "orchestrator", "restart", "--cluster", "sandbox", "--yes",
+                             "--json", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+
+
+def end_background_run(proc: subprocess.Popen[str], sig: signal.Signals, timeout: float) -> str:
+    """Signal the run (by its PID), wait for it, and close its pipes; return what it wrote to stderr."""
+    if proc.poll() is None:
+        os.kill(proc.pid, sig)
+    _out, err = proc.communicate(timeout=timeout)
+    return err
+
+
+def read_events_until(proc: subprocess.Popen[str], predicate: Any, timeout: float) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        if line.startswith("{"):
+            events.append(json.loads(line))
+            if predicate(events[-1]):
+                return events
+    raise AssertionError(f"the awaited event never came; saw {[e.get('message') for e in events][-5:]}")
+
+
+def test_sigkill_mid_run_then_resume_restarts_no_node_twice(sandboxes: SandboxManager) -> None:
+    info, es = prepared(sandboxes, Shape())
+    before_settings = settings(es)
+    before_starts = starts_logged(info)
+    run = start_background_run()
+    try:
+        # Killed while the second batch's node is down: the worst moment.
+        read_events_until(run, lambda e: e.get("event") == "phase" and e.get("batch") == 2
+                          and e.get("phase") == "stopped", 300)
+    finally:
+        end_background_run(run, signal.SIGKILL, 30)
+    assert settings(es)["persistent"].get(ALLOC) == "primaries"  # left behind, recorded in the journal
+    status = json.loads(orchestrate("status", "--cluster", "sandbox", "--json").stdout)
+    assert any(s["key"] == ALLOC for s in status["temporary_settings"])
+    proc = orchestrate("resume", "--cluster", "sandbox", "--json", timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json_lines(proc.stdout)[-1]["result"] == "succeeded"
+    after = sandboxes.status()
+    assert starts_logged(after) == {k: v + 1 for k, v in before_starts.items()}
+    assert settings(es) == before_settings
+    assert es.cluster.health()["status"] == "green"
+
+
+def test_second_concurrent_run_is_refused(sandboxes: SandboxManager) -> None:
+    prepared(sandboxes, Shape())
+    first = start_background_run()
+    try:
+        read_events_until(first, lambda e: e.get("event") == "batch", 120)
+        second = orchestrate("restart", "--cluster", "sandbox", "--yes")
+        assert second.returncode in (5, 7), second.stderr
+        assert "lock" in second.stderr or "not finished" in second.stderr
+    finally:
+        said = end_background_run(first, signal.SIGTERM, 600)
+    assert first.returncode == 130, said[-2000:]
+    assert "temporary settings restored" in said
+    resumed = orchestrate("resume", "--cluster", "sandbox")  # the aborted run finishes cleanly
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+
+
+def test_node_that_does_not_come_back_stops_the_run(sandboxes: SandboxManager, tmp_path: Path) -> None:
+    info, es = prepared(sandboxes, Shape())
+    unit = Path(info["inventory"]).parent / "hosts" / "es-1" / "overlay" / "etc" / "upper" / "systemd" / "system"
+    good = (unit / "elasticsearch.service").read_text()
+    shutil.copy(unit / "elasticsearch.service", tmp_path / "unit.bak")
+    (unit / "elasticsearch.service").write_text(good.replace("ExecStart=", "ExecStart=/bin/false # "))
+
+    def short_join(inv: dict[str, Any]) -> None:
+        inv["timeouts"]["join_s"] = 15
+
+    path = custom_inventory(tmp_path, short_join)
+    try:
+        proc = orchestrate("restart", "--config", str(path), "--yes", timeout=600)
+        assert proc.returncode in (4, 6), proc.stderr
+        assert "es-1" in proc.stderr
+        assert_no_traceback(proc)
+        assert settings(es)["persistent"].get(ALLOC) == "primaries"
+    finally:
+        (unit / "elasticsearch.service").write_text(good)
+    resumed = orchestrate("resume", "--config", str(path), timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert ALLOC not in settings(es)["persistent"]
+
+
+def test_zone_mode_restart_of_six_nodes_in_three_zones(sandboxes: SandboxManager) -> None:
+    summary = run_restart_and_verify(sandboxes, Shape(nodes=6, zones=3), "zone")
+    assert len(summary["batches"]) == 3
+    assert all(len(b["nodes"]) == 2 for b in summary["batches"])
+
+
+def test_restart_on_elasticsearch_8(sandboxes: SandboxManager) -> None:
+    summary = run_restart_and_verify(sandboxes, Shape(es_version="8.19.21"), "node")
+    assert len(summary["batches"]) == 3
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_lock(sandboxes: SandboxManager) -> None:
+    """A failed test must not leave a lock that fails the next one for the wrong reason."""
+    yield  # type: ignore[misc]
+    if sandboxes.shape is not None:
+        orchestrate("unlock", "--cluster", "sandbox", "--yes")

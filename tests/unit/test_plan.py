@@ -1,0 +1,108 @@
+"""Planning and safety are pure functions: table-driven tests over built snapshots."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.restart.plan import ALLOCATION_ENABLE, Mode, build_plan, match_nodes
+from orchestrator.restart.safety import batch_problems, cluster_problems, shards_without_other_copy
+from tests.unit.snapshots import copies, inventory, node, snapshot
+
+
+@pytest.mark.parametrize(
+    ("roles", "master", "expected"),
+    [
+        # data-only first, then master-eligible, the elected master last
+        ({"a": ("data",), "b": ("master", "data"), "c": ("master", "data")}, "b", ["a", "c", "b"]),
+        ({"a": ("master", "data"), "b": ("master", "data"), "c": ("master", "data")}, "a", ["b", "c", "a"]),
+        ({"a": ("data",), "b": ("data_hot",), "c": ("master",)}, "c", ["a", "b", "c"]),
+    ],
+)
+def test_node_order(roles: dict[str, tuple[str, ...]], master: str, expected: list[str]) -> None:
+    nodes = [node(n, roles=r) for n, r in roles.items()]
+    shards = copies("i", 0, ["a", "b"]) + copies("i", 1, ["b", "c"]) + copies("i", 2, ["c", "a"])
+    plan = build_plan(inventory(list(roles)), snapshot(nodes, shards, master), Mode.NODE)
+    assert [b.label for b in plan.batches] == expected
+    assert plan.safe, plan.all_problems()
+    masters = sum(1 for r in roles.values() if "master" in r)
+    assert any("master-eligible" in n for n in plan.notes) == (masters < 3)
+
+
+def test_zone_mode_batches_one_zone_each_master_zone_last() -> None:
+    names = ["n1", "n2", "n3", "n4", "n5", "n6"]
+    zones = ["z1", "z2", "z3", "z1", "z2", "z3"]
+    nodes = [node(n, zone=z) for n, z in zip(names, zones, strict=True)]
+    shards = copies("i", 0, ["n1", "n2"]) + copies("i", 1, ["n3", "n4"]) + copies("i", 2, ["n5", "n6"])
+    plan = build_plan(inventory(names, zones), snapshot(nodes, shards, "n2"), Mode.ZONE)
+    assert [b.label for b in plan.batches] == ["z1", "z3", "z2"]
+    assert [b.nodes for b in plan.batches] == [("n1", "n4"), ("n3", "n6"), ("n5", "n2")]
+    assert plan.safe, plan.all_problems()
+
+
+def test_zone_whose_loss_leaves_a_shard_without_copy_is_unsafe() -> None:
+    names = ["n1", "n2", "n3", "n4"]
+    zones = ["z1", "z2", "z1", "z2"]
+    nodes = [node(n, zone=z) for n, z in zip(names, zones, strict=True)]
+    shards = copies("logs", 0, ["n1", "n3"]) + copies("logs", 1, ["n2", "n4"])  # both copies in one zone
+    plan = build_plan(inventory(names, zones), snapshot(nodes, shards, "n1"), Mode.ZONE)
+    assert not plan.safe
+    assert any("[logs][0]" in p and "no started copy" in p for p in plan.all_problems())
+
+
+def test_index_with_zero_replicas_is_unsafe_and_says_what_to_do() -> None:
+    nodes = [node("a"), node("b"), node("c")]
+    shards = copies("solo", 0, ["a"]) + copies("ok", 0, ["b", "c"])
+    plan = build_plan(inventory(["a", "b", "c"]), snapshot(nodes, shards, "c"), Mode.NODE)
+    problems = plan.all_problems()
+    assert len(problems) == 1
+    assert "solo" in problems[0] and "0 replicas" in problems[0] and "number_of_replicas" in problems[0]
+
+
+@pytest.mark.parametrize(
+    ("status", "initializing", "allow_yellow", "expected"),
+    [
+        ("green", 0, False, []),
+        ("red", 0, True, ["red"]),
+        ("yellow", 0, False, ["yellow"]),
+        ("yellow", 0, True, []),
+        ("green", 2, False, ["not settled"]),
+    ],
+)
+def test_cluster_problems(status: str, initializing: int, allow_yellow: bool, expected: list[str]) -> None:
+    snap = snapshot([node("a")], [], "a", status=status, initializing=initializing)
+    problems = cluster_problems(snap, allow_yellow)
+    assert len(problems) == len(expected)
+    for p, word in zip(problems, expected, strict=True):
+        assert word in p
+
+
+def test_master_quorum_protected() -> None:
+    nodes = [node("a"), node("b"), node("c")]
+    snap = snapshot(nodes, [], "a")
+    assert batch_problems(snap, ["id-a"], "a") == []
+    assert any("quorum" in p for p in batch_problems(snap, ["id-a", "id-b"], "a+b"))
+
+
+def test_missing_and_extra_nodes_are_named() -> None:
+    snap = snapshot([node("a"), node("b"), node("x")], [], "a")
+    mapping, problems = match_nodes(inventory(["a", "b", "c"]), snap)
+    assert mapping == {"a": "id-a", "b": "id-b"}
+    assert any("node c" in p and "not in the cluster" in p for p in problems)
+
+
+def test_settings_written_where_they_take_effect_and_remember_the_old_value() -> None:
+    snap = snapshot([node("a"), node("b")], copies("i", 0, ["a", "b"]), "a",
+                    persistent={"indices.recovery.max_bytes_per_sec": "40mb"},
+                    transient={ALLOCATION_ENABLE: "all"})
+    plan = build_plan(inventory(["a", "b"]), snap, Mode.NODE)
+    by_key = {s.key: s for s in plan.settings}
+    assert (by_key[ALLOCATION_ENABLE].scope, by_key[ALLOCATION_ENABLE].before) == ("transient", "all")
+    rate = by_key["indices.recovery.max_bytes_per_sec"]
+    assert (rate.scope, rate.before, rate.during) == ("persistent", "40mb", "100mb")
+    assert by_key["cluster.routing.allocation.node_concurrent_recoveries"].before is None
+
+
+def test_shards_without_other_copy_ignores_unassigned() -> None:
+    snap = snapshot([node("a"), node("b")], copies("i", 0, ["a", "b"]), "a")
+    assert shards_without_other_copy(snap, ["id-a"]) == []
+    assert shards_without_other_copy(snap, ["id-a", "id-b"]) == ["[i][0]"]
