@@ -64,6 +64,13 @@ def load(
 
 
 @app.command()
+def reboot(node: str = typer.Argument(..., help="Test host to power-cycle, e.g. es-2.")) -> None:
+    """Power-cycle one test host: knobs back to boot defaults, then a boot replays what was persisted
+    (sysctl.d, udev rules, enabled units). Shows whether host tuning survives a reboot."""
+    lifecycle.reboot(SandboxPaths.default(), node, say)
+
+
+@app.command()
 def down() -> None:
     """Stop every process the sandbox started (by PID) and remove its namespaces. Safe to repeat."""
     lifecycle.down(SandboxPaths.default(), say)

@@ -47,6 +47,43 @@ def mount_knobs(knobs: dict[str, str]) -> None:
         sh("mount", "--bind", source, target)
 
 
+def replay_sysctl() -> None:
+    """What a boot does with sysctl.d: files by name (/etc wins), then /etc/sysctl.conf.
+
+    Only the overlaid knobs are writable here; other keys fail on the read-only /proc/sys.
+    """
+    by_name: dict[str, Path] = {}
+    for d in ("/usr/lib/sysctl.d", "/run/sysctl.d", "/etc/sysctl.d"):
+        for f in sorted(Path(d).glob("*.conf")) if Path(d).is_dir() else []:
+            by_name[f.name] = f
+    for f in [*(by_name[n] for n in sorted(by_name)), Path("/etc/sysctl.conf")]:
+        for line in f.read_text().splitlines() if f.is_file() else []:
+            line = line.strip()
+            if not line or line.startswith(("#", ";")) or "=" not in line:
+                continue
+            key, value = (p.strip() for p in line.split("=", 1))
+            try:
+                Path("/proc/sys", key.lstrip("-").replace(".", "/")).write_text(value + "\n")
+            except OSError:
+                pass
+
+
+def replay_udev_schedulers() -> None:
+    """What udev does at boot with rules that set a disk's IO scheduler."""
+    rules = Path("/etc/udev/rules.d")
+    for f in sorted(rules.glob("*.rules")) if rules.is_dir() else []:
+        for line in f.read_text().splitlines():
+            if 'KERNEL=="' not in line or 'ATTR{queue/scheduler}="' not in line:
+                continue
+            device = line.split('KERNEL=="', 1)[1].split('"', 1)[0]
+            value = line.split('ATTR{queue/scheduler}="', 1)[1].split('"', 1)[0]
+            target = Path("/sys/block", device).resolve() / "queue" / "scheduler"
+            try:
+                target.write_text(value + "\n")
+            except OSError:
+                pass
+
+
 def main(host_dir: str) -> None:
     paths = HostPaths(Path(host_dir))
     spec = json.loads(paths.spec.read_text())
@@ -57,6 +94,9 @@ def main(host_dir: str) -> None:
     sh("hostname", spec["name"])
     mount_private_views(paths)
     mount_knobs(spec["knobs"])
+    # A boot: persisted settings first, then sshd and every enabled unit.
+    replay_sysctl()
+    replay_udev_schedulers()
     sshd = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(paths.sshd_dir / "sshd_config")])
     subprocess.run(["/usr/local/bin/systemctl", "sandbox-boot"])
     paths.ready_flag.write_text(f"{time.time()}\n")

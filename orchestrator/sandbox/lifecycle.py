@@ -266,6 +266,24 @@ def down(paths: SandboxPaths, say: Say) -> int:
     return stopped
 
 
+def reboot(paths: SandboxPaths, name: str, say: Say) -> None:
+    """Power-cycle one test host: services stop, knobs return to boot defaults, the boot replays
+    what was persisted (sysctl.d, udev rules, enabled units). Shows whether tuning survives a reboot."""
+    st = state.load(paths.state_file)
+    if st is None or st.mode != "netns":
+        raise SandboxError("reboot needs a running sandbox with --hosts netns")
+    rec = next((h for h in st.hosts if h.name == name), None)
+    if rec is None:
+        raise SandboxError(f"no host {name!r}; hosts: {', '.join(h.name for h in st.hosts)}")
+    hp = paths.host(name)
+    hosts.stop_host(rec.unshare_pid, rec.init_pid)
+    hosts.reset_knobs(hp)
+    index = st.hosts.index(rec) + 1
+    rec.unshare_pid, rec.init_pid = hosts.start_host(hp, hosts.TestHost(name, index, rec.zone))
+    state.save(paths.state_file, st)
+    say(f"{name} rebooted")
+
+
 def status(paths: SandboxPaths) -> dict[str, Any]:
     st = state.load(paths.state_file)
     if st is None:

@@ -32,8 +32,8 @@ class SandboxManager:
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout)
 
-    def get(self, shape: Shape) -> dict[str, Any]:
-        if self.shape == shape:
+    def get(self, shape: Shape, fresh: bool = False) -> dict[str, Any]:
+        if self.shape == shape and not fresh:
             info = self.status()
             if info.get("running"):
                 return info
