@@ -9,6 +9,7 @@ instead of reaching the real machine.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -62,10 +63,8 @@ def replay_sysctl() -> None:
             if not line or line.startswith(("#", ";")) or "=" not in line:
                 continue
             key, value = (p.strip() for p in line.split("=", 1))
-            try:
+            with contextlib.suppress(OSError):
                 Path("/proc/sys", key.lstrip("-").replace(".", "/")).write_text(value + "\n")
-            except OSError:
-                pass
 
 
 def replay_udev_schedulers() -> None:
@@ -78,10 +77,8 @@ def replay_udev_schedulers() -> None:
             device = line.split('KERNEL=="', 1)[1].split('"', 1)[0]
             value = line.split('ATTR{queue/scheduler}="', 1)[1].split('"', 1)[0]
             target = Path("/sys/block", device).resolve() / "queue" / "scheduler"
-            try:
+            with contextlib.suppress(OSError):
                 target.write_text(value + "\n")
-            except OSError:
-                pass
 
 
 def main(host_dir: str) -> None:
