@@ -7,7 +7,7 @@ import sys
 import typer
 
 from orchestrator import __version__
-from orchestrator.cli import restart_cmd, sandbox_cmd, tune_cmd
+from orchestrator.cli import forcemerge_cmd, restart_cmd, sandbox_cmd, tune_cmd
 from orchestrator.cli.output import say
 from orchestrator.errors import Aborted, OrchestratorError
 
@@ -28,6 +28,7 @@ app = typer.Typer(
 app.add_typer(sandbox_cmd.app, name="sandbox")
 restart_cmd.register(app)
 app.command()(tune_cmd.tune)
+app.command()(forcemerge_cmd.forcemerge)
 
 
 @app.command()

@@ -86,10 +86,10 @@ def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOp
     def action(view: RunView) -> Journal:
         return runner.start(target, the_plan, view)
 
-    _run_and_report(json_out, nodes, action)
+    run_and_report(json_out, nodes, action)
 
 
-def _run_and_report(json_out: bool, nodes: list[str], action: Callable[[RunView], Journal]) -> None:
+def run_and_report(json_out: bool, nodes: list[str], action: Callable[[RunView], Journal]) -> None:
     with RunView(json_out, nodes) as view:
         try:
             journal = action(view)
@@ -110,7 +110,7 @@ def resume(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool =
     def action(view: RunView) -> Journal:
         return runner.resume(target, view, run_id)
 
-    _run_and_report(json_out, [n.name for n in target.inv.nodes], action)
+    run_and_report(json_out, [n.name for n in target.inv.nodes], action)
 
 
 def status(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool = JsonOpt) -> None:

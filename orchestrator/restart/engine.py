@@ -41,6 +41,7 @@ class Engine:
         journal.state = RunState.RUNNING
         journal.save()
         try:
+            self.run_prelude()
             if not journal.run_setup_done:
                 for step in ctx.playbook.before_run:
                     if step == "raise_recovery_limits":
@@ -62,6 +63,24 @@ class Engine:
         finally:
             journal.es_calls = ctx.es.calls
             journal.save()
+
+    def run_prelude(self) -> None:
+        """A force-merge before the restart (`forcemerge --then-restart`): merged indices are skipped on resume."""
+        spec = self.ctx.journal.prelude.get("forcemerge")
+        if not spec or spec.get("done"):
+            return
+        from orchestrator.forcemerge.run import plan_merges, run_merges
+
+        decisions = plan_merges(self.ctx.es, spec["indices"], spec["max_segments"], spec["include_write_indices"])
+        report = run_merges(self.ctx.es, decisions, spec["max_segments"], spec["concurrency"], self.ctx.emit,
+                            should_stop=lambda: self.ctx.abort.requested)
+        spec["report"] = report.to_json()
+        if report.outcome == "failure":
+            raise UnsafeToProceed("force-merge failed; the restart did not start. `orchestrate resume` tries again")
+        if self.ctx.abort.requested:
+            raise Aborted("stopped by the operator during the force-merge")
+        spec["done"] = True
+        self.ctx.journal.save()
 
     def finish(self, state: RunState, message: str) -> None:
         journal = self.ctx.journal

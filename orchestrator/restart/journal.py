@@ -89,6 +89,7 @@ class Journal:
     finished: float | None = None
     message: str = ""
     run_setup_done: bool = False
+    prelude: dict[str, Any] = field(default_factory=dict)  # e.g. a force-merge that runs before batch 1
     es_calls: int = 0
     format: int = FORMAT_VERSION
     path: Path | None = field(default=None, compare=False)

@@ -99,12 +99,13 @@ def unfinished_run(cluster: str) -> Journal | None:
     return last if last is not None and last.state is not RunState.SUCCEEDED else None
 
 
-def new_journal(target: Target, plan: Plan) -> Journal:
+def new_journal(target: Target, plan: Plan, prelude: dict[str, Any] | None = None) -> Journal:
     batches = [BatchRecord(number=b.number, label=b.label, nodes=list(b.nodes)) for b in plan.batches]
     nodes = {n: NodeRecord(name=n, batch=b.number) for b in plan.batches for n in b.nodes}
     return journals.create(Journal(run_id=journals.new_run_id(), cluster=target.inv.cluster.name,
                                    inventory=str(target.inventory_path), mode=plan.mode.value,
-                                   playbook=target.playbook.name, plan=plan.to_json(), batches=batches, nodes=nodes))
+                                   playbook=target.playbook.name, plan=plan.to_json(), batches=batches, nodes=nodes,
+                                   prelude=prelude or {}))
 
 
 @contextmanager
@@ -153,7 +154,7 @@ def execute(target: Target, journal: Journal, transport: Transport, emit: EventS
     return journal
 
 
-def start(target: Target, plan: Plan, emit: EventSink) -> Journal:
+def start(target: Target, plan: Plan, emit: EventSink, prelude: dict[str, Any] | None = None) -> Journal:
     """Preflight, then a new run. Nothing is changed when preflight fails."""
     problems = plan.all_problems()
     previous = unfinished_run(target.inv.cluster.name)
@@ -168,7 +169,7 @@ def start(target: Target, plan: Plan, emit: EventSink) -> Journal:
     if problems:
         transport.close()
         raise PreflightFailed(problems)
-    journal = new_journal(target, plan)
+    journal = new_journal(target, plan, prelude)
     emit(Event("run", f"run {journal.run_id} started: {len(plan.batches)} batches, journal {journal.path}",
                data={"run_id": journal.run_id, "journal": str(journal.path)}))
     return execute(target, journal, transport, emit, takeover=False)
@@ -239,4 +240,5 @@ def summary(journal: Journal) -> dict[str, Any]:
                   for r in journal.nodes.values()],
         "duration_s": round(end - journal.created, 1),
         "es_calls": journal.es_calls,
+        **({"forcemerge": journal.prelude["forcemerge"].get("report")} if "forcemerge" in journal.prelude else {}),
     }

@@ -1,0 +1,111 @@
+"""`orchestrate forcemerge`: merge indices no longer written to, optionally followed by a rolling restart."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from orchestrator.cli.output import emit_json, err_console, out_console, say
+from orchestrator.cli.render import RunView, plan_table
+from orchestrator.cli.restart_cmd import run_and_report
+from orchestrator.errors import PreflightFailed
+from orchestrator.forcemerge.decide import Decision, Verdict
+from orchestrator.forcemerge.run import MergeReport, plan_merges, run_merges
+from orchestrator.restart import runner
+from orchestrator.restart.journal import Journal
+from orchestrator.restart.plan import Mode
+
+EXIT = {"success": 0, "partial": 10, "failure": 1}
+
+
+def forcemerge(
+    cluster: str = typer.Option(None, "--cluster", "-c", help="Cluster name (configs/NAME.yaml)."),
+    config: Path = typer.Option(None, "--config", help="Inventory file, instead of --cluster."),
+    indices: str = typer.Option(..., "--indices", "-i", help="Index pattern, e.g. 'logs-2026.11.*'."),
+    max_segments: int = typer.Option(5, "--max-segments", min=1, max=100, help="Target segments per shard."),
+    concurrency: int = typer.Option(2, "--concurrency", min=1, max=16, help="Merges running at once."),
+    include_write_indices: bool = typer.Option(False, "--include-write-indices",
+                                               help="Also merge indices that are being written to."),
+    then_restart: bool = typer.Option(False, "--then-restart", help="Then a rolling restart, in the same "
+                                                                    "journaled (resumable) run."),
+    by: Mode = typer.Option(Mode.NODE, "--by", help="With --then-restart: batch by node or zone."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List what would be merged and skipped; change nothing."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="With --then-restart: do not ask for confirmation."),
+    json_out: bool = typer.Option(False, "--json", help="JSON lines, the last one the summary."),
+) -> None:
+    """Force-merge indices that are no longer written to, down to --max-segments per shard.
+
+    Skips indices already at or below the target and refuses write indices (of an alias or data
+    stream) and indices that receive writes, saying why. Each merge runs as a task in the cluster
+    and is polled, so a long merge never hits a client or proxy timeout. Exit 0 success, 10
+    partial (some merges failed), 1 failure.
+    """
+    target = runner.open_target(cluster, config)
+    decisions = plan_merges(target.es, indices, max_segments, include_write_indices)
+    if dry_run:
+        _show_decisions(decisions, json_out)
+        return
+    if then_restart:
+        _merge_then_restart(target, decisions, indices, max_segments, concurrency, include_write_indices, by, yes,
+                            json_out)
+        return
+    with RunView(json_out) as view:
+        report = run_merges(target.es, decisions, max_segments, concurrency, view)
+    _show_report(report, json_out)
+    raise typer.Exit(EXIT[report.outcome])
+
+
+def _merge_then_restart(target: runner.Target, decisions: list[Decision], pattern: str, max_segments: int,
+                        concurrency: int, include_write: bool, by: Mode, yes: bool, json_out: bool) -> None:
+    the_plan = runner.make_plan(target, by)
+    if not json_out:
+        _show_decisions(decisions, False)
+        out_console.print(plan_table(the_plan, [s.name for s in target.playbook.steps()]))
+    if not the_plan.safe:
+        raise PreflightFailed(the_plan.all_problems())
+    if not yes:
+        if not sys.stdin.isatty():
+            raise PreflightFailed(["not on a terminal and no --yes: refusing to restart without confirmation"])
+        if not typer.confirm("Force-merge, then restart?"):
+            raise typer.Exit(1)
+    prelude = {"forcemerge": {"indices": pattern, "max_segments": max_segments, "concurrency": concurrency,
+                              "include_write_indices": include_write, "done": False}}
+
+    def action(view: RunView) -> Journal:
+        return runner.start(target, the_plan, view, prelude)
+
+    run_and_report(json_out, [n for b in the_plan.batches for n in b.nodes], action)
+
+
+def _show_decisions(decisions: list[Decision], json_out: bool) -> None:
+    if json_out:
+        for d in decisions:
+            emit_json({"index": d.index, "verdict": d.verdict.value, "reason": d.reason,
+                       "segments_before": d.segments_before})
+        return
+    table = Table(show_edge=False, title="Force-merge plan", title_justify="left")
+    for col in ("index", "segments/shard", "action", "why"):
+        table.add_column(col)
+    for d in decisions:
+        table.add_row(*(Text(c) for c in (d.index, str(d.segments_before), d.verdict.value, d.reason)))
+    out_console.print(table)
+
+
+def _show_report(report: MergeReport, json_out: bool) -> None:
+    table = Table(show_edge=False, title=f"Force-merge: {report.outcome.upper()}", title_justify="left")
+    for col in ("index", "action", "before", "after", "time", "note"):
+        table.add_column(col)
+    for r in report.results:
+        table.add_row(*(Text(c) for c in (r.index, r.verdict, str(r.segments_before),
+                                         "-" if r.segments_after is None else str(r.segments_after),
+                                         "-" if r.seconds is None else f"{r.seconds:.1f}s",
+                                         r.error or (r.reason if r.verdict != Verdict.MERGE else ""))))
+    err_console.print(table)
+    if json_out:
+        emit_json({"event": "summary", **report.to_json()})
+    elif report.outcome != "success":
+        say(f"force-merge {report.outcome}")
