@@ -22,3 +22,6 @@ integration: setup
 
 down:
 	.venv/bin/orchestrate sandbox down
+
+bench: setup
+	.venv/bin/python -m tests.benchmarks.bench_plan

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -10,7 +11,7 @@ import typer
 
 from orchestrator.cli.output import emit_json, err_console, out_console, say
 from orchestrator.cli.render import RunView, plan_table, report_table
-from orchestrator.errors import OrchestratorError, PreflightFailed, UnsafeToProceed
+from orchestrator.errors import JournalError, OrchestratorError, PreflightFailed, UnsafeToProceed
 from orchestrator.restart import runner
 from orchestrator.restart.journal import Journal
 from orchestrator.restart.lock import LOCK_INDEX
@@ -32,29 +33,50 @@ def register(app: typer.Typer) -> None:
     app.command()(resume)
     app.command()(status)
     app.command()(unlock)
+    app.command()(report)
 
 
 def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, json_out: bool = JsonOpt,
-         allow_yellow: bool = YellowOpt) -> None:
+         allow_yellow: bool = YellowOpt,
+         snapshot: Path = typer.Option(None, "--snapshot", help="Plan from a saved cluster state (JSON, as written "
+                                                                "by --save-snapshot) instead of the live cluster."),
+         save_snapshot: Path = typer.Option(None, "--save-snapshot", help="Write the live cluster state used for "
+                                                                          "this plan to a JSON file.")) -> None:
     """Dry run: what a rolling restart would do, in which order, how long, and whether it is safe.
 
     Reads the live cluster and changes nothing (no write call, nothing on any host).
     Exit 0 when the plan is safe, 6 when it is not (each reason is printed with what to do).
     """
-    target = runner.open_target(cluster, config)
-    the_plan = runner.make_plan(target, by, allow_yellow)
+    if snapshot is not None:
+        the_plan, steps = runner.plan_from_file(cluster, config, snapshot, by, allow_yellow)
+    else:
+        target = runner.open_target(cluster, config)
+        snap = target.es.snapshot()
+        if save_snapshot is not None:
+            save_snapshot.write_text(json.dumps(snap.to_json()))
+        the_plan = runner.plan_for(target, snap, by, allow_yellow)
+        steps = [s.name for s in target.playbook.steps()]
     if json_out:
         emit_json(the_plan.to_json())
     else:
-        out_console.print(plan_table(the_plan, [s.name for s in target.playbook.steps()]))
+        out_console.print(plan_table(the_plan, steps))
     if not the_plan.safe:
         raise typer.Exit(UnsafeToProceed.exit_code)
 
 
 def _finish(journal: Journal, json_out: bool) -> None:
+    from orchestrator.restart.report import html
+
     summary = runner.summary(journal)
     err_console.print(report_table(summary))
     err_console.print(f"journal: {journal.path}", markup=False)
+    if journal.path is not None:
+        page = journal.path.with_suffix(".html")
+        page.write_text(html(journal))
+        page.chmod(0o600)
+        summary["report"] = str(page)
+        err_console.print(f"report: {page} (or `orchestrate report --cluster {journal.cluster} --run "
+                          f"{journal.run_id}`)", markup=False)
     if json_out:
         emit_json({"event": "summary", **summary})
 
@@ -151,3 +173,29 @@ def unlock(cluster: str = ClusterOpt, config: Path = ConfigOpt,
         raise typer.Exit(1)
     target.es.delete_lock(LOCK_INDEX, target.inv.cluster.name)
     say(f"lock of run {holder.get('run_id')} removed")
+
+
+def report(cluster: str = ClusterOpt, config: Path = ConfigOpt,
+           run_id: str = typer.Option(None, "--run", help="Run id (default: the latest run of the cluster)."),
+           html_path: Path = typer.Option(None, "--html", help="Also write a self-contained HTML page with a "
+                                                               "timeline chart (one row per node, a bar per phase)."),
+           json_out: bool = JsonOpt) -> None:
+    """Where the time of a finished or running run went: per node and phase, with recovery figures."""
+    from orchestrator.config.inventory import load_inventory
+    from orchestrator.restart import journal as journals
+    from orchestrator.restart.report import html, totals
+
+    inv, _ = load_inventory(cluster, config)
+    journal = journals.latest(inv.cluster.name, run_id)
+    if journal is None:
+        raise JournalError(f"no run recorded for cluster {inv.cluster.name}")
+    if json_out:
+        emit_json({**runner.summary(journal), "totals": totals(journal)})
+    else:
+        out_console.print(report_table(runner.summary(journal)))
+        t = totals(journal)
+        out_console.print(f"bytes from peers {t['bytes_from_peers']}, reused {t['bytes_reused']}, "
+                          f"Elasticsearch calls {t['es_calls']}, plan estimate {t['plan_estimate_s']} s")
+    if html_path is not None:
+        html_path.write_text(html(journal))
+        say(f"report written to {html_path}")

@@ -81,7 +81,7 @@ def match_nodes(inv: Inventory, snap: ClusterSnapshot) -> tuple[dict[str, str], 
     for entry in inv.nodes:
         node = snap.node_by_name(entry.name)
         if node is None:
-            by_host = [n for n in snap.nodes if entry.host in (n.ip, n.host)]
+            by_host = [n for n in snap.nodes if entry.host in (n.ip, n.host)]  # rare: names usually match
             node = by_host[0] if len(by_host) == 1 else None
             if len(by_host) > 1:
                 problems.append(f"node {entry.name}: host {entry.host} matches {len(by_host)} Elasticsearch "
@@ -92,7 +92,8 @@ def match_nodes(inv: Inventory, snap: ClusterSnapshot) -> tuple[dict[str, str], 
                             "(matched by node.name, then by host or IP)")
             continue
         mapping[entry.name] = node.id
-    unknown = [n.name for n in snap.nodes if n.id not in mapping.values()]
+    matched = set(mapping.values())
+    unknown = [n.name for n in snap.nodes if n.id not in matched]
     if unknown and not problems:
         problems.append(f"the cluster has node(s) not in the inventory: {', '.join(unknown)}. Add them, or "
                         "they would never be restarted and could hold the only copy of a shard.")
@@ -176,7 +177,7 @@ def build_plan(inv: Inventory, snap: ClusterSnapshot, mode: Mode, tuning: tuple[
     batches = []
     for number, (label, members) in enumerate(groups, start=1):
         ids = {es_nodes[m].id for m in members}
-        copies = [c for c in snap.shards if c.node_id in ids]
+        copies = [c for node_id in ids for c in snap.copies_by_node.get(node_id, ())]
         size = sum(c.size_bytes for c in copies)
         batches.append(Batch(number=number, label=label, nodes=tuple(members), shard_copies=len(copies), bytes=size,
                              estimate_s=round(estimate_batch_s(size, rate), 1),

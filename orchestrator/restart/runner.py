@@ -6,6 +6,7 @@ matched, every host answers over SSH with a verified key, no other run holds the
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from orchestrator.config.playbook import Playbook, load_playbook
 from orchestrator.errors import ConfigError, JournalError, OrchestratorError, PreflightFailed
 from orchestrator.es.adapter import ElasticsearchAdapter
 from orchestrator.es.connect import Connection
+from orchestrator.es.snapshot import ClusterSnapshot
 from orchestrator.hosts.service import ServiceControl
 from orchestrator.hosts.transport import Transport, make_transport
 from orchestrator.restart import journal as journals
@@ -77,8 +79,23 @@ def open_target(cluster: str | None, config: Path | None) -> Target:
 
 
 def make_plan(target: Target, mode: Mode, allow_yellow: bool = False) -> Plan:
-    snap = target.es.snapshot()
+    return plan_for(target, target.es.snapshot(), mode, allow_yellow)
+
+
+def plan_for(target: Target, snap: ClusterSnapshot, mode: Mode, allow_yellow: bool = False) -> Plan:
     return build_plan(target.inv, snap, mode, tuning=profile_summary(target.inv), allow_yellow=allow_yellow)
+
+
+def plan_from_file(cluster: str | None, config: Path | None, snapshot: Path, mode: Mode,
+                   allow_yellow: bool) -> tuple[Plan, list[str]]:
+    """Plan from a saved cluster state: the same decisions, no cluster needed."""
+    inv, _ = load_inventory(cluster, config)
+    try:
+        snap = ClusterSnapshot.from_json(json.loads(snapshot.read_text()))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(str(snapshot), [f"not a cluster snapshot written by --save-snapshot: {exc}"]) from None
+    plan = build_plan(inv, snap, mode, tuning=profile_summary(inv), allow_yellow=allow_yellow)
+    return plan, [s.name for s in load_playbook(inv.playbook).steps()]
 
 
 def check_hosts(inv: Inventory, transport: Transport) -> list[str]:

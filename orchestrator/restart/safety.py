@@ -26,17 +26,13 @@ def cluster_problems(snap: ClusterSnapshot, allow_yellow: bool) -> list[str]:
 
 def shards_without_other_copy(snap: ClusterSnapshot, node_ids: Iterable[str]) -> list[str]:
     """Shards whose every started copy is on ``node_ids``: restarting them makes the shard unavailable."""
-    leaving = set(node_ids)
-    started_outside: dict[tuple[str, int], int] = defaultdict(int)
-    on_batch: set[tuple[str, int]] = set()
-    for c in snap.shards:
-        key = (c.index, c.shard)
-        if c.state == "STARTED" and c.node_id is not None:
-            if c.node_id in leaving:
-                on_batch.add(key)
-            else:
-                started_outside[key] += 1
-    return sorted(f"[{i}][{s}]" for (i, s) in on_batch if started_outside[(i, s)] == 0)
+    started_on_batch: dict[tuple[str, int], int] = defaultdict(int)
+    for node_id in set(node_ids):
+        for c in snap.copies_by_node.get(node_id, ()):
+            if c.state == "STARTED":
+                started_on_batch[(c.index, c.shard)] += 1
+    total = snap.started_copies
+    return sorted(f"[{i}][{s}]" for (i, s), n in started_on_batch.items() if total[(i, s)] == n)
 
 
 def replica_counts(snap: ClusterSnapshot) -> dict[str, int]:
@@ -61,7 +57,7 @@ def batch_problems(snap: ClusterSnapshot, node_ids: list[str], label: str) -> li
                 f"(index.number_of_replicas: 1) before the restart" if no_replicas else
                 "every copy of these shards is in this batch: check allocation awareness")
         problems.append(f"{label}: restarting it leaves shard(s) {shown} with no started copy; {hint}.")
-    masters = [n for n in snap.nodes if n.is_master_eligible]
+    masters = snap.master_eligible
     leaving_masters = [n for n in masters if n.id in node_ids]
     # With fewer than 3 master-eligible nodes a master restart cannot keep a quorum: see master_notes.
     if len(masters) >= 3 and len(masters) - len(leaving_masters) <= len(masters) // 2:
@@ -71,7 +67,7 @@ def batch_problems(snap: ClusterSnapshot, node_ids: list[str], label: str) -> li
 
 
 def master_notes(snap: ClusterSnapshot) -> list[str]:
-    masters = [n for n in snap.nodes if n.is_master_eligible]
+    masters = snap.master_eligible
     if 0 < len(masters) < 3:
         return [f"the cluster has {len(masters)} master-eligible node(s): while one of them restarts the cluster may "
                 "have no elected master (requests fail until it is back). Three master-eligible nodes avoid that."]

@@ -284,3 +284,16 @@ def _no_leftover_lock(sandboxes: SandboxManager) -> None:
     yield  # type: ignore[misc]
     if sandboxes.shape is not None:
         orchestrate("unlock", "--cluster", "sandbox", "--yes")
+
+
+def test_local_mode_restart_with_service_commands(sandboxes: SandboxManager) -> None:
+    """No SSH: the `commands` service manager and the local transport, as for a non-root user."""
+    info = sandboxes.get(Shape(hosts="local"))
+    inv = yaml.safe_load(Path(info["inventory"]).read_text())
+    assert inv["service"]["manager"] == "commands" and inv["ssh"]["transport"] == "local"
+    before = {n["name"]: n["pid"] for n in info["nodes"]}
+    proc = orchestrate("restart", "--cluster", "sandbox", "--yes", "--json", timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json_lines(proc.stdout)[-1]["result"] == "succeeded"
+    after = {n["name"]: n["pid"] for n in sandboxes.status()["nodes"]}
+    assert all(after[n] != before[n] for n in before)

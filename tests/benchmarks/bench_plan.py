@@ -1,0 +1,103 @@
+"""Planning at scale: `plan` over a generated cluster of 1,000 nodes and 100,000 shard copies in 3 zones.
+
+The state is written to a file and planned by `orchestrate plan --snapshot` in a child process
+(the same decision code as a live plan), so the time and the peak memory (max RSS) are those of
+the real command. Prints a table and writes the figures as JSON.
+
+    python -m tests.benchmarks.bench_plan [--nodes 1000] [--copies 100000] [--out reports/bench-plan.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def generate(nodes: int, copies: int, zones: int, seed: int = 7) -> tuple[dict[str, Any], dict[str, Any]]:
+    rng = random.Random(seed)
+    names = [f"n{i:04d}" for i in range(nodes)]
+    zone_of = {n: f"z{i % zones}" for i, n in enumerate(names)}
+    by_zone: dict[str, list[str]] = {}
+    for n in names:
+        by_zone.setdefault(zone_of[n], []).append(n)
+    es_nodes = [{"id": f"id-{n}", "name": n, "host": n, "ip": f"10.{i // 65536}.{i // 256 % 256}.{i % 256}",
+                 "roles": ["master", "data"] if i < 3 else ["data"], "zone": zone_of[n], "version": "9.5.3",
+                 "process_id": 1000 + i, "start_time_ms": 1} for i, n in enumerate(names)]
+    shards = []
+    per_shard = 2  # primary + one replica, in two different zones (awareness)
+    zone_names = sorted(by_zone)
+    for s in range(copies // per_shard):
+        index, shard = f"logs-{s // 10:05d}", s % 10
+        first, second = rng.sample(zone_names, 2)
+        for copy, zone in enumerate((first, second)):
+            shards.append({"index": index, "shard": shard, "primary": copy == 0, "state": "STARTED",
+                           "node_id": f"id-{rng.choice(by_zone[zone])}", "size_bytes": rng.randint(10**6, 5 * 10**9)})
+    snapshot = {"cluster_name": "scale", "health": {"status": "green", "number_of_nodes": nodes},
+                "nodes": es_nodes, "master_id": "id-n0000", "shards": shards}
+    inventory = {"cluster": {"name": "scale", "endpoints": ["http://127.0.0.1:9"]},
+                 "ssh": {"known_hosts": "/dev/null"}, "tuning": {"profile": "elasticsearch"},
+                 "nodes": [{"name": n, "host": n, "zone": zone_of[n]} for n in names]}
+    return snapshot, inventory
+
+
+def run_plan(inventory: Path, snapshot: Path, mode: str) -> dict[str, Any]:
+    # The child times the import of the command apart from the planning itself (read, decide, print).
+    code = ("import resource, sys, time, runpy\n"
+            "sys.argv = ['orchestrate', 'plan', '--config', sys.argv[1], '--snapshot', sys.argv[2], '--by', "
+            "sys.argv[3], '--json']\n"
+            "t0 = time.perf_counter()\nimport orchestrator.cli.main\nt1 = time.perf_counter()\nrc = 0\n"
+            "try:\n    runpy.run_module('orchestrator', run_name='__main__')\n"
+            "except SystemExit as e:\n    rc = e.code\n"
+            "sys.stderr.write(f'BENCH {t1 - t0:.3f} {time.perf_counter() - t1:.3f} "
+            "{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss} {rc}\\n')\n")
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", code, str(inventory), str(snapshot), mode], capture_output=True,
+                          text=True, cwd=REPO)
+    wall = time.perf_counter() - started
+    line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("BENCH"))
+    _, imports, planning, rss_kb, rc = line.split()
+    plan = json.loads(proc.stdout)
+    return {"mode": mode, "seconds_planning": float(planning), "seconds_import": float(imports),
+            "seconds_wall_with_startup": round(wall, 3),
+            "peak_rss_mb": round(int(rss_kb) / 1024, 1), "batches": len(plan["batches"]), "safe": plan["safe"],
+            "exit_code": int(rc) if rc != "None" else 0}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--copies", type=int, default=100_000)
+    parser.add_argument("--zones", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=REPO / "reports" / "bench-plan.json")
+    args = parser.parse_args()
+    snapshot, inventory = generate(args.nodes, args.copies, args.zones)
+    with tempfile.TemporaryDirectory() as d:
+        snap_path, inv_path = Path(d) / "snapshot.json", Path(d) / "inventory.yaml"
+        snap_path.write_text(json.dumps(snapshot))
+        inv_path.write_text(yaml.safe_dump(inventory))
+        results = [run_plan(inv_path, snap_path, mode) for mode in ("node", "zone")]
+    figures = {"nodes": args.nodes, "shard_copies": args.copies, "zones": args.zones, "runs": results,
+               "targets": {"seconds": 1.0, "peak_rss_mb": 300}}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(figures, indent=2))
+    print(f"planning {args.nodes} nodes, {args.copies} shard copies, {args.zones} zones (target < 1 s, < 300 MB)")
+    print(f"{'mode':<6} {'plan s':>8} {'import s':>9} {'whole cmd s':>12} {'peak MB':>9} {'batches':>8} {'safe':>5}")
+    for r in results:
+        print(f"{r['mode']:<6} {r['seconds_planning']:>8.3f} {r['seconds_import']:>9.3f} "
+              f"{r['seconds_wall_with_startup']:>12.3f} {r['peak_rss_mb']:>9.1f} {r['batches']:>8} {r['safe']!s:>5}")
+    print(f"written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""The journal's format and persistence, and the one wait helper, without a cluster."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import ClusterUnreachable, JournalError, WaitTimeout
+from orchestrator.restart.journal import BatchRecord, Journal, NodeRecord, UndoState
+from orchestrator.restart.phases import Phase, check_transition, reached
+from orchestrator.retry import Clock, Seen, wait_until
+
+
+def journal(path: Path) -> Journal:
+    j = Journal(run_id="r1", cluster="c", inventory="inv", mode="node", playbook="p", plan={"node_ids": {}},
+                batches=[BatchRecord(1, "a", ["a"])], nodes={"a": NodeRecord("a", 1)})
+    j.path = path
+    j.save()
+    return j
+
+
+def test_round_trip_and_owner_only(tmp_path: Path) -> None:
+    j = journal(tmp_path / "r1.json")
+    j.add_undo("k", "persistent", None, "primaries", 1)
+    loaded = Journal.load(tmp_path / "r1.json")
+    assert loaded.undo[0].state is UndoState.INTENDED and loaded.undo[0].before is None
+    assert loaded.nodes["a"].batch == 1
+    assert stat.S_IMODE((tmp_path / "r1.json").stat().st_mode) == 0o600
+    assert not list(tmp_path.glob(".r1.json.*")), "no temporary file left behind"
+
+
+def test_original_value_is_the_first_recorded(tmp_path: Path) -> None:
+    j = journal(tmp_path / "r1.json")
+    j.add_undo("k", "persistent", "all", "primaries", 1)
+    j.undo[0].state = UndoState.RESTORED
+    j.add_undo("k", "persistent", "primaries", "primaries", 2)  # what a live read might wrongly say
+    assert j.original_value("k", "persistent") == (True, "all")
+    assert j.original_value("k", "transient") == (False, None)
+
+
+@pytest.mark.parametrize("change", [{"format": 99}, {"batches": "nope"}, {"state": "exploded"}])
+def test_unknown_or_damaged_journal_is_refused(tmp_path: Path, change: dict[str, object]) -> None:
+    j = journal(tmp_path / "r1.json")
+    raw = j.to_dict() | change
+    (tmp_path / "r1.json").write_text(json.dumps(raw))
+    with pytest.raises(JournalError):
+        Journal.load(tmp_path / "r1.json")
+
+
+def test_phase_table_refuses_illegal_moves() -> None:
+    check_transition("a", "stopped", Phase.TUNED)
+    with pytest.raises(JournalError):
+        check_transition("a", "stopped", Phase.STOPPING)
+    with pytest.raises(JournalError):
+        check_transition("a", "pending", Phase.JOINED)
+    assert reached("joined", Phase.STOPPED) and not reached("stopping", Phase.STOPPED)
+
+
+class FakeClock(Clock):
+    def __init__(self) -> None:
+        self.now = 0.0
+        super().__init__(monotonic=lambda: self.now, sleep=self.advance)
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_wait_times_out_saying_what_it_saw() -> None:
+    clock = FakeClock()
+
+    def probe(seen: Seen[int]) -> int | None:
+        seen.text = f"still waiting at {clock.now:.0f}"
+        return None
+
+    with pytest.raises(WaitTimeout) as err:
+        wait_until(probe, what="the node", timeout_s=10, interval_s=1, clock=clock, hint="do X")
+    assert "waiting for the node" in str(err.value) and "still waiting at" in str(err.value)
+    assert str(err.value).endswith("do X")
+    assert 10 <= clock.now <= 11
+
+
+def test_wait_tolerates_transient_errors() -> None:
+    clock = FakeClock()
+    answers = iter([ClusterUnreachable("down"), None, 42])
+
+    def probe(seen: Seen[int]) -> int | None:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert wait_until(probe, what="x", timeout_s=60, interval_s=1, clock=clock) == 42

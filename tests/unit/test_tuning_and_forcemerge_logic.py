@@ -1,0 +1,73 @@
+"""Pure parts of host tuning and force-merge: parsing kernel files, targets, decisions, playbooks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.config.loader import load_model
+from orchestrator.config.playbook import Playbook, load_playbook
+from orchestrator.errors import ConfigError
+from orchestrator.forcemerge.decide import IndexFacts, Verdict, decide
+from orchestrator.tuning.host import choices, selected, write_file_command
+from orchestrator.tuning.knobs import erlang_schedulers, sysctl_wanted
+
+
+@pytest.mark.parametrize(("content", "value"), [
+    ("always [madvise] never\n", "madvise"), ("[always] madvise never", "always"), ("never\n", "never"),
+    ("none [mq-deadline] kyber bfq \n", "mq-deadline"), ("[none] mq-deadline", "none")])
+def test_selected_value_of_kernel_choice_files(content: str, value: str) -> None:
+    assert selected(content) == value
+
+
+def test_choices_lists_what_the_device_offers() -> None:
+    assert choices("none [mq-deadline] kyber bfq ") == ["none", "mq-deadline", "kyber", "bfq"]
+
+
+@pytest.mark.parametrize(("cpus", "schedulers"), [(24, 20), (16, 14), (12, 10), (6, 5), (1, 1)])
+def test_erlang_schedulers_one_fewer_per_six_cpus(cpus: int, schedulers: int) -> None:
+    assert erlang_schedulers(cpus) == schedulers
+
+
+@pytest.mark.parametrize(("spec", "live", "expected"), [
+    ("0", "1", ("0", False)), ("0", "0", ("0", True)), (">=262144", "65530", ("262144", False)),
+    (">=262144", "300000", ("300000", True)), (">=262144", None, ("262144", False))])
+def test_sysctl_targets(spec: str, live: str | None, expected: tuple[str, bool]) -> None:
+    assert sysctl_wanted(spec, live) == expected
+
+
+def test_written_files_are_quoted() -> None:
+    cmd = write_file_command("/etc/x.conf", "a'; rm -rf / #\n")
+    assert "'a'\"'\"'; rm -rf / #" in cmd
+
+
+@pytest.mark.parametrize(("facts", "include_write", "verdict"), [
+    (IndexFacts("a", 40, 10), False, Verdict.MERGE),
+    (IndexFacts("a", 5, 10), False, Verdict.SKIP),
+    (IndexFacts("a", 40, 10, write_index_of="alias logs"), False, Verdict.REFUSE),
+    (IndexFacts("a", 40, 10, write_index_of="alias logs"), True, Verdict.MERGE),
+    (IndexFacts("a", 40, 10, recent_writes=3), False, Verdict.REFUSE),
+    (IndexFacts("a", 3, 10, recent_writes=3), True, Verdict.SKIP),
+])
+def test_forcemerge_decisions(facts: IndexFacts, include_write: bool, verdict: Verdict) -> None:
+    d = decide(facts, 5, include_write)
+    assert d.verdict is verdict and d.reason
+
+
+def test_shipped_playbook_loads() -> None:
+    assert [s.name for s in load_playbook("elasticsearch-rolling").steps()][2] == "stop_service"
+
+
+@pytest.mark.parametrize(("batch", "message"), [
+    ("[start_service, stop_service]", "stop_service must come before start_service"),
+    ("[stop_service]", "needs start_service"),
+    ("[stop_service, reboot_everything, start_service]", "unknown step 'reboot_everything'"),
+    ("[stop_service, stop_service, start_service]", "listed twice"),
+    ("[stop_service, {command: {name: x}}, start_service]", "run"),
+])
+def test_bad_playbooks_are_refused(tmp_path: Path, batch: str, message: str) -> None:
+    (tmp_path / "p.yaml").write_text(f"name: p\nbatch: {batch}\n")
+    with pytest.raises(ConfigError) as err:
+        load_model(tmp_path / "p.yaml", Playbook)
+    assert message in str(err.value)
