@@ -25,3 +25,4 @@ down:
 
 bench: setup
 	.venv/bin/python -m tests.benchmarks.bench_plan
+	.venv/bin/python -m tests.benchmarks.bench_restart

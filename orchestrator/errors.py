@@ -23,6 +23,10 @@ errors and chooses exit codes.
 from __future__ import annotations
 
 
+def listed(problems: list[str]) -> str:
+    return "\n".join(f"  - {p}" for p in problems)
+
+
 class OrchestratorError(Exception):
     """Base of every error the orchestrator raises for an operator to read."""
 
@@ -37,8 +41,7 @@ class ConfigError(OrchestratorError):
     def __init__(self, source: str, problems: list[str]) -> None:
         self.source = source
         self.problems = problems
-        lines = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(f"{source}: {len(problems)} problem(s):\n{lines}")
+        super().__init__(f"{source}: {len(problems)} problem(s):\n{listed(problems)}")
 
 
 class SandboxError(OrchestratorError):
@@ -68,8 +71,7 @@ class PreflightFailed(OrchestratorError):
 
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
-        lines = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(f"preflight failed, nothing was changed:\n{lines}")
+        super().__init__(f"preflight failed, nothing was changed:\n{listed(problems)}")
 
 
 class UnsafeToProceed(OrchestratorError):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import typer
@@ -10,9 +9,8 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.cli.output import emit_json, err_console, out_console, say
-from orchestrator.cli.render import RunView, plan_table
-from orchestrator.cli.restart_cmd import run_and_report
-from orchestrator.errors import PreflightFailed
+from orchestrator.cli.render import RunView
+from orchestrator.cli.restart_cmd import run_and_report, show_and_confirm
 from orchestrator.forcemerge.decide import Decision, Verdict
 from orchestrator.forcemerge.run import MergeReport, plan_merges, run_merges
 from orchestrator.restart import runner
@@ -64,14 +62,7 @@ def _merge_then_restart(target: runner.Target, decisions: list[Decision], patter
     the_plan = runner.make_plan(target, by)
     if not json_out:
         _show_decisions(decisions, False)
-        out_console.print(plan_table(the_plan, [s.name for s in target.playbook.steps()]))
-    if not the_plan.safe:
-        raise PreflightFailed(the_plan.all_problems())
-    if not yes:
-        if not sys.stdin.isatty():
-            raise PreflightFailed(["not on a terminal and no --yes: refusing to restart without confirmation"])
-        if not typer.confirm("Force-merge, then restart?"):
-            raise typer.Exit(1)
+    show_and_confirm(target, the_plan, json_out, yes, "Force-merge, then restart?")
     prelude = {"forcemerge": {"indices": pattern, "max_segments": max_segments, "concurrency": concurrency,
                               "include_write_indices": include_write, "done": False}}
 

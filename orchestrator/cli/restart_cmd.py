@@ -15,7 +15,7 @@ from orchestrator.errors import JournalError, OrchestratorError, PreflightFailed
 from orchestrator.restart import runner
 from orchestrator.restart.journal import Journal
 from orchestrator.restart.lock import LOCK_INDEX
-from orchestrator.restart.plan import Mode
+from orchestrator.restart.plan import Mode, Plan
 
 ClusterOpt = typer.Option(None, "--cluster", "-c", help="Cluster name: configs/NAME.yaml ('sandbox' after "
                                                          "`orchestrate sandbox up`).")
@@ -93,22 +93,29 @@ def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOp
     """
     target = runner.open_target(cluster, config)
     the_plan = runner.make_plan(target, by, allow_yellow)
-    if not json_out:
-        out_console.print(plan_table(the_plan, [s.name for s in target.playbook.steps()]))
-    if not the_plan.safe:
-        raise PreflightFailed(the_plan.all_problems())
-    if not yes:
-        if not sys.stdin.isatty():
-            raise PreflightFailed(["not on a terminal and no --yes: refusing to restart without confirmation"])
-        if not typer.confirm(f"Restart {len(the_plan.batches)} batch(es) of {target.inv.cluster.name}?"):
-            say("nothing done")
-            raise typer.Exit(1)
+    show_and_confirm(target, the_plan, json_out, yes,
+                     f"Restart {len(the_plan.batches)} batch(es) of {target.inv.cluster.name}?")
     nodes = [n for b in the_plan.batches for n in b.nodes]
 
     def action(view: RunView) -> Journal:
         return runner.start(target, the_plan, view)
 
     run_and_report(json_out, nodes, action)
+
+
+def show_and_confirm(target: runner.Target, the_plan: Plan, json_out: bool, yes: bool, question: str) -> None:
+    """Show the plan, refuse an unsafe one, and ask (unless --yes; never silently off a terminal)."""
+    if not json_out:
+        out_console.print(plan_table(the_plan, [s.name for s in target.playbook.steps()]))
+    if not the_plan.safe:
+        raise PreflightFailed(the_plan.all_problems())
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise PreflightFailed(["not on a terminal and no --yes: refusing to restart without confirmation"])
+    if not typer.confirm(question):
+        say("nothing done")
+        raise typer.Exit(1)
 
 
 def run_and_report(json_out: bool, nodes: list[str], action: Callable[[RunView], Journal]) -> None:

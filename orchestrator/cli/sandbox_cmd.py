@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from enum import StrEnum
 
 import typer
@@ -13,6 +14,7 @@ from orchestrator.sandbox import lifecycle
 from orchestrator.sandbox.assemble import ensure_es_home
 from orchestrator.sandbox.data import load_sample_data
 from orchestrator.sandbox.layout import SandboxPaths
+from orchestrator.sandbox.load import LoadGenerator
 
 app = typer.Typer(help="A real Elasticsearch cluster on this machine, assembled from Maven Central.",
                   no_args_is_help=True)
@@ -55,12 +57,31 @@ def prepare(es_version: str = typer.Option("9.5.3", help="Elasticsearch version 
 def load(
     docs: int = typer.Option(20000, help="Documents to index, spread over the indices."),
     indices: int = typer.Option(3, help="Number of sample-N indices (3 shards, 1 replica each)."),
+    duration: float = typer.Option(None, "--duration", min=1, max=3600, help="Instead: keep indexing (acknowledged, "
+                                   "by id) and searching through every node for this many seconds, then check "
+                                   "that every acknowledged document is there. Run it beside a restart."),
 ) -> None:
-    """Index sample data into the running sandbox, so a restart has shards to recover."""
+    """Index sample data into the running sandbox, or (--duration) generate traffic while you restart it."""
     info = lifecycle.status(SandboxPaths.default())
     if not info.get("running"):
         raise SandboxError("no sandbox is running: `orchestrate sandbox up` first")
-    load_sample_data(info["endpoints"], docs, indices, say)
+    if duration is None:
+        load_sample_data(info["endpoints"], docs, indices, say)
+        return
+    gen = LoadGenerator(info["endpoints"], duration_s=duration)
+    gen.start()
+    say(f"load: indexing and searching through {len(info['endpoints'])} nodes for {duration:.0f} s")
+    try:
+        while any(t.is_alive() for t in gen.threads):
+            time.sleep(1)
+    except KeyboardInterrupt:
+        say("load: stopping")
+    gen.stop()
+    report = gen.report()
+    missing = gen.missing_acknowledged()
+    emit_json({**report, "missing_acknowledged": len(missing)})
+    if missing or report["red_samples"]:
+        raise SandboxError(f"{len(missing)} acknowledged document(s) missing, {report['red_samples']} red sample(s)")
 
 
 @app.command()

@@ -82,7 +82,7 @@ def apply_node(profile: Profile, transport: Transport, node: NodeEntry) -> NodeR
         return before
     commands = fix_commands(before)
     for cmd in commands:
-        result = transport.run(node, cmd, 60)
+        result = transport.run(node, cmd)
         if not result.ok:
             # The kernel's own words (e.g. "Invalid argument") are the message.
             said = (result.stderr or result.stdout).strip() or f"exit {result.rc}"

@@ -18,8 +18,8 @@ class Host:
     def name(self) -> str:
         return self.node.name
 
-    def run(self, command: str, timeout_s: float = 60) -> CommandResult:
-        return self.transport.run(self.node, command, timeout_s)
+    def run(self, command: str, timeout_s: float | None = None) -> CommandResult:
+        return self.transport.run(self.node, command, timeout_s)  # None: the inventory's command timeout
 
     def read(self, path: str) -> tuple[str | None, str | None]:
         """(content, None), or (None, the reason it could not be read: missing, denied, ...)."""

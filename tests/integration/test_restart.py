@@ -16,6 +16,7 @@ import pytest
 import yaml
 from elasticsearch import Elasticsearch
 
+from orchestrator.sandbox.load import LoadGenerator
 from tests.helpers import REPO, assert_no_traceback, json_lines, orchestrate
 from tests.integration.conftest import SandboxManager, Shape, es_client
 
@@ -51,8 +52,15 @@ def doc_counts(es: Elasticsearch) -> dict[str, int]:
     return {i: es.count(index=i)["count"] for i in ("sample-1", "sample-2", "sample-3")}
 
 
-def run_restart_and_verify(sandboxes: SandboxManager, shape: Shape, by: str) -> dict[str, Any]:
+def run_restart_and_verify(sandboxes: SandboxManager, shape: Shape, by: str,
+                           under_load: bool = False) -> dict[str, Any]:
     info, es = prepared(sandboxes, shape)
+    load = None
+    if under_load:
+        load = LoadGenerator(info["endpoints"], index="load-test", duration_s=600, max_docs=200_000)
+        load.start()
+        time.sleep(5)
+        load.mark("during")
     # Settings in both scopes, including one the run raises: all must come back exactly.
     es.cluster.put_settings(transient={"cluster.routing.allocation.node_concurrent_recoveries": "3"},
                             persistent={"indices.recovery.max_bytes_per_sec": "50mb",
@@ -64,6 +72,15 @@ def run_restart_and_verify(sandboxes: SandboxManager, shape: Shape, by: str) -> 
     master_before = es.cat.master(format="json")[0]["node"]
 
     proc = orchestrate("restart", "--cluster", "sandbox", "--by", by, "--yes", "--json", timeout=900)
+    if load is not None:
+        load.mark("after")
+        time.sleep(3)
+        load.stop()
+        report = load.report()
+        print(f"load during the {by}-mode restart: {json.dumps(report)}")  # the figures, in the test log
+        assert load.missing_acknowledged() == [], "an acknowledged document was lost"
+        assert report["red_samples"] == 0 and report["health_samples"] > 10
+        assert report["windows"]["during"]["index_ok"] > 0
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert_no_traceback(proc)
     lines = json_lines(proc.stdout)
@@ -79,7 +96,7 @@ def run_restart_and_verify(sandboxes: SandboxManager, shape: Shape, by: str) -> 
     assert all(after_pid != before_pids[n["name"]] for n in after["nodes"] for after_pid in [n["pid"]])
     assert starts_logged(after) == {k: v + 1 for k, v in before_starts.items()}, "each node started exactly once"
     assert es.cluster.health()["status"] == "green"
-    assert doc_counts(es) == before_docs
+    assert doc_counts(es) == before_docs  # sample-* indices take no writes during the run
     assert settings(es) == before_settings
     # The elected master (at the start) is in the last batch.
     assert master_before in summary["batches"][-1]["nodes"]
@@ -121,8 +138,8 @@ def test_plan_says_unsafe_for_an_index_without_replicas(sandboxes: SandboxManage
         es.indices.delete(index="no-replica")
 
 
-def test_node_mode_restart_of_three_nodes(sandboxes: SandboxManager) -> None:
-    summary = run_restart_and_verify(sandboxes, Shape(), "node")
+def test_node_mode_restart_of_three_nodes_under_load(sandboxes: SandboxManager) -> None:
+    summary = run_restart_and_verify(sandboxes, Shape(), "node", under_load=True)
     assert len(summary["batches"]) == 3
 
 
@@ -267,8 +284,8 @@ def test_node_that_does_not_come_back_stops_the_run(sandboxes: SandboxManager, t
     assert ALLOC not in settings(es)["persistent"]
 
 
-def test_zone_mode_restart_of_six_nodes_in_three_zones(sandboxes: SandboxManager) -> None:
-    summary = run_restart_and_verify(sandboxes, Shape(nodes=6, zones=3), "zone")
+def test_zone_mode_restart_of_six_nodes_in_three_zones_under_load(sandboxes: SandboxManager) -> None:
+    summary = run_restart_and_verify(sandboxes, Shape(nodes=6, zones=3), "zone", under_load=True)
     assert len(summary["batches"]) == 3
     assert all(len(b["nodes"]) == 2 for b in summary["batches"])
 

@@ -1,0 +1,151 @@
+"""A load generator for the sandbox: acknowledged writes, searches through every node, health samples.
+
+Bounded in time and in count. Requests go to the nodes in turn, each through its own client, so a
+restarting node shows as errors instead of being hidden by retries. Statistics are kept per
+window (e.g. "before" and "during" a restart) so an operator sees what the restart cost.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from elasticsearch import Elasticsearch
+
+MAX_DURATION_S = 3600
+MAX_DOCS = 1_000_000
+
+
+def percentile(values: list[float], p: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[min(int(p / 100 * len(ordered)), len(ordered) - 1)] * 1000, 1)
+
+
+@dataclass
+class WindowStats:
+    index_ok: int = 0
+    index_errors: int = 0
+    search_ok: int = 0
+    search_errors: int = 0
+    index_latency: list[float] = field(default_factory=list)
+    search_latency: list[float] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        return {"index_ok": self.index_ok, "index_errors": self.index_errors, "search_ok": self.search_ok,
+                "search_errors": self.search_errors,
+                **{f"index_p{p}_ms": percentile(self.index_latency, p) for p in (50, 95, 99)},
+                **{f"search_p{p}_ms": percentile(self.search_latency, p) for p in (50, 95, 99)}}
+
+
+class LoadGenerator:
+    def __init__(self, endpoints: list[str], index: str = "load-test", duration_s: float = 60,
+                 max_docs: int = 100_000, pause_s: float = 0.005) -> None:
+        self.clients = [Elasticsearch([url], request_timeout=10, max_retries=0) for url in endpoints]
+        self.index = index
+        self.duration_s = min(duration_s, MAX_DURATION_S)
+        self.max_docs = min(max_docs, MAX_DOCS)
+        self.pause_s = pause_s
+        self.acked: set[str] = set()
+        self.windows: dict[str, WindowStats] = {"before": WindowStats()}
+        self.window = "before"
+        self.health_samples: list[tuple[float, str]] = []
+        self.stop_event = threading.Event()
+        self.lock = threading.Lock()
+        self.threads: list[threading.Thread] = []
+
+    def mark(self, window: str) -> None:
+        with self.lock:
+            self.windows.setdefault(window, WindowStats())
+            self.window = window
+
+    def _stats(self) -> WindowStats:
+        return self.windows[self.window]
+
+    def start(self) -> None:
+        first = self.clients[0]
+        if not first.indices.exists(index=self.index):
+            first.indices.create(index=self.index, settings={"number_of_shards": 3, "number_of_replicas": 1})
+        first.cluster.health(index=self.index, wait_for_status="green", timeout="60s")
+        self.deadline = time.monotonic() + self.duration_s
+        for target in (self._write, self._search, self._sample_health):
+            t = threading.Thread(target=target, daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    def _running(self) -> bool:
+        return not self.stop_event.is_set() and time.monotonic() < self.deadline
+
+    def _write(self) -> None:
+        nodes = itertools.cycle(self.clients)
+        for n in range(self.max_docs):
+            if not self._running():
+                return
+            doc_id = f"doc-{n}"
+            started = time.monotonic()
+            try:
+                next(nodes).index(index=self.index, id=doc_id, document={"n": n, "at": time.time()})
+            except Exception:
+                with self.lock:
+                    self._stats().index_errors += 1
+            else:
+                with self.lock:
+                    self.acked.add(doc_id)
+                    self._stats().index_ok += 1
+                    self._stats().index_latency.append(time.monotonic() - started)
+            time.sleep(self.pause_s)
+
+    def _search(self) -> None:
+        nodes = itertools.cycle(self.clients)
+        while self._running():
+            started = time.monotonic()
+            try:
+                next(nodes).search(index=self.index, query={"range": {"n": {"gte": 0}}}, size=10)
+            except Exception:
+                with self.lock:
+                    self._stats().search_errors += 1
+            else:
+                with self.lock:
+                    self._stats().search_ok += 1
+                    self._stats().search_latency.append(time.monotonic() - started)
+            time.sleep(self.pause_s * 4)
+
+    def _sample_health(self) -> None:
+        while self._running():
+            status = "unreachable"
+            for client in self.clients:
+                try:
+                    status = str(client.cluster.health(timeout="1s")["status"])
+                    break
+                except Exception:
+                    continue
+            with self.lock:
+                self.health_samples.append((time.time(), status))
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        for t in self.threads:
+            t.join(30)
+
+    def missing_acknowledged(self) -> list[str]:
+        """Acknowledged documents that cannot be found: must be empty."""
+        client = self.clients[0]
+        client.indices.refresh(index=self.index)
+        missing: list[str] = []
+        ids = sorted(self.acked)
+        for i in range(0, len(ids), 1000):
+            chunk = ids[i:i + 1000]
+            found = client.mget(index=self.index, ids=chunk)["docs"]
+            missing += [d["_id"] for d in found if not d.get("found")]
+        return missing
+
+    def report(self) -> dict[str, Any]:
+        statuses = [s for _, s in self.health_samples]
+        return {"acknowledged": len(self.acked), "windows": {k: v.summary() for k, v in self.windows.items()},
+                "health_samples": len(statuses), "red_samples": statuses.count("red"),
+                "unreachable_samples": statuses.count("unreachable")}

@@ -1,0 +1,165 @@
+"""Rolling-restart figures on the sandbox: overhead, zone speed-up, recovery reuse, requests, ETA error.
+
+The irreducible time of a node is measured from the node and the cluster, not from the tool's
+clock: stop = its log's "stopping ..." to "closed"; boot = the new JVM's start time (from
+`_nodes`) to its log's "started"; recovery = "started" to the end of the last shard recovery onto
+it (`_recovery`). A batch's irreducible time is that of its slowest node. Overhead = the
+command's wall time (measured around it) minus the sum over batches.
+
+    python -m tests.benchmarks.bench_restart [--out reports/bench-restart.json]   (root; ~10 min)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from elasticsearch import Elasticsearch
+
+from orchestrator.sandbox.load import LoadGenerator
+
+REPO = Path(__file__).resolve().parents[2]
+LOG_TIME = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d{3})\]")
+
+
+def orchestrate(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, cwd=REPO,
+                          timeout=1800)
+
+
+def log_times(log: Path, marker: str, after: float) -> list[float]:
+    out = []
+    for line in log.read_text(errors="replace").splitlines():
+        m = LOG_TIME.match(line)
+        if m and marker in line:
+            t = datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S,%f").replace(tzinfo=UTC).timestamp()
+            if t >= after:
+                out.append(t)
+    return out
+
+
+def irreducible(info: dict[str, Any], es: Elasticsearch, summary: dict[str, Any], since: float) -> dict[str, Any]:
+    hosts = Path(info["inventory"]).parent / "hosts"
+    jvm = {n["name"]: n["jvm"]["start_time_in_millis"] / 1000 for n in es.nodes.info(metric="jvm")["nodes"].values()}
+    recoveries: dict[str, float] = {}
+    for body in es.indices.recovery(active_only=False).values():
+        for s in body["shards"]:
+            end = s.get("stop_time_in_millis") or (s["start_time_in_millis"] + s["total_time_in_millis"])
+            target = s["target"]["name"]
+            recoveries[target] = max(recoveries.get(target, 0), end / 1000)
+    per_node = {}
+    for n in summary["nodes"]:
+        log = hosts / n["name"] / "node" / "logs" / "sandbox.log"
+        stopping = log_times(log, "] stopping ...", since)
+        closed = log_times(log, "] closed", since)
+        started = log_times(log, "] started {", since)
+        stop_s = closed[0] - stopping[0] if stopping and closed else 0.0
+        boot_s = started[0] - jvm[n["name"]] if started else 0.0
+        recovery_s = max(recoveries.get(n["name"], 0) - started[0], 0.0) if started else 0.0
+        per_node[n["name"]] = {"stop_s": round(stop_s, 2), "boot_s": round(boot_s, 2),
+                               "recovery_s": round(recovery_s, 2), "total_s": round(stop_s + boot_s + recovery_s, 2)}
+    batches = [max(per_node[name]["total_s"] for name in b["nodes"]) for b in summary["batches"]]
+    return {"per_node": per_node, "per_batch_s": batches, "sum_s": round(sum(batches), 2)}
+
+
+def eta_errors(events: list[dict[str, Any]], end: float) -> list[float]:
+    errors = []
+    for e in events:
+        if e.get("event") == "batch" and e.get("eta_s") and "done" not in e.get("message", ""):
+            actual = end - e["at"]
+            if actual > 0:
+                errors.append(round(abs(e["eta_s"] - actual) / actual, 3))
+    return errors
+
+
+def measured_restart(by: str, load: bool = False) -> dict[str, Any]:
+    info = json.loads(orchestrate("sandbox", "status", "--json").stdout)
+    es = Elasticsearch(info["endpoints"], request_timeout=30, max_retries=len(info["endpoints"]))
+    gen = None
+    if load:
+        gen = LoadGenerator(info["endpoints"], index="bench-load", duration_s=900, max_docs=500_000)
+        gen.start()
+        time.sleep(5)
+        gen.mark("during")
+    since = time.time()
+    started = time.monotonic()
+    proc = orchestrate("restart", "--cluster", "sandbox", "--by", by, "--yes", "--json")
+    wall = time.monotonic() - started
+    end = time.time()
+    load_report = None
+    if gen is not None:
+        gen.stop()
+        load_report = {**gen.report(), "missing_acknowledged": len(gen.missing_acknowledged())}
+    if proc.returncode != 0:
+        raise SystemExit(f"restart failed: {proc.stderr[-2000:]}")
+    events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    summary = events[-1]
+    irr = irreducible(info, es, summary, since - 1)
+    nodes = len(summary["nodes"])
+    peers = sum(n["recovery"].get("bytes_from_peers", 0) for n in summary["nodes"])
+    reused = sum(n["recovery"].get("bytes_reused", 0) for n in summary["nodes"])
+    waiting = sum(n["phases"].get("join", 0) + n["phases"].get("recovery", 0) for n in summary["nodes"])
+    errors = eta_errors(events, end)
+    return {
+        "mode": by, "nodes": nodes, "batches": len(summary["batches"]), "under_load": load,
+        "wall_s": round(wall, 2), "irreducible_s": irr["sum_s"],
+        "overhead_ratio": round(wall / irr["sum_s"], 3) if irr["sum_s"] else None,
+        "overhead_s_per_node": round((wall - irr["sum_s"]) / nodes, 2),
+        "bytes_from_peers": peers, "bytes_reused": reused,
+        "reuse_ratio": round(reused / (peers + reused), 4) if peers + reused else None,
+        "es_calls": summary["es_calls"], "es_calls_per_node": round(summary["es_calls"] / nodes, 1),
+        "es_calls_per_s_waiting": round(summary["es_calls"] / waiting, 2) if waiting else None,
+        "eta_error_mean": round(sum(errors) / len(errors), 3) if errors else None,
+        "eta_error_max": max(errors) if errors else None,
+        "irreducible": irr, "load": load_report,
+    }
+
+
+def sandbox(nodes: int, zones: int) -> None:
+    orchestrate("sandbox", "down")
+    up = orchestrate("sandbox", "up", "--nodes", str(nodes), "--zones", str(zones))
+    if up.returncode != 0:
+        raise SystemExit(f"sandbox up failed: {up.stderr[-2000:]}")
+    orchestrate("sandbox", "load", "--docs", "30000")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, default=REPO / "reports" / "bench-restart.json")
+    args = parser.parse_args()
+    runs = []
+    sandbox(3, 1)
+    runs.append(measured_restart("node"))          # first restart after loading
+    runs.append(measured_restart("node"))          # idle, replicas already in step
+    runs.append(measured_restart("node", load=True))
+    sandbox(6, 3)
+    runs.append(measured_restart("node"))
+    runs.append(measured_restart("zone"))
+    orchestrate("sandbox", "down")
+    six_node, six_zone = runs[3], runs[4]
+    figures = {"runs": runs, "zone_speedup": round(six_zone["wall_s"] / six_node["wall_s"], 3),
+               "targets": {"overhead_ratio": 1.05, "overhead_s_per_node": 1.0, "zone_speedup": 0.45,
+                           "reuse_ratio_idle": 0.99}}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(figures, indent=2))
+    head = (f"{'mode':<5} {'nodes':>5} {'load':>5} {'wall s':>7} {'irred. s':>8} {'ratio':>6} {'s/node':>7} "
+            f"{'reuse':>7} {'calls/node':>10} {'calls/s':>8} {'ETA err':>8}")
+    print(head)
+    for r in runs:
+        print(f"{r['mode']:<5} {r['nodes']:>5} {'yes' if r['under_load'] else 'no':>5} {r['wall_s']:>7.1f} "
+              f"{r['irreducible_s']:>8.1f} {r['overhead_ratio']!s:>6} {r['overhead_s_per_node']:>7.2f} "
+              f"{r['reuse_ratio']!s:>7} {r['es_calls_per_node']:>10} {r['es_calls_per_s_waiting']!s:>8} "
+              f"{r['eta_error_mean']!s:>8}")
+    print(f"zone speed-up (6 nodes, 3 zones): {figures['zone_speedup']} (target <= 0.45)")
+    print(f"written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""Faults on the real sandbox: killed at every state, a node dying, a host cut off, secrets kept out."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.helpers import REPO, assert_no_traceback, json_lines, orchestrate
+from tests.integration.conftest import SandboxManager, Shape
+from tests.integration.test_restart import (
+    ALLOC,
+    end_background_run,
+    prepared,
+    read_events_until,
+    settings,
+    starts_logged,
+)
+from tests.integration.test_sandbox import ssh
+
+KILL_POINTS = {
+    "after allocation is restricted": lambda e: e.get("event") == "undo" and e.get("batch") == 2
+    and "primaries" in e.get("message", ""),
+    "after start, before join": lambda e: e.get("event") == "phase" and e.get("batch") == 2
+    and e.get("phase") == "starting",
+    "during recovery": lambda e: e.get("event") == "phase" and e.get("batch") == 2 and e.get("phase") == "recovering",
+    "during restore": lambda e: e.get("event") == "undo" and "restored persistent indices.recovery" in e.get("message",
+                                                                                                          ""),
+}
+
+
+@pytest.mark.parametrize("point", list(KILL_POINTS))
+def test_sigkill_at_each_state_then_resume(sandboxes: SandboxManager, point: str) -> None:
+    info, es = prepared(sandboxes, Shape())
+    before_settings = settings(es)
+    before_starts = starts_logged(info)
+    run = background_run("--cluster", "sandbox")
+    try:
+        read_events_until(run, KILL_POINTS[point], 300)
+    finally:
+        end_background_run(run, signal.SIGKILL, 30)
+    proc = orchestrate("resume", "--cluster", "sandbox", "--json", timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json_lines(proc.stdout)[-1]["result"] == "succeeded"
+    assert starts_logged(sandboxes.status()) == {k: v + 1 for k, v in before_starts.items()}, "a node restarted twice"
+    assert settings(es) == before_settings
+    assert es.cluster.health(wait_for_status="green", timeout="60s")["status"] == "green"
+
+
+def background_run(*target: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "orchestrator", "restart", *target, "--yes", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+
+
+def inventory_with(tmp_path: Path, info: dict[str, Any], change: Any) -> Path:
+    inv = yaml.safe_load(Path(info["inventory"]).read_text())
+    change(inv)
+    path = tmp_path / "inv.yaml"
+    path.write_text(yaml.safe_dump(inv))
+    return path
+
+
+def test_another_node_dying_stops_the_run_and_says_why(sandboxes: SandboxManager, tmp_path: Path) -> None:
+    info, es = prepared(sandboxes, Shape())
+
+    def short(inv: dict[str, Any]) -> None:
+        inv["timeouts"]["recovery_s"] = 20
+
+    path = inventory_with(tmp_path, info, short)
+    plan = json.loads(orchestrate("plan", "--config", str(path), "--json").stdout)
+    first, last = plan["batches"][0]["nodes"][0], plan["batches"][-1]["nodes"][0]
+    run = background_run("--config", str(path))
+    try:
+        read_events_until(run, lambda e: e.get("event") == "phase" and e.get("node") == first
+                          and e.get("phase") == "stopped", 300)
+        # A node that is not restarting dies while the first batch is under way.
+        assert ssh(info, last, "systemctl stop elasticsearch").returncode == 0
+        said = end_background_run(run, signal.SIGCONT, 600)  # SIGCONT: only wait for it to end
+    finally:
+        if run.poll() is None:
+            end_background_run(run, signal.SIGKILL, 30)
+    assert run.returncode == 6, said[-2000:]
+    assert "not going on with batch 2" in said and "only 2 of 3 nodes" in said
+    assert ssh(info, last, "systemctl start elasticsearch").returncode == 0
+    es.cluster.health(wait_for_nodes="3", wait_for_status="green", timeout="120s")
+    resumed = orchestrate("resume", "--config", str(path), timeout=900)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert ALLOC not in settings(es)["persistent"]
+
+
+def test_host_cut_off_during_its_batch(sandboxes: SandboxManager, tmp_path: Path) -> None:
+    info, es = prepared(sandboxes, Shape())
+
+    def quick_ssh(inv: dict[str, Any]) -> None:
+        inv["ssh"]["command_timeout_s"] = 15
+
+    path = inventory_with(tmp_path, info, quick_ssh)
+    plan = json.loads(orchestrate("plan", "--config", str(path), "--json").stdout)
+    victim = plan["batches"][0]["nodes"][0]
+    veth = f"orv{int(victim.split('-')[1])}"
+    run = background_run("--config", str(path))
+    try:
+        read_events_until(run, lambda e: e.get("event") == "phase" and e.get("node") == victim
+                          and e.get("phase") == "stopped", 300)
+        subprocess.run(["ip", "link", "set", veth, "down"], check=True)
+        said = end_background_run(run, signal.SIGCONT, 600)
+    finally:
+        subprocess.run(["ip", "link", "set", veth, "up"], check=False)
+        if run.poll() is None:
+            end_background_run(run, signal.SIGKILL, 30)
+    assert run.returncode in (4, 6), said[-2000:]
+    assert victim in said
+    assert settings(es)["persistent"].get(ALLOC) == "primaries", "allocation stays restricted while a node is away"
+    time.sleep(1)
+    resumed = orchestrate("resume", "--config", str(path), timeout=900)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert es.cluster.health(wait_for_status="green", timeout="60s")["status"] == "green"
+
+
+def test_secrets_never_appear_in_output_or_journal(sandboxes: SandboxManager, tmp_path: Path) -> None:
+    info, _es = prepared(sandboxes, Shape())
+    canary = "canary-S3cr3t-7f1e"
+
+    def with_secret(inv: dict[str, Any]) -> None:
+        inv["cluster"]["username"] = "operator"
+        inv["cluster"]["password"] = {"env": "ORCH_TEST_PASSWORD"}
+        inv["timeouts"]["join_s"] = 10
+
+    path = inventory_with(tmp_path, info, with_secret)
+    env = {"ORCH_TEST_PASSWORD": canary}
+    outputs = [orchestrate(*args, env=env, timeout=900) for args in (
+        ("plan", "--config", str(path), "--json"), ("status", "--config", str(path), "--json"),
+        ("restart", "--config", str(path), "--yes", "--json"), ("status", "--config", str(path)))]
+    for proc in outputs:
+        assert_no_traceback(proc)
+        assert canary not in proc.stdout and canary not in proc.stderr
+    journal_dir = Path("/var/lib/orchestrator/runs/sandbox")
+    for f in journal_dir.glob("*"):
+        assert canary not in f.read_text(errors="replace"), f
+        assert f.stat().st_mode & 0o077 == 0, f"{f} is readable by others"
+    assert journal_dir.stat().st_mode & 0o077 == 0
+    missing = orchestrate("plan", "--config", str(path))
+    assert missing.returncode == 2 and "ORCH_TEST_PASSWORD is not set" in missing.stderr
