@@ -12,7 +12,7 @@ lint: setup
 	.venv/bin/mypy
 
 test: lint
-	.venv/bin/pytest -ra tests
+	.venv/bin/pytest -ra --durations=15 tests
 
 unit: setup
 	.venv/bin/pytest -q tests/unit

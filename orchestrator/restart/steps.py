@@ -204,8 +204,11 @@ def wait_for_recovery(ctx: RunContext, batch: BatchRecord) -> None:
         remaining = limit - (ctx.clock.monotonic() - started)
         # A server-side wait: one request per up to 30 s instead of one per poll interval.
         h = ctx.es.health(wait_for_status="green", timeout_s=max(min(remaining, 30), 1))
-        seen.text = (f"health {h['status']}, {h['initializing_shards']} initializing, {h['unassigned_shards']} "
-                     f"unassigned, {h['relocating_shards']} relocating")
+        expected = len(ctx.journal.plan["node_ids"])
+        missing = f", only {h['number_of_nodes']} of {expected} nodes in the cluster" \
+            if h["number_of_nodes"] < expected else ""
+        seen.text = (f"health {h['status']}{missing}, {h['initializing_shards']} initializing, "
+                     f"{h['unassigned_shards']} unassigned, {h['relocating_shards']} relocating")
         settled = h["status"] == "green" and not h["initializing_shards"] and not h["relocating_shards"]
         return True if settled else None
 

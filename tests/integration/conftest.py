@@ -14,6 +14,19 @@ from tests.helpers import orchestrate
 
 pytestmark = pytest.mark.integration
 
+# Tests run grouped by the sandbox they need, so each shape is started once: a `sandbox up` costs
+# 15-20 s. Unmarked tests use the default 3-node sandbox; `sandbox_last` tests end their group.
+SHAPE_ORDER = ["default", "zones", "es8", "local"]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def key(item: pytest.Item) -> tuple[int, int]:
+        marker = item.get_closest_marker("sandbox_shape")
+        group = SHAPE_ORDER.index(marker.args[0]) if marker else 0
+        return (group, 1 if item.get_closest_marker("sandbox_last") else 0)
+
+    items.sort(key=key)  # stable: file order is kept within a group
+
 
 @dataclass(frozen=True)
 class Shape:
@@ -57,6 +70,14 @@ def sandboxes() -> Iterator[SandboxManager]:
     manager = SandboxManager()
     yield manager
     manager.down()
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_lock(sandboxes: SandboxManager) -> None:
+    """A failed test must not leave a lock that fails the next one for the wrong reason."""
+    yield  # type: ignore[misc]
+    if sandboxes.shape is not None:
+        orchestrate("unlock", "--cluster", "sandbox", "--yes")
 
 
 def es_client(info: dict[str, Any]) -> Elasticsearch:

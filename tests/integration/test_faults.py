@@ -87,7 +87,8 @@ def test_another_node_dying_stops_the_run_and_says_why(sandboxes: SandboxManager
         if run.poll() is None:
             end_background_run(run, signal.SIGKILL, 30)
     assert run.returncode == 6, said[-2000:]
-    assert "not going on with batch 2" in said and "only 2 of 3 nodes" in said
+    # It stops while waiting for batch 1 to recover, or before batch 2: either way it names the cause.
+    assert "only 2 of 3 nodes" in said and ("batch 2" in said or "green again" in said)
     assert ssh(info, last, "systemctl start elasticsearch").returncode == 0
     es.cluster.health(wait_for_nodes="3", wait_for_status="green", timeout="120s")
     resumed = orchestrate("resume", "--config", str(path), timeout=900)

@@ -7,6 +7,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import assert_no_traceback, orchestrate
 from tests.integration.conftest import SandboxManager, Shape, es_client
 
@@ -100,6 +102,7 @@ def test_bad_arguments_are_clear_errors() -> None:
     assert_no_traceback(proc)
 
 
+@pytest.mark.sandbox_shape("zones")
 def test_six_nodes_in_three_zones_keep_copies_apart(sandboxes: SandboxManager) -> None:
     info = sandboxes.get(Shape(nodes=6, zones=3))
     zones = [n["zone"] for n in info["nodes"]]
@@ -116,20 +119,7 @@ def test_six_nodes_in_three_zones_keep_copies_apart(sandboxes: SandboxManager) -
         assert len(set(shard_zones)) == 2, f"shard {shard} has both copies in {shard_zones}"
 
 
-def test_elasticsearch_8_sandbox_forms_green(sandboxes: SandboxManager) -> None:
-    info = sandboxes.get(Shape(es_version="8.19.21"))
-    nodes = es_client(info).cat.nodes(format="json", h="name,version")
-    assert {n["version"] for n in nodes} == {"8.19.21"}
-    assert es_client(info).cluster.health()["status"] == "green"
-
-
-def test_local_mode_runs_nodes_on_loopback(sandboxes: SandboxManager) -> None:
-    info = sandboxes.get(Shape(hosts="local"))
-    assert all(url.startswith("http://127.0.0.1:") for url in info["endpoints"])
-    assert info["ssh_config"] is None
-    assert es_client(info).cluster.health()["number_of_nodes"] == 3
-
-
+@pytest.mark.sandbox_last
 def test_down_leaves_nothing_behind(sandboxes: SandboxManager) -> None:
     info = sandboxes.get(Shape())
     pids = [n["pid"] for n in info["nodes"]]
