@@ -38,7 +38,8 @@ def log_times(log: Path, marker: str, after: float) -> list[float]:
     out = []
     for line in log.read_text(errors="replace").splitlines():
         m = LOG_TIME.match(line)
-        if m and marker in line:
+        # Only the Node logger's lifecycle lines: "closed" also ends transport-connection messages.
+        if m and "[o.e.n.Node" in line and marker in line:
             t = datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S,%f").replace(tzinfo=UTC).timestamp()
             if t >= after:
                 out.append(t)
