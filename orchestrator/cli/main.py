@@ -53,10 +53,11 @@ def run() -> None:
         sys.exit(130)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except Exception as exc:  # click usage errors and the like
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
+    except Exception as exc:
+        # Usage errors come from click, or from the copy of it that newer typer versions carry
+        # (typer._click); recognise them by what they are, not by a module that may be absent.
+        show = getattr(exc, "show", None)
+        if callable(show) and hasattr(exc, "exit_code") and type(exc).__module__.startswith(("click", "typer")):
+            show()
             sys.exit(2)
         raise

@@ -1,0 +1,37 @@
+"""Property-based: the CLI answers any cluster name or argument with a message and an exit code, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.helpers import REPO
+
+names = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, cwd=REPO,
+                          timeout=60, env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent",
+                                           "ORCHESTRATOR_STATE": "/nonexistent/state"})
+
+
+@settings(max_examples=15, deadline=None)
+@given(names, st.sampled_from(["plan", "status", "tune", "report", "resume"]))
+def test_any_cluster_name_is_a_clear_error(name: str, command: str) -> None:
+    proc = run(command, "--cluster", name)
+    assert proc.returncode == 2, (name, proc.stderr)
+    assert "Traceback" not in proc.stderr and proc.stderr.strip()
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(st.sampled_from(["--by", "zone", "--json", "--nodes", "-c", "x", "--max-segments", "0", "--yes",
+                                 "--snapshot", "/nonexistent", "--run", "r"]), max_size=5),
+       st.sampled_from(["plan", "restart", "forcemerge", "tune"]))
+def test_any_argument_mix_is_handled(args: list[str], command: str) -> None:
+    proc = run(command, *args)
+    assert proc.returncode in (2, 4, 5), (args, proc.stderr)
+    assert "Traceback" not in proc.stderr
