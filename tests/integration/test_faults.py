@@ -149,3 +149,37 @@ def test_secrets_never_appear_in_output_or_journal(sandboxes: SandboxManager, tm
     assert journal_dir.stat().st_mode & 0o077 == 0
     missing = orchestrate("plan", "--config", str(path))
     assert missing.returncode == 2 and "ORCH_TEST_PASSWORD is not set" in missing.stderr
+
+
+def test_refused_ssh_key_fails_preflight_and_changes_nothing(sandboxes: SandboxManager, tmp_path: Path) -> None:
+    info, es = prepared(sandboxes, Shape())
+    before = settings(es)
+    made = subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "stranger")],
+                          capture_output=True)
+    assert made.returncode == 0
+    path = inventory_with(tmp_path, info, lambda inv: inv["ssh"].update(key_file=str(tmp_path / "stranger")))
+    proc = orchestrate("restart", "--config", str(path), "--yes")
+    assert proc.returncode == 5, proc.stderr
+    assert "SSH key was refused" in proc.stderr
+    assert_no_traceback(proc)
+    assert settings(es) == before
+
+
+def test_second_stop_signal_does_not_leave_the_cluster_half_set(sandboxes: SandboxManager) -> None:
+    _info, es = prepared(sandboxes, Shape())
+    before = settings(es)
+    run = background_run("--cluster", "sandbox")
+    try:
+        read_events_until(run, lambda e: e.get("event") == "phase" and e.get("phase") == "stopped", 300)
+        run.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        said = end_background_run(run, signal.SIGINT, 600)  # the second one, while it stops safely
+    finally:
+        if run.poll() is None:
+            end_background_run(run, signal.SIGKILL, 30)
+    assert run.returncode == 130, said[-2000:]
+    assert "already stopping at a safe point" in said and "temporary settings restored" in said
+    assert settings(es) == before
+    assert es.cluster.health(wait_for_status="green", timeout="120s")["status"] == "green"
+    resumed = orchestrate("resume", "--cluster", "sandbox", timeout=900)  # finish the aborted run
+    assert resumed.returncode == 0, resumed.stderr[-2000:]

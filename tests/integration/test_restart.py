@@ -138,18 +138,22 @@ def test_plan_says_unsafe_for_an_index_without_replicas(sandboxes: SandboxManage
         es.indices.delete(index="no-replica")
 
 
-def test_node_mode_restart_of_three_nodes_under_load(sandboxes: SandboxManager) -> None:
+def test_node_mode_restart_of_three_nodes_under_load(sandboxes: SandboxManager, tmp_path: Path) -> None:
     summary = run_restart_and_verify(sandboxes, Shape(), "node", under_load=True)
     assert len(summary["batches"]) == 3
-
-
-def test_status_after_a_run_shows_it_and_no_pending_setting(sandboxes: SandboxManager) -> None:
-    sandboxes.get(Shape())
+    # `status` shows the run and nothing pending; `report` draws it; restart left the page beside the journal.
     proc = orchestrate("status", "--cluster", "sandbox", "--json")
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
-    assert info["run"]["state"] == "succeeded"
+    assert info["run"]["state"] == "succeeded" and info["run"]["run_id"] == summary["run_id"]
     assert info["temporary_settings"] == [] and info["lock"] is None
+    page = tmp_path / "report.html"
+    report = orchestrate("report", "--cluster", "sandbox", "--html", str(page))
+    assert report.returncode == 0 and "SUCCEEDED" in report.stdout, report.stderr
+    html = page.read_text()
+    # A bar per phase (stop, tune, start, join, recovery) for each of the 3 nodes.
+    assert html.count("<rect") == 15 and all(f"es-{i}" in html for i in (1, 2, 3))
+    assert Path(summary["journal"]).with_suffix(".html").exists(), "restart writes the report beside the journal"
 
 
 def custom_inventory(tmp_path: Path, change: Any) -> Path:
@@ -199,11 +203,11 @@ def start_background_run(*extra: str) -> subprocess.Popen[str]:
 
 
 def end_background_run(proc: subprocess.Popen[str], sig: signal.Signals, timeout: float) -> str:
-    """Signal the run (by its PID), wait for it, and close its pipes; return what it wrote to stderr."""
+    """Signal the run (by its PID), wait for it, and close its pipes; return all it wrote (stdout, stderr)."""
     if proc.poll() is None:
         os.kill(proc.pid, sig)
-    _out, err = proc.communicate(timeout=timeout)
-    return err
+    out, err = proc.communicate(timeout=timeout)
+    return out + err
 
 
 def read_events_until(proc: subprocess.Popen[str], predicate: Any, timeout: float) -> list[dict[str, Any]]:
