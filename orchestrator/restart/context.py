@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -70,6 +71,4 @@ class RunContext:
 
     @staticmethod
     def clock_wall() -> float:
-        import time
-
         return time.time()

@@ -44,7 +44,7 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
     if zones < 1 or zones > nodes:
         raise SandboxError("--zones must be between 1 and the number of nodes")
     existing = state.load(paths.state_file)
-    if existing is not None and any_alive(existing):
+    if existing is not None and any_alive(paths, existing):
         raise SandboxError(f"a sandbox is already running ({len(existing.hosts)} nodes, Elasticsearch "
                            f"{existing.es_version}); `orchestrate sandbox down` stops it")
     if existing is not None or (mode == "netns" and os.geteuid() == 0 and hosts.leftover_namespaces()):
@@ -220,10 +220,10 @@ def first_node_error(paths: SandboxPaths, st: state.SandboxState) -> str:
     return f"no node logged an error; logs are under {paths.root / 'hosts'}"
 
 
-def any_alive(st: state.SandboxState) -> bool:
+def any_alive(paths: SandboxPaths, st: state.SandboxState) -> bool:
     if st.mode == "netns":
         return any(hosts.pid_alive(h.init_pid) for h in st.hosts)
-    return bool(local_node_pids(SandboxPaths.default(), st))
+    return bool(local_node_pids(paths, st))
 
 
 def local_node_pids(paths: SandboxPaths, st: state.SandboxState) -> dict[str, int]:
@@ -290,7 +290,7 @@ def status(paths: SandboxPaths) -> dict[str, Any]:
         return {"running": False}
     pids = node_pids(paths, st)
     return {
-        "running": any_alive(st),
+        "running": any_alive(paths, st),
         "mode": st.mode,
         "es_version": st.es_version,
         "cluster_name": st.cluster_name,
