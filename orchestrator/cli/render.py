@@ -45,11 +45,14 @@ def plan_table(plan: Plan, steps: list[str]) -> Group:
     head = Text.assemble(f"Plan for cluster {plan.cluster} ({plan.mode.value} mode): {len(plan.batches)} batches, "
                          f"estimated {human_duration(plan.estimate_s)}  ", verdict)
     table = Table(show_edge=False, pad_edge=False)
-    for col in ("#", "batch", "nodes", "shard copies", "size", "estimate"):
-        table.add_column(col, justify="right" if col in ("#", "shard copies", "size", "estimate") else "left")
+    riak = plan.product == "riak"
+    figures = ("ring share",) if riak else ("shard copies", "size")
+    for col in ("#", "batch", "nodes", *figures, "estimate"):
+        table.add_column(col, justify="left" if col in ("batch", "nodes") else "right")
     for b in plan.batches:
-        cells = (str(b.number), b.label, ", ".join(b.nodes), str(b.shard_copies), human_bytes(b.bytes),
-                 human_duration(b.estimate_s))
+        shown = (f"{b.ring_pct:.1f}%" if b.ring_pct is not None else "-",) if riak else (
+            str(b.shard_copies), human_bytes(b.bytes))
+        cells = (str(b.number), b.label, ", ".join(b.nodes), *shown, human_duration(b.estimate_s))
         table.add_row(*(Text(c) for c in cells), style="red" if b.problems else None)
     lines: list[RenderableType] = [head, table, Text("Steps of each batch: " + " -> ".join(steps)),
              Text("Settings changed, and restored exactly afterwards:")]
@@ -120,11 +123,16 @@ class RunView:
 def report_table(summary: dict[str, Any]) -> Table:
     table = Table(title=f"Run {summary['run_id']} on {summary['cluster']}: {summary['result'].upper()} in "
                         f"{human_duration(summary['duration_s'])}", title_justify="left", show_edge=False)
-    for col in ("node", "restarted", "stop", "start", "join", "recovery", "from peers", "reused"):
+    riak = any("handoff_partitions" in (n["recovery"] or {}) for n in summary["nodes"])
+    figures = ("handoffs", "objects") if riak else ("from peers", "reused")
+    for col in ("node", "restarted", "stop", "start", "join", "recovery", *figures):
         table.add_column(col, justify="left" if col == "node" else "right")
     for n in summary["nodes"]:
         p, r = n["phases"], n["recovery"]
+        if riak:
+            shown = (str(r["handoff_partitions"]), str(r["handoff_objects"])) if r else ("-", "-")
+        else:
+            shown = (human_bytes(r["bytes_from_peers"]), human_bytes(r["bytes_reused"])) if r else ("-", "-")
         table.add_row(n["name"], "yes" if n["restarted"] else "no", *(human_duration(p.get(k)) if k in p else "-"
-                      for k in ("stop", "start", "join", "recovery")),
-                      human_bytes(r["bytes_from_peers"]) if r else "-", human_bytes(r["bytes_reused"]) if r else "-")
+                      for k in ("stop", "start", "join", "recovery")), *shown)
     return table

@@ -51,10 +51,12 @@ def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, 
         the_plan, steps = runner.plan_from_file(cluster, config, snapshot, by, allow_yellow)
     else:
         target = runner.open_target(cluster, config)
-        snap = target.es.snapshot()
         if save_snapshot is not None:
+            snap = target.es.snapshot()
             save_snapshot.write_text(json.dumps(snap.to_json()))
-        the_plan = runner.plan_for(target, snap, by, allow_yellow)
+            the_plan = runner.plan_for(target, snap, by, allow_yellow)
+        else:
+            the_plan = runner.make_plan(target, by, allow_yellow)
         steps = [s.name for s in target.playbook.steps()]
     if json_out:
         emit_json(the_plan.to_json())
@@ -149,9 +151,7 @@ def status(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool =
     if json_out:
         emit_json(info)
         return
-    h = info["health"]
-    out_console.print(f"cluster {info['cluster']}: {h['status']}, {h['number_of_nodes']} nodes, "
-                      f"{h['initializing_shards']} initializing, {h['unassigned_shards']} unassigned")
+    out_console.print(f"cluster {info['cluster']}: {info['health']['text']}")
     run = info["run"]
     if run is None:
         out_console.print("no run recorded for this cluster")
@@ -172,13 +172,13 @@ def unlock(cluster: str = ClusterOpt, config: Path = ConfigOpt,
     """Remove a run lock whose run is dead (its process and machine are gone). Check first: a live run
     keeps changing the cluster."""
     target = runner.open_target(cluster, config)
-    holder = target.es.read_lock(LOCK_INDEX, target.inv.cluster.name)
+    holder = target.cluster.read_lock(LOCK_INDEX, target.inv.cluster.name)
     if holder is None:
         say("no lock is held")
         return
     if not yes and not typer.confirm(f"Remove the lock of run {holder.get('run_id')} on {holder.get('host')}?"):
         raise typer.Exit(1)
-    target.es.delete_lock(LOCK_INDEX, target.inv.cluster.name)
+    target.cluster.delete_lock(LOCK_INDEX, target.inv.cluster.name)
     say(f"lock of run {holder.get('run_id')} removed")
 
 
@@ -202,7 +202,7 @@ def report(cluster: str = ClusterOpt, config: Path = ConfigOpt,
         out_console.print(report_table(runner.summary(journal)))
         t = totals(journal)
         out_console.print(f"bytes from peers {t['bytes_from_peers']}, reused {t['bytes_reused']}, "
-                          f"Elasticsearch calls {t['es_calls']}, plan estimate {t['plan_estimate_s']} s")
+                          f"calls to the cluster {t['es_calls']}, plan estimate {t['plan_estimate_s']} s")
     if html_path is not None:
         html_path.write_text(html(journal))
         say(f"report written to {html_path}")

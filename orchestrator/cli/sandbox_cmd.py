@@ -25,6 +25,11 @@ class HostsMode(StrEnum):
     local = "local"
 
 
+class Product(StrEnum):
+    elasticsearch = "elasticsearch"
+    riak = "riak"
+
+
 @app.command()
 def up(
     nodes: int = typer.Option(3, help="Number of nodes (1-12)."),
@@ -35,14 +40,16 @@ def up(
                    "local: nodes on 127.0.0.1 ports, no SSH."),
     heap_mb: int = typer.Option(256, help="JVM heap per node, in MiB."),
     timeout: float = typer.Option(180, help="Seconds to wait for a green cluster."),
+    product: Product = typer.Option(Product.elasticsearch, help="riak: Riak test hosts running the Riak stand-in "
+                                                                "of tests/fixtures/riak (netns only)."),
 ) -> None:
-    """Start the sandbox and return when the cluster is green.
+    """Start the sandbox and return when the cluster is green (Riak: every node serving riak_kv).
 
     Writes an inventory so that `--cluster sandbox` works in every other command, and (netns)
     an ssh config: `ssh -F $(orchestrate sandbox status --json | jq -r .ssh_config) es-1 uptime`.
     """
     mode = (hosts.value if hosts else ("netns" if os.geteuid() == 0 else "local"))
-    lifecycle.up(SandboxPaths.default(), nodes, zones, es_version, mode, heap_mb, timeout, say)
+    lifecycle.up(SandboxPaths.default(), nodes, zones, es_version, mode, heap_mb, timeout, say, product.value)
     _print_status(as_json=False)
 
 
@@ -65,6 +72,8 @@ def load(
     info = lifecycle.status(SandboxPaths.default())
     if not info.get("running"):
         raise SandboxError("no sandbox is running: `orchestrate sandbox up` first")
+    if info.get("product") == "riak":
+        raise SandboxError("`sandbox load` indexes into Elasticsearch; the running sandbox is Riak")
     if duration is None:
         load_sample_data(info["endpoints"], docs, indices, say)
         return
@@ -111,10 +120,10 @@ def _print_status(as_json: bool) -> None:
     if not info.get("nodes"):
         out_console.print("no sandbox (start one with `orchestrate sandbox up`)")
         return
-    out_console.print(f"sandbox: Elasticsearch {info['es_version']}, mode {info['mode']}, "
+    out_console.print(f"sandbox: {info['describe']}, mode {info['mode']}, "
                       f"{'running' if info['running'] else 'STOPPED'}")
     for n in info["nodes"]:
-        out_console.print(f"  {n['name']:<8} {n['host']:<15} {n['zone']:<8} {n['http']:<28} pid {n['pid']}")
+        out_console.print(f"  {n['name']:<8} {n['host']:<15} {n['zone']:<8} {n['http'] or '-':<28} pid {n['pid']}")
     out_console.print(f"inventory:  {info['inventory']}  (use --cluster sandbox)")
     if info.get("ssh_config"):
-        out_console.print(f"ssh config: {info['ssh_config']}  (ssh -F <file> es-1 CMD)")
+        out_console.print(f"ssh config: {info['ssh_config']}  (ssh -F <file> {info['nodes'][0]['name']} CMD)")

@@ -115,6 +115,12 @@ class NodeEntry(Model):
     ssh_port: int | None = Field(None, ge=1, le=65535)
     ssh_user: str | None = Field(None, pattern=r"^[a-z_][a-z0-9_-]{0,31}$")
     data_paths: list[str] = Field(default_factory=list)
+    riak_node: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+@[A-Za-z0-9_.:-]+$")
+
+    @property
+    def riak_name(self) -> str:
+        """The Riak node name (`nodename` in riak.conf): given, or riak@HOST."""
+        return self.riak_node or f"riak@{self.host}"
 
 
 class Timeouts(Model):
@@ -141,6 +147,17 @@ class RecoveryLimits(Model):
         return v.lower()
 
 
+class RiakSection(Model):
+    """How to reach a Riak node's tools, and the handoff settings of a run."""
+
+    riak_command: str = Field("riak", min_length=1, max_length=300)
+    admin_command: str = Field("riak-admin", min_length=1, max_length=300)
+    pid_command: str = Field("riak getpid", min_length=1, max_length=300)  # Riak 3.x: `riak pid`
+    service: str = Field("riak_kv", pattern=r"^[a-z_]+$")
+    transfer_limit: int | None = Field(8, ge=1, le=64)  # raised for the run, restored after; null: left alone
+    handoff_stall_s: float = Field(60, gt=0, le=3600)  # a transfer without progress this long is stalled
+
+
 class TuningSection(Model):
     profile: str = Field("none", pattern=r"^[A-Za-z0-9_-]+$")
 
@@ -152,9 +169,20 @@ class Inventory(Model):
     nodes: list[NodeEntry] = Field(min_length=1)
     timeouts: Timeouts = Timeouts()
     recovery: RecoveryLimits = RecoveryLimits()
+    riak: RiakSection = RiakSection()
     tuning: TuningSection = TuningSection()
-    playbook: str = Field("elasticsearch-rolling", pattern=r"^[A-Za-z0-9_./-]+$")
+    playbook: str = Field("elasticsearch-rolling", pattern=r"^[A-Za-z0-9_./-]+$")  # riak: riak-rolling
     allow_yellow: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def product_playbook(cls, data: object) -> object:
+        """Without a `playbook`, a Riak cluster gets the Riak procedure."""
+        if isinstance(data, dict) and "playbook" not in data:
+            cluster = data.get("cluster")
+            if isinstance(cluster, dict) and cluster.get("product") == "riak":
+                return {**data, "playbook": "riak-rolling"}
+        return data
 
     @model_validator(mode="after")
     def unique_nodes(self) -> Inventory:

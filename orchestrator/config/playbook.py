@@ -15,13 +15,20 @@ from orchestrator.config.loader import load_model
 from orchestrator.config.model import Model
 from orchestrator.errors import ConfigError
 
-BUILTIN_STEPS = (
-    "restrict_allocation", "flush", "stop_service", "tune_host", "start_service", "wait_for_join",
-    "restore_allocation", "wait_for_recovery",
-    # Riak
-    "riak_preflight", "wait_for_service", "wait_for_handoffs",
+GENERIC_STEPS = ("stop_service", "tune_host", "start_service", "wait_for_join")
+PRODUCT_STEPS = {
+    "elasticsearch": ("restrict_allocation", "flush", "restore_allocation", "wait_for_recovery"),
+    "riak": ("wait_for_service", "wait_for_handoffs"),
+}
+RUN_STEPS = {"elasticsearch": ("raise_recovery_limits",), "riak": ("raise_handoff_limit",)}
+# (first, then): a step that must come before another when both are listed.
+ORDER_RULES = (
+    ("stop_service", "start_service"), ("start_service", "wait_for_join"),
+    ("restrict_allocation", "restore_allocation"), ("restrict_allocation", "stop_service"),
+    ("stop_service", "tune_host"), ("tune_host", "start_service"),
+    ("start_service", "wait_for_service"), ("wait_for_join", "wait_for_service"),
+    ("wait_for_service", "wait_for_handoffs"), ("start_service", "wait_for_handoffs"),
 )
-RUN_STEPS = ("raise_recovery_limits", "raise_handoff_limit")
 
 
 class CommandStep(Model):
@@ -54,15 +61,16 @@ class Playbook(Model):
 
     @model_validator(mode="after")
     def known_and_ordered(self) -> Playbook:
+        run_steps, builtin = RUN_STEPS[self.product], GENERIC_STEPS + PRODUCT_STEPS[self.product]
         for step in self.before_run:
-            if step not in RUN_STEPS:
-                raise ValueError(f"before_run: unknown step {step!r}; known: {', '.join(RUN_STEPS)}")
+            if step not in run_steps:
+                raise ValueError(f"before_run: unknown {self.product} step {step!r}; known: {', '.join(run_steps)}")
         names = []
         for entry in self.batch:
             if isinstance(entry, str):
-                if entry not in BUILTIN_STEPS:
-                    raise ValueError(f"batch: unknown step {entry!r}; known: {', '.join(BUILTIN_STEPS)} or "
-                                     "{command: {name, run, where, timeout_s}}")
+                if entry not in builtin:
+                    raise ValueError(f"batch: unknown {self.product} step {entry!r}; known: {', '.join(builtin)} "
+                                     "or {command: {name, run, where, timeout_s}}")
                 names.append(entry)
             else:
                 if list(entry) != ["command"]:
@@ -71,9 +79,7 @@ class Playbook(Model):
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
             raise ValueError(f"batch: step(s) listed twice: {', '.join(repeated)}")
-        for first, then in (("stop_service", "start_service"), ("start_service", "wait_for_join"),
-                            ("restrict_allocation", "restore_allocation"), ("restrict_allocation", "stop_service"),
-                            ("stop_service", "tune_host"), ("tune_host", "start_service")):
+        for first, then in ORDER_RULES:
             if first in names and then in names and names.index(first) > names.index(then):
                 raise ValueError(f"batch: {first} must come before {then}")
         for needed in ("stop_service", "start_service"):

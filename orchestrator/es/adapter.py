@@ -10,9 +10,12 @@ import elasticsearch
 from orchestrator.errors import ClusterError
 from orchestrator.es.connect import Connection, make_client, translated
 from orchestrator.es.snapshot import ClusterSnapshot, EsNode, Health, ShardCopy
+from orchestrator.restart.safety import batch_problems, cluster_problems
 
 
 class ElasticsearchAdapter:
+    product = "elasticsearch"
+
     def __init__(self, conn: Connection, client: elasticsearch.Elasticsearch | None = None) -> None:
         self.conn = conn
         self.es = client or make_client(conn)
@@ -119,6 +122,34 @@ class ElasticsearchAdapter:
                     "recovered_bytes": size.get("recovered_in_bytes", 0),
                 })
         return rows
+
+    # --- what the restart engine asks of every product (restart/adapter.py) -------------------
+    def batch_problems(self, plan: dict[str, Any], nodes: list[str], label: str, allow_yellow: bool) -> list[str]:
+        snap = self.snapshot()
+        problems = cluster_problems(snap, allow_yellow)
+        expected = len(plan["node_ids"])
+        if snap.health.number_of_nodes < expected:
+            problems.append(f"only {snap.health.number_of_nodes} of {expected} nodes are in the cluster")
+        return problems + batch_problems(snap, [plan["node_ids"][n] for n in nodes], label)
+
+    def live_identity(self, plan: dict[str, Any], name: str) -> str | None:
+        node_id = plan["node_ids"].get(name)
+        for n in self.nodes():
+            if n.id == node_id or n.name == name:
+                return n.process_identity
+        return None
+
+    def live_setting(self, scope: str, key: str) -> Any:
+        persistent, transient = self.cluster_settings()
+        return (transient if scope == "transient" else persistent).get(key)
+
+    def health_summary(self) -> dict[str, Any]:
+        h = self.health()
+        out = {k: h[k] for k in ("status", "number_of_nodes", "initializing_shards", "relocating_shards",
+                                 "unassigned_shards")}
+        out["text"] = (f"{h['status']}, {h['number_of_nodes']} nodes, {h['initializing_shards']} initializing, "
+                       f"{h['unassigned_shards']} unassigned")
+        return out
 
     # --- writes ------------------------------------------------------------------------------
     def put_setting(self, scope: str, key: str, value: Any) -> None:

@@ -6,16 +6,21 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from orchestrator.config.model import Inventory, NodeEntry
 from orchestrator.config.playbook import Playbook
-from orchestrator.es.adapter import ElasticsearchAdapter
 from orchestrator.hosts.service import ServiceControl
 from orchestrator.hosts.transport import Transport
+from orchestrator.restart.adapter import ClusterAdapter
 from orchestrator.restart.events import Event, EventSink
 from orchestrator.restart.journal import Journal, NodeRecord
 from orchestrator.restart.phases import Phase, check_transition
 from orchestrator.retry import Clock
+
+if TYPE_CHECKING:
+    from orchestrator.es.adapter import ElasticsearchAdapter
+    from orchestrator.riak.adapter import RiakAdapter
 
 
 @dataclass
@@ -38,7 +43,7 @@ Tuner = Callable[[NodeEntry], list[str]]
 class RunContext:
     inv: Inventory
     playbook: Playbook
-    es: ElasticsearchAdapter
+    cluster: ClusterAdapter
     transport: Transport
     service: ServiceControl
     journal: Journal
@@ -47,6 +52,21 @@ class RunContext:
     clock: Clock = field(default_factory=Clock)
     abort: AbortFlag = field(default_factory=AbortFlag)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def es(self) -> ElasticsearchAdapter:
+        """The Elasticsearch adapter, for the Elasticsearch steps (a playbook is checked against its product)."""
+        from orchestrator.es.adapter import ElasticsearchAdapter
+
+        assert isinstance(self.cluster, ElasticsearchAdapter), "an Elasticsearch step in a run of another product"
+        return self.cluster
+
+    @property
+    def riak(self) -> RiakAdapter:
+        from orchestrator.riak.adapter import RiakAdapter
+
+        assert isinstance(self.cluster, RiakAdapter), "a Riak step in a run of another product"
+        return self.cluster
 
     def node(self, name: str) -> NodeEntry:
         return self.inv.node(name)

@@ -9,28 +9,45 @@ left down) and restores every temporary setting.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
-from orchestrator.errors import Aborted, OrchestratorError, UnsafeToProceed
-from orchestrator.es.snapshot import ClusterSnapshot
+from orchestrator.errors import Aborted, ConfigError, OrchestratorError, UnsafeToProceed
 from orchestrator.forcemerge.run import plan_merges, run_merges
 from orchestrator.restart import steps
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
 from orchestrator.restart.journal import BatchRecord, RunState
-from orchestrator.restart.safety import batch_problems, cluster_problems
 from orchestrator.retry import Seen, wait_until
 
 # Steps between these two leave a node down: an abort waits until the node is back.
 NODE_DOWN_FROM, NODE_BACK_AT = "stop_service", "wait_for_join"
 
 
+RunStepFn = Callable[[RunContext], None]
+
+
+def product_steps(product: str) -> tuple[dict[str, steps.StepFn], dict[str, RunStepFn]]:
+    """The batch steps and run steps a product's playbooks may name (the generic ones included)."""
+    if product == "riak":
+        from orchestrator.riak import steps as riak_steps
+
+        return {**steps.GENERIC, **riak_steps.STEPS}, dict(riak_steps.RUN_STEPS)
+    from orchestrator.es import steps as es_steps
+
+    return {**steps.GENERIC, **es_steps.STEPS}, dict(es_steps.RUN_STEPS)
+
+
 class Engine:
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
         self.steps: dict[str, steps.StepFn] = {}
+        known, self.run_steps = product_steps(ctx.playbook.product)
         for step in ctx.playbook.steps():
             if step.builtin:
-                self.steps[step.name] = steps.BUILTIN[step.builtin]
+                if step.builtin not in known:
+                    raise ConfigError(f"playbook {ctx.playbook.name}", [
+                        f"step {step.builtin} is not a {ctx.playbook.product} step; known: {', '.join(known)}"])
+                self.steps[step.name] = known[step.builtin]
             elif step.command:
                 self.steps[step.name] = steps.command_step(step.command)
         self.order = [s.name for s in ctx.playbook.steps()]
@@ -45,8 +62,10 @@ class Engine:
             self.run_prelude()
             if not journal.run_setup_done:
                 for step in ctx.playbook.before_run:
-                    if step == "raise_recovery_limits":
-                        steps.raise_recovery_limits(ctx)
+                    if step not in self.run_steps:
+                        raise ConfigError(f"playbook {ctx.playbook.name}", [
+                            f"before_run: {step} is not a {ctx.playbook.product} step"])
+                    self.run_steps[step](ctx)
                 journal.run_setup_done = True
                 journal.save()
             for batch in journal.batches:
@@ -62,7 +81,7 @@ class Engine:
             self.finish(RunState.FAILED, str(exc))
             raise
         finally:
-            journal.es_calls = ctx.es.calls
+            journal.es_calls = ctx.cluster.calls
             journal.save()
 
     def run_prelude(self) -> None:
@@ -141,17 +160,11 @@ class Engine:
     def wait_until_safe(self, batch: BatchRecord) -> None:
         """Never start a batch while the cluster is unsafe: wait (up to the recovery timeout), then say why."""
         ctx = self.ctx
-        ids = [ctx.journal.plan["node_ids"][n] for n in batch.nodes]
-        expected = len(ctx.journal.plan["node_ids"])
 
-        def safe(seen: Seen[ClusterSnapshot]) -> ClusterSnapshot | None:
-            snap = ctx.es.snapshot()
-            problems = cluster_problems(snap, ctx.inv.allow_yellow)
-            if snap.health.number_of_nodes < expected:
-                problems.append(f"only {snap.health.number_of_nodes} of {expected} nodes are in the cluster")
-            problems += batch_problems(snap, ids, batch.label)
+        def safe(seen: Seen[bool]) -> bool | None:
+            problems = ctx.cluster.batch_problems(ctx.journal.plan, batch.nodes, batch.label, ctx.inv.allow_yellow)
             seen.text = " ".join(problems)
-            return snap if not problems else None
+            return True if not problems else None
 
         try:
             wait_until(safe, what=f"the cluster to be safe for batch {batch.number} ({batch.label})",

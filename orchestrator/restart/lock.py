@@ -1,6 +1,7 @@
-"""The run lock, kept in the cluster itself so that it also excludes operators on other machines.
+"""The run lock, kept with the cluster itself so that it also excludes operators on other machines.
 
-Taking it is one atomic `_create` of a document named after the cluster: of two runs racing,
+Taking it is one atomic create (an Elasticsearch `_create` of a document named after the
+cluster; for Riak, an exclusive create of a file on the first node's host): of two runs racing,
 exactly one succeeds. `resume` of the same run takes the lock over when the process that held
 it is gone.
 """
@@ -13,7 +14,7 @@ import time
 from typing import Any
 
 from orchestrator.errors import RunLocked
-from orchestrator.es.adapter import ElasticsearchAdapter
+from orchestrator.restart.adapter import ClusterAdapter
 
 LOCK_INDEX = "orchestrator-locks"
 
@@ -36,7 +37,7 @@ def describe(holder: dict[str, Any]) -> str:
 
 
 class RunLock:
-    def __init__(self, adapter: ElasticsearchAdapter, cluster: str, run_id: str) -> None:
+    def __init__(self, adapter: ClusterAdapter, cluster: str, run_id: str) -> None:
         self.adapter = adapter
         self.doc_id = cluster
         self.run_id = run_id

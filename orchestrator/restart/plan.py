@@ -47,6 +47,7 @@ class Batch:
     bytes: int
     estimate_s: float
     problems: tuple[str, ...] = ()
+    ring_pct: float | None = None  # Riak: the share of the ring the batch's nodes own
 
 
 @dataclass(frozen=True)
@@ -58,8 +59,9 @@ class Plan:
     tuning: tuple[str, ...]
     estimate_s: float
     problems: tuple[str, ...]
-    node_ids: dict[str, str] = field(default_factory=dict)  # inventory name -> ES node id
+    node_ids: dict[str, str] = field(default_factory=dict)  # inventory name -> the product's node id
     notes: tuple[str, ...] = ()
+    product: str = "elasticsearch"
 
     @property
     def safe(self) -> bool:

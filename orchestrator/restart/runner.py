@@ -26,6 +26,7 @@ from orchestrator.es.snapshot import ClusterSnapshot
 from orchestrator.hosts.service import ServiceControl
 from orchestrator.hosts.transport import Transport, make_transport
 from orchestrator.restart import journal as journals
+from orchestrator.restart.adapter import ClusterAdapter
 from orchestrator.restart.context import AbortFlag, RunContext, Tuner
 from orchestrator.restart.engine import Engine
 from orchestrator.restart.events import Event, EventSink
@@ -37,12 +38,20 @@ from orchestrator.tuning.apply import make_tuner, profile_summary
 
 @dataclass
 class Target:
-    """A cluster to act on: its inventory and the adapters to reach it."""
+    """A cluster to act on: its inventory and the adapter to reach it."""
 
     inv: Inventory
     inventory_path: Path
     playbook: Playbook
-    es: ElasticsearchAdapter
+    cluster: ClusterAdapter
+
+    @property
+    def es(self) -> ElasticsearchAdapter:
+        if not isinstance(self.cluster, ElasticsearchAdapter):
+            raise ConfigError(str(self.inventory_path), [
+                f"cluster {self.inv.cluster.name} is a {self.inv.cluster.product} cluster; this command is for "
+                "Elasticsearch clusters"])
+        return self.cluster
 
 
 def connection(inv: Inventory) -> Connection:
@@ -75,10 +84,20 @@ def open_target(cluster: str | None, config: Path | None) -> Target:
     if playbook.product != inv.cluster.product:
         raise ConfigError(str(path), [f"playbook {playbook.name} is for {playbook.product}, the cluster is "
                                       f"{inv.cluster.product}"])
+    if inv.cluster.product == "riak":
+        from orchestrator.riak.adapter import RiakAdapter
+
+        return Target(inv, path, playbook, RiakAdapter(inv, make_transport(inv)))
     return Target(inv, path, playbook, ElasticsearchAdapter(connection(inv)))
 
 
 def make_plan(target: Target, mode: Mode, allow_yellow: bool = False) -> Plan:
+    if target.inv.cluster.product == "riak":
+        from orchestrator.riak.adapter import RiakAdapter
+        from orchestrator.riak.plan import build_riak_plan
+
+        assert isinstance(target.cluster, RiakAdapter)
+        return build_riak_plan(target.inv, target.cluster.snapshot(), mode, tuning=profile_summary(target.inv))
     return plan_for(target, target.es.snapshot(), mode, allow_yellow)
 
 
@@ -89,7 +108,10 @@ def plan_for(target: Target, snap: ClusterSnapshot, mode: Mode, allow_yellow: bo
 def plan_from_file(cluster: str | None, config: Path | None, snapshot: Path, mode: Mode,
                    allow_yellow: bool) -> tuple[Plan, list[str]]:
     """Plan from a saved cluster state: the same decisions, no cluster needed."""
-    inv, _ = load_inventory(cluster, config)
+    inv, path = load_inventory(cluster, config)
+    if inv.cluster.product != "elasticsearch":
+        raise ConfigError(str(path), ["--snapshot plans from a saved Elasticsearch cluster state; this cluster is "
+                                      f"{inv.cluster.product}: plan from the live cluster instead"])
     try:
         snap = ClusterSnapshot.from_json(json.loads(snapshot.read_text()))
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -148,11 +170,11 @@ def abort_on_signals(abort: AbortFlag, emit: EventSink) -> Iterator[None]:
 
 def execute(target: Target, journal: Journal, transport: Transport, emit: EventSink, takeover: bool) -> Journal:
     inv = target.inv
-    lock = RunLock(target.es, inv.cluster.name, journal.run_id)
+    lock = RunLock(target.cluster, inv.cluster.name, journal.run_id)
     lock.acquire(takeover=takeover)
     abort = AbortFlag()
     tuner: Tuner | None = make_tuner(inv, transport)
-    ctx = RunContext(inv=inv, playbook=target.playbook, es=target.es, transport=transport,
+    ctx = RunContext(inv=inv, playbook=target.playbook, cluster=target.cluster, transport=transport,
                      service=ServiceControl(transport, inv.service, inv.timeouts.stop_s + inv.timeouts.start_s),
                      journal=journal, emit=emit, tuner=tuner, abort=abort)
     failed = False
@@ -180,7 +202,7 @@ def start(target: Target, plan: Plan, emit: EventSink, prelude: dict[str, Any] |
                         f"`orchestrate resume --cluster {target.inv.cluster.name}` finishes it")
     transport = make_transport(target.inv)
     problems += check_hosts(target.inv, transport)
-    holder = target.es.read_lock(LOCK_INDEX, target.inv.cluster.name)
+    holder = target.cluster.read_lock(LOCK_INDEX, target.inv.cluster.name)
     if holder is not None:
         problems.append(f"another run holds this cluster's lock: run {holder.get('run_id')} on {holder.get('host')}")
     if problems:
@@ -210,8 +232,7 @@ def resume(target: Target, emit: EventSink, run_id: str | None = None) -> Journa
 
 
 def status(target: Target) -> dict[str, Any]:
-    health = target.es.health()
-    persistent, transient = target.es.cluster_settings()
+    health = target.cluster.health_summary()
     last: Journal | None = None
     last_error: str | None = None
     try:
@@ -220,9 +241,9 @@ def status(target: Target) -> dict[str, Any]:
         last_error = str(exc)
     out: dict[str, Any] = {
         "cluster": target.inv.cluster.name,
-        "health": {k: health[k] for k in ("status", "number_of_nodes", "initializing_shards", "relocating_shards",
-                                          "unassigned_shards")},
-        "lock": target.es.read_lock(LOCK_INDEX, target.inv.cluster.name),
+        "product": target.inv.cluster.product,
+        "health": health,
+        "lock": target.cluster.read_lock(LOCK_INDEX, target.inv.cluster.name),
         "run": None,
         "temporary_settings": [],
     }
@@ -235,7 +256,7 @@ def status(target: Target) -> dict[str, Any]:
                                   for b in last.batches],
                       "nodes": {n: {"phase": r.phase, "restarted": r.restarted} for n, r in last.nodes.items()}}
         for u in last.pending_undo():
-            live = (transient if u.scope == "transient" else persistent).get(u.key)
+            live = target.cluster.live_setting(u.scope, u.key)
             out["temporary_settings"].append({"key": u.key, "scope": u.scope, "live": live, "restore_to": u.before})
     return out
 
@@ -246,6 +267,7 @@ def summary(journal: Journal) -> dict[str, Any]:
     return {
         "result": journal.state.value if journal.state is not RunState.RUNNING else "failed",
         "cluster": journal.cluster,
+        "product": journal.plan.get("product", "elasticsearch"),
         "run_id": journal.run_id,
         "mode": journal.mode,
         "message": journal.message,
@@ -256,6 +278,7 @@ def summary(journal: Journal) -> dict[str, Any]:
         "nodes": [{"name": r.name, "restarted": r.restarted, "phases": r.phases, "recovery": r.recovery}
                   for r in journal.nodes.values()],
         "duration_s": round(end - journal.created, 1),
-        "es_calls": journal.es_calls,
+        "cluster_calls": journal.es_calls,
+        **({"es_calls": journal.es_calls} if journal.plan.get("product", "elasticsearch") == "elasticsearch" else {}),
         **({"forcemerge": journal.prelude["forcemerge"].get("report")} if "forcemerge" in journal.prelude else {}),
     }

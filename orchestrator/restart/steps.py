@@ -1,4 +1,5 @@
-"""The built-in steps of a batch. Each looks before it acts, so a resumed run can re-enter any step.
+"""The steps of a batch that every product shares. Each looks before it acts, so a resumed run can
+re-enter any step.
 
 A step gets the run context and the batch; it records what it changes in the journal (undo
 first) and reports through events. Per-node work of a zone batch runs in parallel.
@@ -11,14 +12,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from orchestrator.config.playbook import CommandStep
-from orchestrator.errors import HostError, OrchestratorError
+from orchestrator.errors import HostError
 from orchestrator.hosts.service import render
 from orchestrator.hosts.transport import LocalTransport
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
 from orchestrator.restart.journal import BatchRecord, UndoState
 from orchestrator.restart.phases import Phase, reached
-from orchestrator.restart.plan import ALLOCATION_ENABLE
 from orchestrator.retry import Seen, wait_until
 
 StepFn = Callable[[RunContext, BatchRecord], None]
@@ -36,19 +36,19 @@ def for_each_node(ctx: RunContext, batch: BatchRecord, fn: Callable[[str], None]
         raise errors[0]  # type: ignore[misc]
 
 
-# --- cluster settings ------------------------------------------------------------------------------
-def change_setting(ctx: RunContext, key: str, value: Any, batch: int | None) -> None:
-    """Write a temporary setting: the undo record (with the value from before the run) goes first."""
-    snap_persistent, snap_transient = ctx.es.cluster_settings()
-    scope = "transient" if key in snap_transient else "persistent"
-    live = (snap_transient if scope == "transient" else snap_persistent).get(key)
+# --- temporary settings ----------------------------------------------------------------------------
+def set_temporarily(ctx: RunContext, key: str, scope: str, live: Any, value: Any, batch: int | None) -> None:
+    """Write a temporary setting: the undo record (with the value from before the run) goes first.
+
+    ``live`` is the value in force now; on a resumed run the journal's original wins over it.
+    """
     known, original = ctx.journal.original_value(key, scope)
     before = original if known else live
     pending = [u for u in ctx.journal.pending_undo() if u.key == key and u.scope == scope]
     if live == value and pending:
         return  # already in force, and its undo is on record
     record = pending[0] if pending else ctx.journal.add_undo(key, scope, before, value, batch)
-    ctx.es.put_setting(scope, key, value)
+    ctx.cluster.put_setting(scope, key, value)
     record.state = UndoState.APPLIED
     ctx.journal.save()
     ctx.emit(Event("undo", f"set {scope} {key}={value} (was {before if before is not None else 'unset'})",
@@ -60,7 +60,7 @@ def restore_settings(ctx: RunContext, keys: set[str] | None = None) -> None:
     for record in reversed(ctx.journal.pending_undo()):
         if keys is not None and record.key not in keys:
             continue
-        ctx.es.put_setting(record.scope, record.key, record.before)
+        ctx.cluster.put_setting(record.scope, record.key, record.before)
         record.state = UndoState.RESTORED
         ctx.journal.save()
         shown = record.before if record.before is not None else "unset"
@@ -68,36 +68,10 @@ def restore_settings(ctx: RunContext, keys: set[str] | None = None) -> None:
                        data={"key": record.key, "scope": record.scope, "value": record.before}))
 
 
-def raise_recovery_limits(ctx: RunContext) -> None:
-    for change in ctx.journal.plan["settings"]:
-        if change["when"] == "for the run":
-            change_setting(ctx, change["key"], change["during"], None)
-
-
-def restrict_allocation(ctx: RunContext, batch: BatchRecord) -> None:
-    change_setting(ctx, ALLOCATION_ENABLE, "primaries", batch.number)
-
-
-def restore_allocation(ctx: RunContext, batch: BatchRecord) -> None:
-    restore_settings(ctx, {ALLOCATION_ENABLE})
-
-
-def flush(ctx: RunContext, batch: BatchRecord) -> None:
-    try:
-        ctx.es.flush()
-    except OrchestratorError as exc:
-        # A failed flush costs recovery time (files copied instead of reused), never data.
-        ctx.emit(Event("warning", f"flush failed, going on: {exc}", batch=batch.number))
-
-
 # --- the node's process ----------------------------------------------------------------------------
 def live_identity(ctx: RunContext, name: str) -> str | None:
-    """The node's current process identity, or None when it is not in the cluster."""
-    node_id = ctx.journal.plan["node_ids"].get(name)
-    for n in ctx.es.nodes():
-        if n.id == node_id or n.name == name:
-            return n.process_identity
-    return None
+    """The node's current process identity, or None when it is not serving."""
+    return ctx.cluster.live_identity(ctx.journal.plan, name)
 
 
 def stop_service(ctx: RunContext, batch: BatchRecord) -> None:
@@ -180,7 +154,7 @@ def wait_for_join(ctx: RunContext, batch: BatchRecord) -> None:
                               timeout_s=ctx.inv.timeouts.join_s, interval_s=ctx.inv.timeouts.poll_interval_s,
                               clock=ctx.clock,
                               hint=f"Check the service and its log on {ctx.node(name).host}; when the node is "
-                                   "back, `orchestrate resume` continues (allocation stays restricted meanwhile).")
+                                   "back, `orchestrate resume` continues (temporary settings stay meanwhile).")
         # Join time counts from the moment the start command returned (wall clock: survives a resume).
         issued = rec.started_at.get("start_issued")
         join_s = ctx.clock_wall() - issued - rec.phases.get("start", 0) if issued else ctx.clock.monotonic() - started
@@ -191,67 +165,6 @@ def wait_for_join(ctx: RunContext, batch: BatchRecord) -> None:
         ctx.set_phase(name, Phase.JOINED, f"{name}: rejoined as a new process")
 
     for_each_node(ctx, batch, join)
-
-
-def wait_for_recovery(ctx: RunContext, batch: BatchRecord) -> None:
-    for name in batch.nodes:
-        if ctx.record(name).phase == Phase.JOINED:
-            ctx.set_phase(name, Phase.RECOVERING, f"{name}: waiting for its shards to recover")
-    started = ctx.clock.monotonic()
-    limit = ctx.inv.timeouts.recovery_s
-
-    def green(seen: Seen[bool]) -> bool | None:
-        remaining = limit - (ctx.clock.monotonic() - started)
-        # A server-side wait: one request per up to 30 s instead of one per poll interval.
-        h = ctx.es.health(wait_for_status="green", timeout_s=max(min(remaining, 30), 1))
-        expected = len(ctx.journal.plan["node_ids"])
-        missing = f", only {h['number_of_nodes']} of {expected} nodes in the cluster" \
-            if h["number_of_nodes"] < expected else ""
-        seen.text = (f"health {h['status']}{missing}, {h['initializing_shards']} initializing, "
-                     f"{h['unassigned_shards']} unassigned, {h['relocating_shards']} relocating")
-        settled = h["status"] == "green" and not h["initializing_shards"] and not h["relocating_shards"]
-        return True if settled else None
-
-    wait_until(green, what="the cluster to be green again", timeout_s=limit,
-               interval_s=ctx.inv.timeouts.poll_interval_s, clock=ctx.clock, should_stop=lambda: ctx.abort.requested,
-               hint="Shards are still recovering or cannot be allocated (see `_cluster/allocation/explain`); "
-                    "`orchestrate resume` waits again.")
-    elapsed = ctx.clock.monotonic() - started
-    stats = recovery_stats(ctx, batch)
-    for name in batch.nodes:
-        ctx.timed(name, "recovery", elapsed)
-        with ctx.lock:
-            ctx.record(name).recovery = stats.get(name, {"bytes_from_peers": 0, "bytes_reused": 0, "shards": 0})
-        ctx.set_phase(name, Phase.DONE, f"{name}: done; recovery {elapsed:.1f} s, "
-                                        f"{stats.get(name, {}).get('bytes_from_peers', 0)} bytes copied from peers")
-
-
-def recovery_stats(ctx: RunContext, batch: BatchRecord) -> dict[str, dict[str, int]]:
-    """Bytes copied from peers vs reused locally, for the shard copies recovered onto each node.
-
-    A recovery that copied files reports them (recovered vs reused). An operation-based recovery
-    (retention leases, Elasticsearch 7.4+) copies no file and reports 0 bytes: the node kept its
-    whole copy, so its size on the node counts as reused.
-    """
-    rows = ctx.es.recoveries()
-    sizes = {(c.index, c.shard, c.node_id): c.size_bytes for c in ctx.es.shards()}
-    out: dict[str, dict[str, int]] = {}
-    for name in batch.nodes:
-        rec = ctx.record(name)
-        node_id = ctx.journal.plan["node_ids"].get(name)
-        since_ms = int(rec.started_at.get("start_issued", 0) * 1000) - 5000
-        peers = reused = shards = 0
-        for r in rows:
-            if r["target"] != name or r["start_ms"] < since_ms:
-                continue
-            shards += 1
-            if r["total_bytes"] > 0:
-                peers += r["recovered_bytes"] if r["type"] == "PEER" else 0
-                reused += r["reused_bytes"] + (r["recovered_bytes"] if r["type"] != "PEER" else 0)
-            else:
-                reused += sizes.get((r["index"], r["shard"], node_id), 0)
-        out[name] = {"bytes_from_peers": peers, "bytes_reused": reused, "shards": shards}
-    return out
 
 
 def command_step(step: CommandStep) -> StepFn:
@@ -274,13 +187,10 @@ def command_step(step: CommandStep) -> StepFn:
     return run
 
 
-BUILTIN: dict[str, StepFn] = {
-    "restrict_allocation": restrict_allocation,
-    "flush": flush,
+# The steps every product shares; each product adds its own (es/steps.py, riak/steps.py).
+GENERIC: dict[str, StepFn] = {
     "stop_service": stop_service,
     "tune_host": tune_host,
     "start_service": start_service,
     "wait_for_join": wait_for_join,
-    "restore_allocation": restore_allocation,
-    "wait_for_recovery": wait_for_recovery,
 }

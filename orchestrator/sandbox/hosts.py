@@ -15,12 +15,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.errors import SandboxError
-from orchestrator.sandbox.layout import HostPaths
+from orchestrator.sandbox.layout import HostPaths, SandboxPaths
+from orchestrator.sandbox.state import SandboxState, save
 
+Say = Callable[[str], None]
 BRIDGE = "orch-br0"
 NETNS_PREFIX = "orch-"
 VETH_PREFIX = "orv"
@@ -167,8 +170,9 @@ def write_unit(unit_dir: Path, name: str, exec_start: str, user: str | None, ena
 
 
 def prepare_host_files(paths: HostPaths, host: TestHost, knobs: dict[str, str], authorized_keys: Path,
-                       es_start_script: Path) -> str:
-    """Everything the host needs on disk. Returns the host's public key line for known_hosts."""
+                       es_start_script: Path | None) -> str:
+    """Everything the host needs on disk (an Elasticsearch unit when a start script is given).
+    Returns the host's public key line for known_hosts."""
     for d in (paths.etc_upper, paths.bin_upper, paths.overlay_work("etc"), paths.overlay_work("bin"), paths.sshd_dir):
         d.mkdir(parents=True, exist_ok=True)
     shutil.copy2(HOST_FILES / "systemctl", paths.bin_upper / "systemctl")
@@ -176,7 +180,8 @@ def prepare_host_files(paths: HostPaths, host: TestHost, knobs: dict[str, str], 
     shutil.copy2("/bin/sleep", paths.bin_upper / "numad")
     unit_dir = paths.etc_upper / "systemd" / "system"
     write_unit(unit_dir, "numad", "/usr/local/bin/numad infinity", None, enabled=True)
-    write_unit(unit_dir, "elasticsearch", str(es_start_script), "65534", enabled=True, nofile=65535)
+    if es_start_script is not None:
+        write_unit(unit_dir, "elasticsearch", str(es_start_script), "65534", enabled=True, nofile=65535)
     key = paths.sshd_dir / "ssh_host_ed25519_key"
     if not key.exists():
         run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{host.name}", "-f", str(key))
@@ -217,6 +222,16 @@ def start_host(paths: HostPaths, host: TestHost, timeout_s: float = 30) -> tuple
             raise SandboxError(f"test host {host.name} did not boot:\n{tail}")
         time.sleep(0.05)
     return proc.pid, init_pid_of(proc.pid)
+
+
+def boot_all(paths: SandboxPaths, st: SandboxState, test_hosts: list[TestHost], host_keys: list[str],
+             services: str, say: Say) -> None:
+    """Write known_hosts, then boot every host, recording its PIDs as soon as it runs."""
+    paths.known_hosts.write_text("\n".join(host_keys) + "\n")
+    say(f"booting test hosts (sshd, numad, {services})")
+    for host, rec in zip(test_hosts, st.hosts, strict=False):
+        rec.unshare_pid, rec.init_pid = start_host(paths.host(host.name), host)
+        save(paths.state_file, st)
 
 
 def init_pid_of(unshare_pid: int) -> int:

@@ -39,7 +39,27 @@ def local_service_commands(paths: SandboxPaths) -> dict[str, str]:
             "start": f"{prefix} start elasticsearch", "status": f"{prefix} is-active elasticsearch"}
 
 
+def riak_inventory_document(paths: SandboxPaths, st: SandboxState) -> dict[str, Any]:
+    from orchestrator.sandbox.riak import data_dir
+
+    return {
+        "cluster": {"name": st.cluster_name, "product": "riak"},
+        "ssh": {"transport": "ssh", "user": "root", "key_file": str(paths.ssh_key),
+                "known_hosts": str(paths.known_hosts), "connect_timeout_s": 5},
+        # Riak's own commands, as an operator without a riak systemd unit would configure them.
+        "service": {"manager": "commands", "stop": "riak stop", "start": "riak start", "status": "riak ping"},
+        "nodes": [{"name": h.name, "host": h.address, "riak_node": f"riak@{h.address}",
+                   "data_paths": [str(data_dir(paths.host(h.name)))]} for h in st.hosts],
+        "timeouts": {"stop_s": 60, "start_s": 60, "join_s": 60, "recovery_s": 180, "poll_interval_s": 0.5},
+        "riak": {"transfer_limit": 8, "handoff_stall_s": 10},
+        "tuning": {"profile": "riak"},
+        "playbook": "riak-rolling",
+    }
+
+
 def inventory_document(paths: SandboxPaths, st: SandboxState) -> dict[str, Any]:
+    if st.product == "riak":
+        return riak_inventory_document(paths, st)
     netns = st.mode == "netns"
     doc: dict[str, Any] = {
         "cluster": {"name": st.cluster_name, "product": "elasticsearch",

@@ -15,7 +15,7 @@ from typing import Any
 
 from orchestrator.errors import OrchestratorError, SandboxError
 from orchestrator.es.connect import Connection, call, make_client
-from orchestrator.sandbox import hosts, state
+from orchestrator.sandbox import hosts, riak, state
 from orchestrator.sandbox.assemble import EsHome, ensure_es_home
 from orchestrator.sandbox.inventory_writer import write_inventory, write_ssh_files
 from orchestrator.sandbox.layout import HostPaths, SandboxPaths, state_root
@@ -26,6 +26,11 @@ NODE_UID = 65534
 LOCAL_HTTP_BASE = 19200
 LOCAL_TRANSPORT_BASE = 19300
 CLUSTER_NAME = "sandbox"
+RIAK_DAEMON = b"riak_standin.py\x00daemon"
+
+
+def describe(st: state.SandboxState) -> str:
+    return "Riak stand-in" if st.product == "riak" else f"Elasticsearch {st.es_version}"
 
 
 def node_names(count: int) -> list[str]:
@@ -38,38 +43,47 @@ def zone_of(index: int, zones: int) -> str:
 
 
 def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, heap_mb: int,
-       timeout_s: float, say: Say) -> state.SandboxState:
+       timeout_s: float, say: Say, product: str = "elasticsearch") -> state.SandboxState:
     if nodes < 1 or nodes > 12:
         raise SandboxError("--nodes must be between 1 and 12 on one machine")
     if zones < 1 or zones > nodes:
         raise SandboxError("--zones must be between 1 and the number of nodes")
     existing = state.load(paths.state_file)
     if existing is not None and any_alive(paths, existing):
-        raise SandboxError(f"a sandbox is already running ({len(existing.hosts)} nodes, Elasticsearch "
-                           f"{existing.es_version}); `orchestrate sandbox down` stops it")
+        raise SandboxError(f"a sandbox is already running ({len(existing.hosts)} nodes, {describe(existing)}); "
+                           "`orchestrate sandbox down` stops it")
     if existing is not None or (mode == "netns" and os.geteuid() == 0 and hosts.leftover_namespaces()):
         say("cleaning up what an earlier sandbox left behind")
         down(paths, say)
     if mode == "netns":
         hosts.check_prerequisites()
-    es_home = ensure_es_home(es_version, say)
+    if product == "riak":
+        if mode != "netns":
+            raise SandboxError("the Riak sandbox needs --hosts netns (each node is a host with its own address)")
+        riak.standin_dir()
+    es_home = ensure_es_home(es_version, say) if product == "elasticsearch" else None
     # Every `up` is a fresh cluster: data of another version or shape would not start, and runs
     # journaled against the previous sandbox cluster have nothing left to resume.
     shutil.rmtree(paths.root / "hosts", ignore_errors=True)
     shutil.rmtree(state_root() / "runs" / CLUSTER_NAME, ignore_errors=True)
     started = time.monotonic()
-    st = state.SandboxState(mode=mode, es_version=es_version, cluster_name=CLUSTER_NAME, zones=zones,
-                            started_at=time.time())
+    st = state.SandboxState(mode=mode, es_version=es_version if es_home else "", cluster_name=CLUSTER_NAME,
+                            zones=zones, started_at=time.time(), product=product)
     paths.root.mkdir(parents=True, exist_ok=True)
     os.chmod(paths.root, 0o755)
     write_ssh_files(paths, [], mode)  # the client key exists before any host is prepared
     try:
-        if mode == "netns":
+        if es_home is None:
+            members = riak.up_netns(paths, st, nodes, zones, say)
+            say(f"waiting for {nodes} Riak nodes to serve riak_kv")
+            riak.wait_ready(paths, members, timeout_s)
+        elif mode == "netns":
             _up_netns(paths, st, nodes, zones, es_home, heap_mb, say)
         else:
             _up_local(paths, st, nodes, zones, es_home, heap_mb, say)
-        say(f"waiting for {nodes} nodes to form a green cluster")
-        wait_green(paths, st, nodes, timeout_s)
+        if es_home is not None:
+            say(f"waiting for {nodes} nodes to form a green cluster")
+            wait_green(paths, st, nodes, timeout_s)
     except BaseException:
         state.save(paths.state_file, st)
         say("start-up failed: stopping what was started")
@@ -79,7 +93,8 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
     state.save(paths.state_file, st)
     write_ssh_files(paths, st.hosts, mode)
     write_inventory(paths, st)
-    say(f"sandbox up: {nodes} nodes, Elasticsearch {es_version}, green in {time.monotonic() - started:.1f} s")
+    what = f"Elasticsearch {es_version}, green" if es_home else "Riak stand-in, ready"
+    say(f"sandbox up: {nodes} nodes, {what} in {time.monotonic() - started:.1f} s")
     return st
 
 
@@ -130,11 +145,7 @@ def _up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
         knobs = hosts.seed_knobs(hp, scheduler)
         host_keys.append(hosts.prepare_host_files(hp, host, knobs, paths.authorized_keys, script))
         hosts.create_network(host)
-    paths.known_hosts.write_text("\n".join(host_keys) + "\n")
-    say("booting test hosts (sshd, numad, elasticsearch)")
-    for host, rec in zip(test_hosts, st.hosts, strict=False):
-        rec.unshare_pid, rec.init_pid = hosts.start_host(paths.host(host.name), host)
-        state.save(paths.state_file, st)
+    hosts.boot_all(paths, st, test_hosts, host_keys, "elasticsearch", say)
 
 
 def local_systemctl(host_paths: HostPaths) -> str:
@@ -292,19 +303,21 @@ def status(paths: SandboxPaths) -> dict[str, Any]:
     return {
         "running": any_alive(paths, st),
         "mode": st.mode,
+        "product": st.product,
         "es_version": st.es_version,
+        "describe": describe(st),
         "cluster_name": st.cluster_name,
         "inventory": str(paths.inventory),
         "ssh_config": str(paths.ssh_config) if st.mode == "netns" else None,
         "known_hosts": str(paths.known_hosts) if st.mode == "netns" else None,
-        "endpoints": [h.http_url for h in st.hosts],
+        "endpoints": [h.http_url for h in st.hosts if h.http_url],
         "nodes": [{"name": h.name, "host": h.address, "zone": h.zone, "http": h.http_url, "pid": pids.get(h.name)}
                   for h in st.hosts],
     }
 
 
 def node_pids(paths: SandboxPaths, st: state.SandboxState) -> dict[str, int]:
-    """PIDs (as seen from here) of each node's Elasticsearch JVM."""
+    """PIDs (as seen from here) of each node's Elasticsearch JVM (or Riak stand-in daemon)."""
     if st.mode != "netns":
         return local_node_pids(paths, st)
     by_ns: dict[str, str] = {}
@@ -317,7 +330,8 @@ def node_pids(paths: SandboxPaths, st: state.SandboxState) -> dict[str, int]:
         if not proc.name.isdigit():
             continue
         try:
-            if b"SandboxLauncher" not in (proc / "cmdline").read_bytes():
+            cmdline = (proc / "cmdline").read_bytes()
+            if b"SandboxLauncher" not in cmdline and RIAK_DAEMON not in cmdline:
                 continue
             name = by_ns.get(os.readlink(proc / "ns" / "pid"))
         except OSError:

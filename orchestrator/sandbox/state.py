@@ -35,6 +35,7 @@ class SandboxState:
     started_at: float = 0.0
     ready: bool = False
     version: int = STATE_VERSION
+    product: str = "elasticsearch"
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 
 # Tests run grouped by the sandbox they need, so each shape is started once: a `sandbox up` costs
 # 15-20 s. Unmarked tests use the default 3-node sandbox; `sandbox_last` tests end their group.
-SHAPE_ORDER = ["default", "zones", "es8", "local"]
+SHAPE_ORDER = ["default", "zones", "es8", "local", "riak"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -34,6 +34,7 @@ class Shape:
     zones: int = 1
     es_version: str = "9.5.3"
     hosts: str = "netns"
+    product: str = "elasticsearch"
 
 
 class SandboxManager:
@@ -52,7 +53,8 @@ class SandboxManager:
                 return info
         orchestrate("sandbox", "down")
         proc = orchestrate("sandbox", "up", "--nodes", str(shape.nodes), "--zones", str(shape.zones),
-                           "--es-version", shape.es_version, "--hosts", shape.hosts, timeout=600)
+                           "--es-version", shape.es_version, "--hosts", shape.hosts, "--product", shape.product,
+                           timeout=600)
         assert proc.returncode == 0, f"sandbox up failed:\n{proc.stderr}"
         self.shape = shape
         return self.status()

@@ -225,17 +225,21 @@ def read_events_until(proc: subprocess.Popen[str], predicate: Any, timeout: floa
     raise AssertionError(f"the awaited event never came; saw {[e.get('message') for e in events][-5:]}")
 
 
-def test_sigkill_mid_run_then_resume_restarts_no_node_twice(sandboxes: SandboxManager) -> None:
-    info, es = prepared(sandboxes, Shape())
-    before_settings = settings(es)
-    before_starts = starts_logged(info)
+def kill_while_batch_two_is_down() -> None:
+    """Start a run and SIGKILL it while the second batch's node is down: the worst moment."""
     run = start_background_run()
     try:
-        # Killed while the second batch's node is down: the worst moment.
         read_events_until(run, lambda e: e.get("event") == "phase" and e.get("batch") == 2
                           and e.get("phase") == "stopped", 300)
     finally:
         end_background_run(run, signal.SIGKILL, 30)
+
+
+def test_sigkill_mid_run_then_resume_restarts_no_node_twice(sandboxes: SandboxManager) -> None:
+    info, es = prepared(sandboxes, Shape())
+    before_settings = settings(es)
+    before_starts = starts_logged(info)
+    kill_while_batch_two_is_down()
     assert settings(es)["persistent"].get(ALLOC) == "primaries"  # left behind, recorded in the journal
     status = json.loads(orchestrate("status", "--cluster", "sandbox", "--json").stdout)
     assert any(s["key"] == ALLOC for s in status["temporary_settings"])

@@ -62,7 +62,7 @@ def test_shipped_playbook_loads() -> None:
 @pytest.mark.parametrize(("batch", "message"), [
     ("[start_service, stop_service]", "stop_service must come before start_service"),
     ("[stop_service]", "needs start_service"),
-    ("[stop_service, reboot_everything, start_service]", "unknown step 'reboot_everything'"),
+    ("[stop_service, reboot_everything, start_service]", "unknown elasticsearch step 'reboot_everything'"),
     ("[stop_service, stop_service, start_service]", "listed twice"),
     ("[stop_service, {command: {name: x}}, start_service]", "run"),
 ])

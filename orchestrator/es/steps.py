@@ -1,0 +1,119 @@
+"""The Elasticsearch steps of a batch: allocation, flush, and waiting for shard recovery.
+
+Settings are changed through ``set_temporarily`` (undo record first), in the scope that is in
+effect for the key (a transient value wins over a persistent one).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.errors import OrchestratorError
+from orchestrator.restart.context import RunContext
+from orchestrator.restart.events import Event
+from orchestrator.restart.journal import BatchRecord
+from orchestrator.restart.phases import Phase
+from orchestrator.restart.plan import ALLOCATION_ENABLE
+from orchestrator.restart.steps import StepFn, restore_settings, set_temporarily
+from orchestrator.retry import Seen, wait_until
+
+
+def change_setting(ctx: RunContext, key: str, value: Any, batch: int | None) -> None:
+    persistent, transient = ctx.es.cluster_settings()
+    scope = "transient" if key in transient else "persistent"
+    live = (transient if scope == "transient" else persistent).get(key)
+    set_temporarily(ctx, key, scope, live, value, batch)
+
+
+def raise_recovery_limits(ctx: RunContext) -> None:
+    for change in ctx.journal.plan["settings"]:
+        if change["when"] == "for the run":
+            change_setting(ctx, change["key"], change["during"], None)
+
+
+def restrict_allocation(ctx: RunContext, batch: BatchRecord) -> None:
+    change_setting(ctx, ALLOCATION_ENABLE, "primaries", batch.number)
+
+
+def restore_allocation(ctx: RunContext, batch: BatchRecord) -> None:
+    restore_settings(ctx, {ALLOCATION_ENABLE})
+
+
+def flush(ctx: RunContext, batch: BatchRecord) -> None:
+    try:
+        ctx.es.flush()
+    except OrchestratorError as exc:
+        # A failed flush costs recovery time (files copied instead of reused), never data.
+        ctx.emit(Event("warning", f"flush failed, going on: {exc}", batch=batch.number))
+
+
+
+
+def wait_for_recovery(ctx: RunContext, batch: BatchRecord) -> None:
+    for name in batch.nodes:
+        if ctx.record(name).phase == Phase.JOINED:
+            ctx.set_phase(name, Phase.RECOVERING, f"{name}: waiting for its shards to recover")
+    started = ctx.clock.monotonic()
+    limit = ctx.inv.timeouts.recovery_s
+
+    def green(seen: Seen[bool]) -> bool | None:
+        remaining = limit - (ctx.clock.monotonic() - started)
+        # A server-side wait: one request per up to 30 s instead of one per poll interval.
+        h = ctx.es.health(wait_for_status="green", timeout_s=max(min(remaining, 30), 1))
+        expected = len(ctx.journal.plan["node_ids"])
+        missing = f", only {h['number_of_nodes']} of {expected} nodes in the cluster" \
+            if h["number_of_nodes"] < expected else ""
+        seen.text = (f"health {h['status']}{missing}, {h['initializing_shards']} initializing, "
+                     f"{h['unassigned_shards']} unassigned, {h['relocating_shards']} relocating")
+        settled = h["status"] == "green" and not h["initializing_shards"] and not h["relocating_shards"]
+        return True if settled else None
+
+    wait_until(green, what="the cluster to be green again", timeout_s=limit,
+               interval_s=ctx.inv.timeouts.poll_interval_s, clock=ctx.clock, should_stop=lambda: ctx.abort.requested,
+               hint="Shards are still recovering or cannot be allocated (see `_cluster/allocation/explain`); "
+                    "`orchestrate resume` waits again.")
+    elapsed = ctx.clock.monotonic() - started
+    stats = recovery_stats(ctx, batch)
+    for name in batch.nodes:
+        ctx.timed(name, "recovery", elapsed)
+        with ctx.lock:
+            ctx.record(name).recovery = stats.get(name, {"bytes_from_peers": 0, "bytes_reused": 0, "shards": 0})
+        ctx.set_phase(name, Phase.DONE, f"{name}: done; recovery {elapsed:.1f} s, "
+                                        f"{stats.get(name, {}).get('bytes_from_peers', 0)} bytes copied from peers")
+
+
+def recovery_stats(ctx: RunContext, batch: BatchRecord) -> dict[str, dict[str, int]]:
+    """Bytes copied from peers vs reused locally, for the shard copies recovered onto each node.
+
+    A recovery that copied files reports them (recovered vs reused). An operation-based recovery
+    (retention leases, Elasticsearch 7.4+) copies no file and reports 0 bytes: the node kept its
+    whole copy, so its size on the node counts as reused.
+    """
+    rows = ctx.es.recoveries()
+    sizes = {(c.index, c.shard, c.node_id): c.size_bytes for c in ctx.es.shards()}
+    out: dict[str, dict[str, int]] = {}
+    for name in batch.nodes:
+        rec = ctx.record(name)
+        node_id = ctx.journal.plan["node_ids"].get(name)
+        since_ms = int(rec.started_at.get("start_issued", 0) * 1000) - 5000
+        peers = reused = shards = 0
+        for r in rows:
+            if r["target"] != name or r["start_ms"] < since_ms:
+                continue
+            shards += 1
+            if r["total_bytes"] > 0:
+                peers += r["recovered_bytes"] if r["type"] == "PEER" else 0
+                reused += r["reused_bytes"] + (r["recovered_bytes"] if r["type"] != "PEER" else 0)
+            else:
+                reused += sizes.get((r["index"], r["shard"], node_id), 0)
+        out[name] = {"bytes_from_peers": peers, "bytes_reused": reused, "shards": shards}
+    return out
+
+
+RUN_STEPS = {"raise_recovery_limits": raise_recovery_limits}
+STEPS: dict[str, StepFn] = {
+    "restrict_allocation": restrict_allocation,
+    "flush": flush,
+    "restore_allocation": restore_allocation,
+    "wait_for_recovery": wait_for_recovery,
+}

@@ -1,0 +1,41 @@
+"""The one interface between the restart engine and a product (Elasticsearch, Riak).
+
+The engine and the generic steps (stop, tune, start, rejoin, command steps) only call what is
+here. What differs per product (allocation and recovery for Elasticsearch, handoffs for Riak)
+lives in that product's own steps, which use its concrete adapter.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class ClusterAdapter(Protocol):
+    product: str
+    calls: int  # requests or admin commands sent to the cluster, for the run's figures
+
+    def batch_problems(self, plan: dict[str, Any], nodes: list[str], label: str, allow_yellow: bool) -> list[str]:
+        """Why the batch ``nodes`` (inventory names) must not start now; empty when it may."""
+        ...
+
+    def live_identity(self, plan: dict[str, Any], name: str) -> str | None:
+        """The node's current process identity, or None when it is not serving (down or not joined)."""
+        ...
+
+    def put_setting(self, scope: str, key: str, value: Any) -> None:
+        """Write one temporary setting (``value`` None: back to unset)."""
+        ...
+
+    def live_setting(self, scope: str, key: str) -> Any:
+        """The value in force now, for `status` (None: unset or unknown)."""
+        ...
+
+    def health_summary(self) -> dict[str, Any]:
+        """A few figures for `status`: at least `status` and `number_of_nodes`, and a one-line `text`."""
+        ...
+
+    def create_lock(self, index: str, doc_id: str, body: dict[str, Any]) -> bool: ...
+
+    def read_lock(self, index: str, doc_id: str) -> dict[str, Any] | None: ...
+
+    def delete_lock(self, index: str, doc_id: str) -> None: ...

@@ -1,0 +1,92 @@
+"""The Riak steps of a run: raise the handoff limit, wait for the KV service, wait for handoffs.
+
+A restarted node comes back with the transfer limit of its riak.conf, so `wait_for_service`
+sets the run's limit on it again before handoffs are awaited.
+"""
+
+from __future__ import annotations
+
+from orchestrator.errors import UnsafeToProceed
+from orchestrator.restart.context import RunContext
+from orchestrator.restart.events import Event
+from orchestrator.restart.journal import BatchRecord, UndoState
+from orchestrator.restart.phases import Phase
+from orchestrator.restart.steps import StepFn, for_each_node, set_temporarily
+from orchestrator.retry import Seen, wait_until
+from orchestrator.riak.handoffs import HandoffWatch
+from orchestrator.riak.plan import TRANSFER_LIMIT
+
+SERVICE_PROBE_S = 10  # one `wait-for-service` call blocks at most this long; the step retries up to join_s
+
+
+def raise_handoff_limit(ctx: RunContext) -> None:
+    changes = [c for c in ctx.journal.plan["settings"] if c["when"] == "for the run"]
+    if not changes:
+        return
+    live = ctx.riak.limits()
+    for change in changes:
+        set_temporarily(ctx, change["key"], change["scope"], live.get(change["scope"]), change["during"], None)
+
+
+def wait_for_service(ctx: RunContext, batch: BatchRecord) -> None:
+    def one(name: str) -> None:
+        node, riak = ctx.node(name), ctx.riak
+        service = ctx.inv.riak.service
+        started = ctx.clock.monotonic()
+
+        def up(seen: Seen[bool]) -> bool | None:
+            ok, said = riak.wait_for_service(node, SERVICE_PROBE_S)
+            seen.text = said
+            return True if ok else None
+
+        wait_until(up, what=f"{service} to be up on {node.riak_name}", timeout_s=ctx.inv.timeouts.join_s,
+                   interval_s=ctx.inv.timeouts.poll_interval_s, clock=ctx.clock,
+                   hint=f"Check `riak-admin services` and the Riak logs on {node.host}; `orchestrate resume` "
+                        "waits again.")
+        ctx.timed(name, "service", ctx.clock.monotonic() - started)
+        for record in ctx.journal.pending_undo():
+            if record.key == TRANSFER_LIMIT and record.scope == node.riak_name and record.state is UndoState.APPLIED:
+                riak.put_setting(record.scope, record.key, record.applied)
+                ctx.emit(Event("step", f"{name}: transfer limit set to {record.applied} again after the restart",
+                               node=name, batch=batch.number))
+        ctx.emit(Event("step", f"{name}: {service} is up", node=name, batch=batch.number))
+
+    for_each_node(ctx, batch, one)
+
+
+def wait_for_handoffs(ctx: RunContext, batch: BatchRecord) -> None:
+    for name in batch.nodes:
+        if ctx.record(name).phase == Phase.JOINED:
+            ctx.set_phase(name, Phase.RECOVERING, f"{name}: waiting for handoffs to finish")
+    watch = HandoffWatch(ctx.inv.riak.handoff_stall_s)
+    started = ctx.clock.monotonic()
+
+    def drained(seen: Seen[bool]) -> bool | None:
+        transfers = ctx.riak.transfers()
+        stalled = watch.observe(transfers, ctx.clock.monotonic())
+        if stalled:
+            raise UnsafeToProceed(
+                f"handoff stalled after restarting {', '.join(batch.nodes)}: {stalled}. The run stops here with "
+                "every node up; `orchestrate resume` waits for the handoffs again once they move")
+        seen.text = transfers.describe()
+        return True if transfers.none else None
+
+    wait_until(drained, what="handoffs to finish", timeout_s=ctx.inv.timeouts.recovery_s,
+               interval_s=ctx.inv.timeouts.poll_interval_s, clock=ctx.clock, should_stop=lambda: ctx.abort.requested,
+               hint="Transfers are still running (`riak-admin transfers`); `orchestrate resume` waits again.")
+    elapsed = ctx.clock.monotonic() - started
+    for name in batch.nodes:
+        partitions, objects = watch.handed_to(ctx.node(name).riak_name)
+        ctx.timed(name, "recovery", elapsed)
+        with ctx.lock:
+            ctx.record(name).recovery = {"bytes_from_peers": 0, "bytes_reused": 0, "shards": partitions,
+                                         "handoff_partitions": partitions, "handoff_objects": objects}
+        ctx.set_phase(name, Phase.DONE, f"{name}: done; handoffs finished in {elapsed:.1f} s "
+                                        f"({partitions} partition(s) seen handed back)")
+
+
+RUN_STEPS = {"raise_handoff_limit": raise_handoff_limit}
+STEPS: dict[str, StepFn] = {
+    "wait_for_service": wait_for_service,
+    "wait_for_handoffs": wait_for_handoffs,
+}

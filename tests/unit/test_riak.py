@@ -1,0 +1,226 @@
+"""Riak: parsing riak-admin output (samples in the format of riak_core_console.erl, Riak KV 2.x/3.x),
+the plan, and telling a stalled handoff from a slow one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.config.loader import load_model
+from orchestrator.config.model import Inventory
+from orchestrator.errors import ConfigError
+from orchestrator.restart.plan import Mode
+from orchestrator.riak.handoffs import HandoffWatch
+from orchestrator.riak.plan import build_riak_plan
+from orchestrator.riak.status import (
+    RiakOutputError,
+    RiakSnapshot,
+    cluster_problems,
+    parse_member_status,
+    parse_ring_status,
+    parse_transfer_limit,
+    parse_transfers,
+)
+
+MEMBER_STATUS = """\
+================================= Membership ==================================
+Status     Ring    Pending    Node
+-------------------------------------------------------------------------------
+valid      34.4%      --      'riak@10.0.1.101'
+valid      32.8%      --      'riak@10.0.1.102'
+leaving    32.8%      --      'riak@10.0.1.103'
+-------------------------------------------------------------------------------
+Valid:2 / Leaving:1 / Exiting:0 / Joining:0 / Down:0
+"""
+
+RING_READY = """\
+================================== Claimant ===================================
+Claimant:  'riak@10.0.1.101'
+Status:     up
+Ring Ready: true
+
+============================== Ownership Handoff ==============================
+No pending changes.
+
+============================== Unreachable Nodes ==============================
+All nodes are up and reachable
+
+"""
+
+RING_NODE_DOWN = RING_READY.replace("All nodes are up and reachable\n", """\
+The following nodes are unreachable: ['riak@10.0.1.103']
+
+WARNING: The cluster state will not converge until all nodes
+are up. Once the above nodes come back online, convergence
+will continue. If the outages are long-term or permanent, you
+can either mark the nodes as down (riak-admin down NODE) or
+forcibly remove the nodes from the cluster (riak-admin
+force-remove NODE) to allow the remaining nodes to settle.
+""")
+
+TRANSFERS_NONE = "No transfers active\n\nActive Transfers:\n\n\n"
+
+TRANSFERS_ACTIVE = """\
+'riak@10.0.1.102' waiting to handoff 7 partitions
+'riak@10.0.1.101' waiting to handoff 2 partitions
+
+Active Transfers:
+
+transfer type: hinted_handoff
+vnode type: riak_kv_vnode
+partition: 1210306043414653979137426502093171875652569137152
+started: 2014-10-01 16:37:33 [3.21 s ago]
+last update: 2014-10-01 16:37:36 [1.21 s ago]
+total size: 224 objects
+objects transferred: 180
+
+                         10 Objs/s
+     riak@10.0.1.102          =======>       riak@10.0.1.103
+        |====================================      |  80%
+                         1.96 KB/s
+
+transfer type: ownership_handoff
+vnode type: riak_kv_vnode
+partition: 479555224749202520035584085735030365824602865664
+started: 2014-10-01 16:37:35 [900.12 ms ago]
+last update: no updates seen
+total size: unknown
+objects transferred: unknown
+
+                          unknown
+     riak@10.0.1.101          =======>       riak@10.0.1.103
+        |                                          | N/A%
+                          unknown
+
+
+"""
+
+LIMITS = """\
+=============================== Transfer Limit ================================
+Limit        Node
+-------------------------------------------------------------------------------
+    2        'riak@10.0.1.101'
+    4        'riak@10.0.1.102'
+(offline)    'riak@10.0.1.103'
+-------------------------------------------------------------------------------
+Note: You can change transfer limits with 'riak-admin transfer_limit <limit>'
+      and 'riak-admin transfer_limit <node> <limit>'
+"""
+
+
+def test_member_status_is_parsed() -> None:
+    members = parse_member_status(MEMBER_STATUS)
+    assert [(m.node, m.status, m.ring_pct) for m in members] == [
+        ("riak@10.0.1.101", "valid", 34.4), ("riak@10.0.1.102", "valid", 32.8), ("riak@10.0.1.103", "leaving", 32.8)]
+
+
+def test_ring_status_is_parsed() -> None:
+    ready = parse_ring_status(RING_READY)
+    assert ready.claimant == "riak@10.0.1.101" and ready.ring_ready is True
+    assert not ready.pending_changes and ready.unreachable == ()
+    down = parse_ring_status(RING_NODE_DOWN)
+    assert down.unreachable == ("riak@10.0.1.103",)
+
+
+def test_transfers_are_parsed_with_their_nodes_and_progress() -> None:
+    assert parse_transfers(TRANSFERS_NONE).none
+    t = parse_transfers(TRANSFERS_ACTIVE)
+    assert t.waiting == {"riak@10.0.1.102": 7, "riak@10.0.1.101": 2}
+    first, second = t.active
+    assert (first.kind, first.source, first.target, first.objects, first.percent) == (
+        "hinted", "riak@10.0.1.102", "riak@10.0.1.103", 180, 80)
+    assert first.partition == "1210306043414653979137426502093171875652569137152"
+    assert first.last_update_s == pytest.approx(1.21)
+    assert (second.kind, second.objects, second.percent, second.last_update_s) == ("ownership", None, None, None)
+
+
+def test_transfers_of_a_down_node_are_parsed() -> None:
+    t = parse_transfers("Nodes ['riak@10.0.1.103'] are currently down.\n'riak@10.0.1.101' waiting to handoff 3 "
+                        "partitions\n\nActive Transfers:\n\n\n")
+    assert t.down == ("riak@10.0.1.103",) and t.waiting == {"riak@10.0.1.101": 3}
+
+
+def test_transfer_limits_are_parsed_with_offline_nodes() -> None:
+    assert parse_transfer_limit(LIMITS) == {"riak@10.0.1.101": 2, "riak@10.0.1.102": 4, "riak@10.0.1.103": None}
+
+
+@pytest.mark.parametrize("parse", [parse_member_status, parse_ring_status, parse_transfers, parse_transfer_limit])
+def test_output_of_a_stopped_node_is_refused_not_guessed(parse: object) -> None:
+    with pytest.raises(RiakOutputError):
+        parse("Node is not running!\n")  # type: ignore[operator]
+
+
+def snapshot(member_status: str = MEMBER_STATUS.replace("leaving", "valid "), ring: str = RING_READY,
+             transfers: str = TRANSFERS_NONE, limits: str = LIMITS.replace("(offline)", "    2    ")) -> RiakSnapshot:
+    return RiakSnapshot(members=parse_member_status(member_status), ring=parse_ring_status(ring),
+                        transfers=parse_transfers(transfers), limits=parse_transfer_limit(limits))
+
+
+def test_a_settled_cluster_has_no_problem_and_each_unsafe_state_is_named() -> None:
+    assert cluster_problems(snapshot()) == []
+    assert "leaving" in " ".join(cluster_problems(snapshot(member_status=MEMBER_STATUS)))
+    assert "unreachable: riak@10.0.1.103" in " ".join(cluster_problems(snapshot(ring=RING_NODE_DOWN)))
+    assert "transfers are active" in " ".join(cluster_problems(snapshot(transfers=TRANSFERS_ACTIVE)))
+    assert "not ready" in " ".join(cluster_problems(snapshot(ring=RING_READY.replace("Ring Ready: true",
+                                                                                     "Ring Ready: false"))))
+
+
+def inventory(tmp_path: Path, extra: str = "") -> Inventory:
+    (tmp_path / "riak.yaml").write_text(
+        "cluster: {name: kv, product: riak}\nssh: {known_hosts: /dev/null}\nnodes:\n"
+        "  - {name: a, host: 10.0.1.101}\n  - {name: b, host: 10.0.1.102}\n  - {name: c, host: 10.0.1.103}\n"
+        + extra)
+    return load_model(tmp_path / "riak.yaml", Inventory)
+
+
+def test_riak_plan_orders_the_claimant_last_and_raises_the_transfer_limit(tmp_path: Path) -> None:
+    inv = inventory(tmp_path)
+    assert inv.playbook == "riak-rolling"
+    plan = build_riak_plan(inv, snapshot(), Mode.NODE)
+    assert plan.safe and plan.product == "riak"
+    assert [b.nodes for b in plan.batches] == [("b",), ("c",), ("a",)]  # a's node is the claimant
+    assert {(s.scope, s.before, s.during) for s in plan.settings} == {
+        ("riak@10.0.1.101", 2, 8), ("riak@10.0.1.102", 4, 8), ("riak@10.0.1.103", 2, 8)}
+
+
+def test_riak_plan_is_unsafe_with_an_unknown_member_or_in_zone_mode(tmp_path: Path) -> None:
+    inv = inventory(tmp_path)
+    extra_member = MEMBER_STATUS.replace("leaving", "valid  ") + "valid      0.0%      --      'riak@10.0.1.104'\n"
+    plan = build_riak_plan(inv, snapshot(member_status=extra_member), Mode.NODE)
+    assert not plan.safe and "riak@10.0.1.104" in " ".join(plan.problems)
+    assert "zone mode" in " ".join(build_riak_plan(inv, snapshot(), Mode.ZONE).problems)
+
+
+def test_an_elasticsearch_step_in_a_riak_playbook_is_refused(tmp_path: Path) -> None:
+    from orchestrator.config.playbook import Playbook
+
+    (tmp_path / "p.yaml").write_text("name: p\nproduct: riak\nbatch: [stop_service, flush, start_service]\n")
+    with pytest.raises(ConfigError, match="unknown riak step 'flush'"):
+        load_model(tmp_path / "p.yaml", Playbook)
+
+
+def test_a_slow_handoff_is_not_stalled_but_one_without_progress_is() -> None:
+    watch = HandoffWatch(stall_s=10)
+    one = TRANSFERS_ACTIVE[:TRANSFERS_ACTIVE.index("transfer type: ownership")]
+    moving = parse_transfers(one)
+    slower = parse_transfers(one.replace("objects transferred: 180", "objects transferred: 190"))
+    assert watch.observe(moving, now=0) is None
+    assert watch.observe(moving, now=9) is None
+    assert watch.observe(slower, now=12) is None  # progress at 12 s: the clock starts again
+    said = watch.observe(slower, now=30)
+    assert said is not None
+    assert "1210306043414653979137426502093171875652569137152" in said
+    assert "from riak@10.0.1.102 to riak@10.0.1.103" in said
+    assert watch.handed_to("riak@10.0.1.103") == (1, 190)
+
+
+def test_partitions_waiting_with_no_transfer_running_are_stalled_after_the_limit() -> None:
+    watch = HandoffWatch(stall_s=5)
+    waiting = parse_transfers("'riak@10.0.1.101' waiting to handoff 3 partitions\n\nActive Transfers:\n\n\n")
+    fewer = parse_transfers("'riak@10.0.1.101' waiting to handoff 2 partitions\n\nActive Transfers:\n\n\n")
+    assert watch.observe(waiting, now=0) is None
+    assert watch.observe(fewer, now=4) is None
+    assert watch.observe(fewer, now=8) is None
+    said = watch.observe(fewer, now=9.5)
+    assert said is not None and "riak@10.0.1.101 (2 partition(s))" in said
