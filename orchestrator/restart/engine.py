@@ -16,7 +16,7 @@ from orchestrator.forcemerge.run import plan_merges, run_merges
 from orchestrator.restart import steps
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
-from orchestrator.restart.journal import BatchRecord, RunState
+from orchestrator.restart.journal import BatchRecord, RunState, measured_batch_seconds
 from orchestrator.retry import Seen, wait_until
 
 # Steps between these two leave a node down: an abort waits until the node is back.
@@ -52,6 +52,7 @@ class Engine:
                 self.steps[step.name] = steps.command_step(step.command)
         self.order = [s.name for s in ctx.playbook.steps()]
         self.batch_seconds: list[float] = []
+        self.prior_batch_s = measured_batch_seconds(ctx.journal.cluster, ctx.journal.mode, ctx.journal.run_id)
 
     # --- the run ---------------------------------------------------------------------------------
     def run(self) -> None:
@@ -176,9 +177,12 @@ class Engine:
             raise UnsafeToProceed(f"not going on with batch {batch.number} ({batch.label}): {exc}") from exc
 
     def eta_s(self) -> float:
-        """Remaining time: measured batch times once there are some, the plan's estimate before."""
+        """Remaining time: measured batch times once there are some; before, those of the cluster's
+        previous run in the same mode; without one, the plan's estimate."""
         remaining = [b for b in self.ctx.journal.batches if b.state != "done"]
         if self.batch_seconds:
             return round(len(remaining) * sum(self.batch_seconds) / len(self.batch_seconds), 1)
+        if self.prior_batch_s is not None:
+            return round(len(remaining) * self.prior_batch_s, 1)
         estimates = {b["number"]: b["estimate_s"] for b in self.ctx.journal.plan["batches"]}
         return round(float(sum(estimates.get(b.number, 0) for b in remaining)), 1)

@@ -172,3 +172,19 @@ def latest(cluster: str, run_id: str | None = None) -> Journal | None:
         return Journal.load(path)
     paths = sorted(directory.glob("*.json"))
     return Journal.load(paths[-1]) if paths else None
+
+
+def measured_batch_seconds(cluster: str, mode: str, before: str, look_back: int = 5) -> float | None:
+    """Mean batch duration of the newest succeeded run of ``cluster`` in ``mode`` older than run
+    ``before``: the first ETA of a run, before any of its own batches is measured."""
+    directory = runs_dir(cluster)
+    paths = sorted(p for p in directory.glob("*.json") if p.stem < before) if directory.is_dir() else []
+    for path in reversed(paths[-look_back:]):
+        try:
+            journal = Journal.load(path)
+        except JournalError:
+            continue
+        durations = [b.finished - b.started for b in journal.batches if b.started and b.finished]
+        if journal.state is RunState.SUCCEEDED and journal.mode == mode and durations:
+            return sum(durations) / len(durations)
+    return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -59,8 +60,10 @@ def profile_summary(inv: Inventory) -> tuple[str, ...]:
 
 def inspect_node(profile: Profile, transport: Transport, node: NodeEntry) -> NodeReport:
     host = Host(transport, node)
+    knobs = knobs_for(profile, list(node.data_paths))
     try:
-        states = [s for knob in knobs_for(profile, list(node.data_paths)) for s in knob.inspect(host)]
+        host.prefetch([p for knob in knobs for p in knob.probes()])
+        states = [s for knob in knobs for s in knob.inspect(host)]
     except OrchestratorError as exc:
         return NodeReport(node.name, node.host, [], error=str(exc))
     return NodeReport(node.name, node.host, states)
@@ -81,16 +84,29 @@ def apply_node(profile: Profile, transport: Transport, node: NodeEntry) -> NodeR
     if before.error:
         return before
     commands = fix_commands(before)
-    for cmd in commands:
-        result = transport.run(node, cmd)
-        if not result.ok:
-            # The kernel's own words (e.g. "Invalid argument") are the message.
-            said = (result.stderr or result.stdout).strip() or f"exit {result.rc}"
-            raise HostError(f"{node.name}: tuning command failed: {cmd}\n  {said}")
+    if not commands:
+        before.applied, before.fixed = [], []
+        return before  # nothing drifted: nothing to change, nothing to read again
+    run_in_order(transport, node, commands)
     after = inspect_node(profile, transport, node)
     after.applied = commands
     after.fixed = [k.knob for k in before.knobs if k.drift]
     return after
+
+
+def run_in_order(transport: Transport, node: NodeEntry, commands: list[str]) -> None:
+    """Run the fix commands in one round trip, in order, stopping at the first that fails."""
+    token = f"@@orchestrator-failed-{secrets.token_hex(6)}@@"
+    script = "\n".join(f'( {cmd}\n) || {{ echo "{token} {i} $?" >&2; exit 1; }}' for i, cmd in enumerate(commands))
+    result = transport.run(node, script)
+    if result.ok:
+        return
+    said, _, marker = result.stderr.rpartition(token)
+    index = int(marker.split()[0]) if marker.split() else None
+    failed = commands[index] if index is not None else "(the batch of tuning commands)"
+    # The kernel's own words (e.g. "Invalid argument") are the message.
+    said = (said or result.stdout).strip() or f"exit {marker.split()[1] if len(marker.split()) > 1 else result.rc}"
+    raise HostError(f"{node.name}: tuning command failed: {failed}\n  {said}")
 
 
 def for_nodes(inv: Inventory, names: list[str] | None) -> list[NodeEntry]:

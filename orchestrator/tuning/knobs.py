@@ -9,7 +9,7 @@ import shlex
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 
-from orchestrator.tuning.host import Host, choices, selected, write_file_command
+from orchestrator.tuning.host import Host, choices, read_command, selected, write_file_command
 from orchestrator.tuning.profile import Profile
 
 THP_DIRS = ("/sys/kernel/mm/transparent_hugepage", "/sys/kernel/mm/redhat_transparent_hugepage")
@@ -44,18 +44,31 @@ class Knob(ABC):
     def inspect(self, host: Host) -> list[KnobState]:
         """Read the live and persisted values; fill ``fix`` with the commands that would correct them."""
 
+    def probes(self) -> list[str]:
+        """Read-only commands ``inspect`` runs first: fetched for all knobs in one round trip."""
+        return []
+
 
 def unreadable(knob: str, desired: str, error: str) -> KnobState:
     return KnobState(knob, None, None, desired, False, False, error=error)
 
 
 # --- Transparent Huge Pages -------------------------------------------------------------------------
+THP_FIND = "for d in " + " ".join(THP_DIRS) + "; do [ -d \"$d\" ] && { echo \"$d\"; break; }; done"
+TUNED_RUNNING = "systemctl is-active tuned || pgrep -x tuned"
+
+
 class ThpKnob(Knob):
     def __init__(self, enabled: str, defrag: str) -> None:
         self.wanted = {"enabled": enabled, "defrag": defrag}
 
+    def probes(self) -> list[str]:
+        reads = [f"/etc/systemd/system/{THP_UNIT}.service", "/etc/tuned/active_profile",
+                 *(f"{d}/{key}" for d in THP_DIRS for key in self.wanted)]
+        return [THP_FIND, f"systemctl is-enabled {THP_UNIT}", TUNED_RUNNING, *map(read_command, reads)]
+
     def inspect(self, host: Host) -> list[KnobState]:
-        found = host.run("for d in " + " ".join(THP_DIRS) + "; do [ -d \"$d\" ] && { echo \"$d\"; break; }; done")
+        found = host.run(THP_FIND)
         base = found.stdout.strip()
         if not base:
             return [unreadable("thp", "never", "no transparent_hugepage directory in /sys/kernel/mm "
@@ -94,7 +107,7 @@ class ThpKnob(Knob):
 
     def _tuned(self, host: Host) -> tuple[str | None, list[str]]:
         """A running tuned whose profile sets THP would undo a one-off fix: give it a drop-in profile."""
-        if not host.run("systemctl is-active tuned || pgrep -x tuned").ok:
+        if not host.run(TUNED_RUNNING).ok:
             return None, []
         active, _ = host.read("/etc/tuned/active_profile")
         profile = (active or "").strip()
@@ -138,6 +151,9 @@ class ThpKnob(Knob):
 
 # --- numad ------------------------------------------------------------------------------------------
 class NumadKnob(Knob):
+    def probes(self) -> list[str]:
+        return ["pgrep -x numad", "systemctl is-enabled numad"]
+
     def inspect(self, host: Host) -> list[KnobState]:
         running = host.run("pgrep -x numad").ok
         enabled_out = host.run("systemctl is-enabled numad")
@@ -158,27 +174,33 @@ class IoSchedulerKnob(Knob):
         self.choice = choice
         self.data_paths = data_paths
 
+    @staticmethod
+    def device_script(path: str) -> str:
+        """Prints the sysfs directory of the disk holding ``path`` (a partition's parent disk)."""
+        return (f"p={shlex.quote(path)}; d=$(stat -c '%Hd:%Ld' \"$p\") || exit 3; "
+                "s=$(readlink -f /sys/dev/block/$d); [ -e \"$s/partition\" ] && s=$(dirname \"$s\"); "
+                "echo \"$s\"")
+
+    def probes(self) -> list[str]:
+        return [read_command(UDEV_RULE), *map(self.device_script, self.data_paths)]
+
     def inspect(self, host: Host) -> list[KnobState]:
         if not self.data_paths:
             return [unreadable("io_scheduler", self.choice, "no data_paths for this node in the inventory: the "
                                                             "devices to tune are unknown")]
         rules, _ = host.read(UDEV_RULE)
         states = []
-        seen: set[str] = set()
+        devices: dict[str, str] = {}  # device -> its sysfs directory
         for path in self.data_paths:
-            script = (f"p={shlex.quote(path)}; d=$(stat -c '%Hd:%Ld' \"$p\") || exit 3; "
-                      "s=$(readlink -f /sys/dev/block/$d); [ -e \"$s/partition\" ] && s=$(dirname \"$s\"); "
-                      "echo \"$s\"")
-            found = host.run(script)
+            found = host.run(self.device_script(path))
             sysdir = found.stdout.strip()
             if not found.ok or not sysdir:
                 states.append(unreadable(f"io_scheduler[{path}]", self.choice,
                                          f"cannot find the device of {path}: {found.stderr.strip()}"))
                 continue
-            device = sysdir.rsplit("/", 1)[-1]
-            if device in seen:
-                continue
-            seen.add(device)
+            devices.setdefault(sysdir.rsplit("/", 1)[-1], sysdir)
+        host.read_many([f"{d}/queue/scheduler" for d in devices.values()])
+        for device, sysdir in devices.items():
             states.append(self._device(host, device, f"{sysdir}/queue/scheduler", rules or ""))
         return states
 
@@ -218,9 +240,17 @@ def sysctl_wanted(spec: str, live: str | None) -> tuple[str, bool]:
     return spec, live is not None and live.strip() == spec
 
 
+SYSCTL_FILES = ("for f in /usr/lib/sysctl.d/*.conf /run/sysctl.d/*.conf /etc/sysctl.d/*.conf; do "
+                "[ -f \"$f\" ] && echo \"$f\"; done")
+
+
 class SysctlKnob(Knob):
     def __init__(self, wanted: dict[str, str]) -> None:
         self.wanted = wanted
+
+    def probes(self) -> list[str]:
+        return [SYSCTL_FILES, read_command("/etc/sysctl.conf"),
+                *(read_command("/proc/sys/" + key.replace(".", "/")) for key in self.wanted)]
 
     def inspect(self, host: Host) -> list[KnobState]:
         persisted = self._persisted(host)
@@ -249,12 +279,12 @@ class SysctlKnob(Knob):
 
     def _persisted(self, host: Host) -> dict[str, tuple[str, str]]:
         """key -> (value, file) as a boot applies them: sysctl.d files by name, /etc wins, sysctl.conf last."""
-        listing = host.run("for f in /usr/lib/sysctl.d/*.conf /run/sysctl.d/*.conf /etc/sysctl.d/*.conf; do "
-                           "[ -f \"$f\" ] && echo \"$f\"; done")
+        listing = host.run(SYSCTL_FILES)
         by_name: dict[str, str] = {}
         for f in listing.stdout.split():
             by_name[f.rsplit("/", 1)[-1]] = f  # later dirs in the list (/etc) win for the same name
         files = [by_name[n] for n in sorted(by_name)] + ["/etc/sysctl.conf"]
+        host.read_many(files)
         out: dict[str, tuple[str, str]] = {}
         for f in files:
             text, _ = host.read(f)
@@ -277,6 +307,9 @@ def erlang_schedulers(cpus: int) -> int:
 class ErlangSchedulersKnob(Knob):
     def __init__(self, riak_conf: str) -> None:
         self.riak_conf = riak_conf
+
+    def probes(self) -> list[str]:
+        return ["nproc", read_command(self.riak_conf)]
 
     def inspect(self, host: Host) -> list[KnobState]:
         cpus_out = host.run("nproc")

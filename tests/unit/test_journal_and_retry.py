@@ -93,3 +93,25 @@ def test_wait_tolerates_transient_errors() -> None:
         return answer
 
     assert wait_until(probe, what="x", timeout_s=60, interval_s=1, clock=clock) == 42
+
+
+def test_first_eta_comes_from_the_previous_succeeded_run_in_the_same_mode(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.restart.journal import RunState, measured_batch_seconds, runs_dir
+
+    monkeypatch.setenv("ORCHESTRATOR_STATE", str(tmp_path))
+    runs_dir("c").mkdir(parents=True)
+
+    def run(run_id: str, mode: str, state: RunState, seconds: list[float]) -> None:
+        j = journal(runs_dir("c") / f"{run_id}.json")
+        j.mode, j.state = mode, state
+        j.batches = [BatchRecord(i, "a", ["a"], started=100.0, finished=100.0 + s) for i, s in enumerate(seconds)]
+        j.save()
+
+    assert measured_batch_seconds("c", "node", "20261121T120000-x") is None
+    run("20261121T100000-a", "node", RunState.SUCCEEDED, [10, 20])
+    run("20261121T103000-b", "zone", RunState.SUCCEEDED, [50])
+    run("20261121T110000-c", "node", RunState.FAILED, [99])
+    assert measured_batch_seconds("c", "node", "20261121T120000-x") == 15
+    assert measured_batch_seconds("c", "zone", "20261121T120000-x") == 50
+    assert measured_batch_seconds("c", "node", "20261121T100000-a") is None  # only runs before this one

@@ -71,3 +71,39 @@ def test_bad_playbooks_are_refused(tmp_path: Path, batch: str, message: str) -> 
     with pytest.raises(ConfigError) as err:
         load_model(tmp_path / "p.yaml", Playbook)
     assert message in str(err.value)
+
+
+# --- batched host commands ---------------------------------------------------------------------------
+BATCH_CASES = ["cat /proc/sys/vm/swappiness", "printf 'no newline'", "echo err >&2; exit 3", "cat /nonexistent",
+               "printf '\\n\\n'", "printf '%s\\n' '@@orchestrator-lookalike@@'"]
+
+
+def test_prefetched_results_are_exactly_those_of_single_commands() -> None:
+    from orchestrator.config.model import NodeEntry
+    from orchestrator.hosts.transport import LocalTransport
+    from orchestrator.tuning.host import Host
+
+    node = NodeEntry(name="here", host="localhost")
+    host = Host(LocalTransport(), node)
+    host.prefetch(BATCH_CASES)
+    assert set(host.cache) == set(BATCH_CASES)
+    for cmd in BATCH_CASES:
+        assert host.run(cmd) == LocalTransport().run(node, cmd), cmd
+
+
+def test_fix_commands_run_in_order_and_stop_at_the_first_failure(tmp_path: Path) -> None:
+    from orchestrator.config.model import NodeEntry
+    from orchestrator.errors import HostError
+    from orchestrator.hosts.transport import LocalTransport
+    from orchestrator.tuning.apply import run_in_order
+
+    node = NodeEntry(name="here", host="localhost")
+    first, never = tmp_path / "first", tmp_path / "never"
+    run_in_order(LocalTransport(), node, [f"echo 1 > {first}", f"cat {first} > {first}.copy"])
+    assert (tmp_path / "first.copy").read_text() == "1\n"
+    with pytest.raises(HostError) as err:
+        run_in_order(LocalTransport(), node, [f"echo 2 > {first}", "echo 'Invalid argument' >&2; exit 22",
+                                              f"touch {never}"])
+    assert "tuning command failed: echo 'Invalid argument' >&2; exit 22" in str(err.value)
+    assert "Invalid argument" in str(err.value).splitlines()[-1]
+    assert first.read_text() == "2\n" and not never.exists()
