@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -12,10 +13,12 @@ from orchestrator.cli.output import emit_json, err_console, out_console, say
 from orchestrator.cli.render import RunView
 from orchestrator.cli.restart_cmd import run_and_report, show_and_confirm
 from orchestrator.forcemerge.decide import Decision, Verdict
-from orchestrator.forcemerge.run import MergeReport, plan_merges, run_merges
-from orchestrator.restart import runner
 from orchestrator.restart.journal import Journal
 from orchestrator.restart.plan import Mode
+
+if TYPE_CHECKING:  # the Elasticsearch client is imported when a command runs, not for `--help`
+    from orchestrator.forcemerge.run import MergeReport
+    from orchestrator.restart import runner
 
 EXIT = {"success": 0, "partial": 10, "failure": 1}
 
@@ -42,6 +45,9 @@ def forcemerge(
     and is polled, so a long merge never hits a client or proxy timeout. Exit 0 success, 10
     partial (some merges failed), 1 failure.
     """
+    from orchestrator.forcemerge.run import plan_merges, run_merges
+    from orchestrator.restart import runner
+
     target = runner.open_target(cluster, config)
     decisions = plan_merges(target.es, indices, max_segments, include_write_indices)
     if dry_run:
@@ -59,6 +65,8 @@ def forcemerge(
 
 def _merge_then_restart(target: runner.Target, decisions: list[Decision], pattern: str, max_segments: int,
                         concurrency: int, include_write: bool, by: Mode, yes: bool, json_out: bool) -> None:
+    from orchestrator.restart import runner
+
     the_plan = runner.make_plan(target, by)
     if not json_out:
         _show_decisions(decisions, False)

@@ -11,10 +11,7 @@ import typer
 from orchestrator.cli.output import emit_json, out_console, say
 from orchestrator.errors import SandboxError
 from orchestrator.sandbox import lifecycle
-from orchestrator.sandbox.assemble import ensure_es_home
-from orchestrator.sandbox.data import load_sample_data
 from orchestrator.sandbox.layout import SandboxPaths
-from orchestrator.sandbox.load import LoadGenerator
 
 app = typer.Typer(help="A real Elasticsearch cluster on this machine, assembled from Maven Central.",
                   no_args_is_help=True)
@@ -56,6 +53,8 @@ def up(
 @app.command()
 def prepare(es_version: str = typer.Option("9.5.3", help="Elasticsearch version to assemble.")) -> None:
     """Assemble Elasticsearch from Maven Central into the cache, without starting anything."""
+    from orchestrator.sandbox.assemble import ensure_es_home
+
     home = ensure_es_home(es_version, say)
     say(f"Elasticsearch {es_version} ready in {home.path} (java: {home.java_home})")
 
@@ -75,8 +74,12 @@ def load(
     if info.get("product") == "riak":
         raise SandboxError("`sandbox load` indexes into Elasticsearch; the running sandbox is Riak")
     if duration is None:
+        from orchestrator.sandbox.data import load_sample_data
+
         load_sample_data(info["endpoints"], docs, indices, say)
         return
+    from orchestrator.sandbox.load import LoadGenerator
+
     gen = LoadGenerator(info["endpoints"], duration_s=duration)
     gen.start()
     say(f"load: indexing and searching through {len(info['endpoints'])} nodes for {duration:.0f} s")

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Any
+from functools import cached_property, partial
+from itertools import chain
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 
 @dataclass(frozen=True)
@@ -40,9 +42,11 @@ class EsNode:
         return f"{self.process_id}@{self.start_time_ms}"
 
 
-@dataclass(frozen=True)
-class ShardCopy:
-    index: str
+class ShardCopy(NamedTuple):
+    """One copy of a shard. A named tuple: a snapshot of a large cluster holds 100,000s of them, and
+    a tuple is built several times faster than a frozen dataclass."""
+
+    index: str  # type: ignore[assignment]  # shadows tuple.index, which nothing here calls
     shard: int
     primary: bool
     state: str  # STARTED, INITIALIZING, RELOCATING, UNASSIGNED
@@ -90,7 +94,16 @@ class ClusterSnapshot:
 
     @cached_property
     def started_copies(self) -> Counter[tuple[str, int]]:
-        return Counter((c.index, c.shard) for c in self.shards if c.state == "STARTED" and c.node_id is not None)
+        return Counter(chain.from_iterable(self.started_by_node.values()))
+
+    @cached_property
+    def started_by_node(self) -> dict[str, list[tuple[str, int]]]:
+        """node id -> (index, shard) of each started copy on it."""
+        out: dict[str, list[tuple[str, int]]] = defaultdict(list)
+        for c in self.shards:
+            if c.state == "STARTED" and c.node_id is not None:
+                out[c.node_id].append((c.index, c.shard))
+        return out
 
     @cached_property
     def master_eligible(self) -> tuple[EsNode, ...]:
@@ -117,7 +130,7 @@ class ClusterSnapshot:
     def to_json(self) -> dict[str, Any]:
         from dataclasses import asdict
 
-        return asdict(self)
+        return {**asdict(self), "shards": [c._asdict() for c in self.shards]}
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> ClusterSnapshot:
@@ -126,8 +139,8 @@ class ClusterSnapshot:
             health=Health(**raw["health"]),
             nodes=tuple(EsNode(**{**n, "roles": tuple(n["roles"])}) for n in raw["nodes"]),
             master_id=raw.get("master_id"),
-            shards=tuple(ShardCopy(s["index"], s["shard"], s["primary"], s["state"], s["node_id"], s["size_bytes"])
-                         for s in raw["shards"]),
+            # tuple.__new__ straight from each row's fields: no Python-level call per copy.
+            shards=tuple(map(partial(tuple.__new__, ShardCopy), map(itemgetter(*ShardCopy._fields), raw["shards"]))),
             persistent=raw.get("persistent", {}),
             transient=raw.get("transient", {}),
             has_shutdown_api=raw.get("has_shutdown_api", False),

@@ -11,12 +11,13 @@ import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
-
-import paramiko
+from typing import TYPE_CHECKING, Protocol
 
 from orchestrator.config.model import Inventory, NodeEntry
 from orchestrator.errors import ConfigError, HostError, HostUnreachable
+
+if TYPE_CHECKING:  # imported when SSH is first used: `plan` and `--help` do not pay for it
+    import paramiko
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,8 @@ class SshTransport:
         return node.ssh_user or self.cfg.user
 
     def _connect(self, node: NodeEntry) -> paramiko.SSHClient:
+        import paramiko
+
         with self._lock:
             client = self._clients.get(node.name)
             transport = client.get_transport() if client else None
@@ -109,6 +112,8 @@ class SshTransport:
             return client
 
     def run(self, node: NodeEntry, command: str, timeout_s: float | None = None) -> CommandResult:
+        import paramiko
+
         if self.cfg.sudo and self._user(node) != "root":
             command = "sudo -n /bin/sh -c " + shlex.quote(command)
         timeout = timeout_s or self.cfg.command_timeout_s

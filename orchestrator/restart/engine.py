@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable
 
 from orchestrator.errors import Aborted, ConfigError, OrchestratorError, UnsafeToProceed
-from orchestrator.forcemerge.run import plan_merges, run_merges
 from orchestrator.restart import steps
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
@@ -90,6 +89,8 @@ class Engine:
         spec = self.ctx.journal.prelude.get("forcemerge")
         if not spec or spec.get("done"):
             return
+        from orchestrator.forcemerge.run import plan_merges, run_merges
+
         decisions = plan_merges(self.ctx.es, spec["indices"], spec["max_segments"], spec["include_write_indices"])
         report = run_merges(self.ctx.es, decisions, spec["max_segments"], spec["concurrency"], self.ctx.emit,
                             should_stop=lambda: self.ctx.abort.requested)

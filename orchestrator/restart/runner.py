@@ -15,14 +15,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.config.inventory import load_inventory
 from orchestrator.config.model import Inventory, NodeEntry
 from orchestrator.config.playbook import Playbook, load_playbook
 from orchestrator.errors import ConfigError, JournalError, OrchestratorError, PreflightFailed
-from orchestrator.es.adapter import ElasticsearchAdapter
-from orchestrator.es.connect import Connection
 from orchestrator.es.snapshot import ClusterSnapshot
 from orchestrator.hosts.service import ServiceControl
 from orchestrator.hosts.transport import Transport, make_transport
@@ -36,6 +34,10 @@ from orchestrator.restart.lock import LOCK_INDEX, RunLock
 from orchestrator.restart.plan import Mode, Plan, build_plan
 from orchestrator.tuning.apply import make_tuner, profile_summary
 
+if TYPE_CHECKING:  # the client library is imported when a cluster is opened, not for `plan --snapshot`
+    from orchestrator.es.adapter import ElasticsearchAdapter
+    from orchestrator.es.connect import Connection
+
 
 @dataclass
 class Target:
@@ -48,6 +50,8 @@ class Target:
 
     @property
     def es(self) -> ElasticsearchAdapter:
+        from orchestrator.es.adapter import ElasticsearchAdapter
+
         if not isinstance(self.cluster, ElasticsearchAdapter):
             raise ConfigError(str(self.inventory_path), [
                 f"cluster {self.inv.cluster.name} is a {self.inv.cluster.product} cluster; this command is for "
@@ -56,6 +60,8 @@ class Target:
 
 
 def connection(inv: Inventory) -> Connection:
+    from orchestrator.es.connect import Connection
+
     c = inv.cluster
     problems = []
     password = api_key = None
@@ -89,6 +95,8 @@ def open_target(cluster: str | None, config: Path | None) -> Target:
         from orchestrator.riak.adapter import RiakAdapter
 
         return Target(inv, path, playbook, RiakAdapter(inv, make_transport(inv)))
+    from orchestrator.es.adapter import ElasticsearchAdapter
+
     return Target(inv, path, playbook, ElasticsearchAdapter(connection(inv)))
 
 

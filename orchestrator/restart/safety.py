@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable
+from itertools import chain
 
 from orchestrator.es.snapshot import ClusterSnapshot
 
@@ -26,13 +27,9 @@ def cluster_problems(snap: ClusterSnapshot, allow_yellow: bool) -> list[str]:
 
 def shards_without_other_copy(snap: ClusterSnapshot, node_ids: Iterable[str]) -> list[str]:
     """Shards whose every started copy is on ``node_ids``: restarting them makes the shard unavailable."""
-    started_on_batch: dict[tuple[str, int], int] = defaultdict(int)
-    for node_id in set(node_ids):
-        for c in snap.copies_by_node.get(node_id, ()):
-            if c.state == "STARTED":
-                started_on_batch[(c.index, c.shard)] += 1
+    on_batch = Counter(chain.from_iterable(snap.started_by_node.get(n, ()) for n in set(node_ids)))
     total = snap.started_copies
-    return sorted(f"[{i}][{s}]" for (i, s), n in started_on_batch.items() if total[(i, s)] == n)
+    return sorted(f"[{i}][{s}]" for (i, s), n in on_batch.items() if total[(i, s)] == n)
 
 
 def replica_counts(snap: ClusterSnapshot) -> dict[str, int]:

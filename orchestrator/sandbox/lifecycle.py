@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import OrchestratorError, SandboxError
-from orchestrator.es.connect import Connection, call, make_client
 from orchestrator.sandbox import hosts, riak, state
 from orchestrator.sandbox.assemble import EsHome, ensure_es_home
 from orchestrator.sandbox.inventory_writer import write_inventory, write_ssh_files
@@ -197,6 +196,8 @@ def _up_local(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
 
 
 def wait_green(paths: SandboxPaths, st: state.SandboxState, nodes: int, timeout_s: float) -> None:
+    from orchestrator.es.connect import Connection, call, make_client
+
     conn = Connection(endpoints=tuple(h.http_url for h in st.hosts), request_timeout_s=10)
     client = make_client(conn)
     started = time.monotonic()
