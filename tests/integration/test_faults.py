@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from tests.helpers import REPO, assert_no_traceback, json_lines, orchestrate
@@ -36,16 +35,21 @@ KILL_POINTS = {
 }
 
 
-@pytest.mark.parametrize("point", list(KILL_POINTS))
-def test_sigkill_at_each_state_then_resume(sandboxes: SandboxManager, point: str) -> None:
+def test_sigkill_at_each_state_in_turn_then_resume(sandboxes: SandboxManager) -> None:
+    """One run, killed at each state in the order a run reaches them, each time resumed in the
+    background: every kill leaves a different half-done step for the next resume to finish."""
     info, es = prepared(sandboxes, Shape())
     before_settings = settings(es)
     before_starts = starts_logged(info)
-    run = background_run("--cluster", "sandbox")
-    try:
-        read_events_until(run, KILL_POINTS[point], 300)
-    finally:
-        end_background_run(run, signal.SIGKILL, 30)
+    command = ("restart", "--cluster", "sandbox", "--yes")
+    for point, reached in KILL_POINTS.items():
+        run = background_run(*command)
+        try:
+            read_events_until(run, reached, 300)
+        finally:
+            said = end_background_run(run, signal.SIGKILL, 30)
+        assert "Traceback" not in said, f"killed {point}: {said[-2000:]}"
+        command = ("resume", "--cluster", "sandbox")
     proc = orchestrate("resume", "--cluster", "sandbox", "--json", timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json_lines(proc.stdout)[-1]["result"] == "succeeded"
@@ -54,8 +58,9 @@ def test_sigkill_at_each_state_then_resume(sandboxes: SandboxManager, point: str
     assert es.cluster.health(wait_for_status="green", timeout="60s")["status"] == "green"
 
 
-def background_run(*target: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "orchestrator", "restart", *target, "--yes", "--json"],
+def background_run(*args: str) -> subprocess.Popen[str]:
+    """`orchestrate ARGS --json` in the background (ARGS: `restart ... --yes` or `resume ...`)."""
+    return subprocess.Popen([sys.executable, "-m", "orchestrator", *args, "--json"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
 
 
@@ -76,7 +81,7 @@ def test_another_node_dying_stops_the_run_and_says_why(sandboxes: SandboxManager
     path = inventory_with(tmp_path, info, short)
     plan = json.loads(orchestrate("plan", "--config", str(path), "--json").stdout)
     first, last = plan["batches"][0]["nodes"][0], plan["batches"][-1]["nodes"][0]
-    run = background_run("--config", str(path))
+    run = background_run("restart", "--config", str(path), "--yes")
     try:
         read_events_until(run, lambda e: e.get("event") == "phase" and e.get("node") == first
                           and e.get("phase") == "stopped", 300)
@@ -106,7 +111,7 @@ def test_host_cut_off_during_its_batch(sandboxes: SandboxManager, tmp_path: Path
     plan = json.loads(orchestrate("plan", "--config", str(path), "--json").stdout)
     victim = plan["batches"][0]["nodes"][0]
     veth = f"orv{int(victim.split('-')[1])}"
-    run = background_run("--config", str(path))
+    run = background_run("restart", "--config", str(path), "--yes")
     try:
         read_events_until(run, lambda e: e.get("event") == "phase" and e.get("node") == victim
                           and e.get("phase") == "stopped", 300)
@@ -168,7 +173,7 @@ def test_refused_ssh_key_fails_preflight_and_changes_nothing(sandboxes: SandboxM
 def test_second_stop_signal_does_not_leave_the_cluster_half_set(sandboxes: SandboxManager) -> None:
     _info, es = prepared(sandboxes, Shape())
     before = settings(es)
-    run = background_run("--cluster", "sandbox")
+    run = background_run("restart", "--cluster", "sandbox", "--yes")
     try:
         read_events_until(run, lambda e: e.get("event") == "phase" and e.get("phase") == "stopped", 300)
         run.send_signal(signal.SIGINT)
