@@ -224,3 +224,8 @@ def test_partitions_waiting_with_no_transfer_running_are_stalled_after_the_limit
     assert watch.observe(fewer, now=8) is None
     said = watch.observe(fewer, now=9.5)
     assert said is not None and "riak@10.0.1.101 (2 partition(s))" in said
+
+
+def test_riak_plan_leaves_the_transfer_limit_alone_when_asked(tmp_path: Path) -> None:
+    plan = build_riak_plan(inventory(tmp_path, "riak: {transfer_limit: null}\n"), snapshot(), Mode.NODE)
+    assert plan.safe and plan.settings == ()
