@@ -123,7 +123,7 @@ class RunView:
 def report_table(summary: dict[str, Any]) -> Table:
     table = Table(title=f"Run {summary['run_id']} on {summary['cluster']}: {summary['result'].upper()} in "
                         f"{human_duration(summary['duration_s'])}", title_justify="left", show_edge=False)
-    riak = any("handoff_partitions" in (n["recovery"] or {}) for n in summary["nodes"])
+    riak = summary.get("product") == "riak"
     figures = ("handoffs", "objects") if riak else ("from peers", "reused")
     for col in ("node", "restarted", "stop", "start", "join", "recovery", *figures):
         table.add_column(col, justify="left" if col == "node" else "right")

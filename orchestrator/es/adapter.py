@@ -141,9 +141,9 @@ class ElasticsearchAdapter:
                 return n.process_identity
         return None
 
-    def live_setting(self, scope: str, key: str) -> Any:
+    def live_settings(self, wanted: list[tuple[str, str]]) -> list[Any]:
         persistent, transient = self.cluster_settings()
-        return (transient if scope == "transient" else persistent).get(key)
+        return [(transient if scope == "transient" else persistent).get(key) for scope, key in wanted]
 
     def health_summary(self) -> dict[str, Any]:
         h = self.health()

@@ -26,8 +26,8 @@ class ClusterAdapter(Protocol):
         """Write one temporary setting (``value`` None: back to unset)."""
         ...
 
-    def live_setting(self, scope: str, key: str) -> Any:
-        """The value in force now, for `status` (None: unset or unknown)."""
+    def live_settings(self, wanted: list[tuple[str, str]]) -> list[Any]:
+        """The values in force now of each (scope, key), for `status` (None: unset or unknown)."""
         ...
 
     def health_summary(self) -> dict[str, Any]:

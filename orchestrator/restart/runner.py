@@ -268,9 +268,10 @@ def status(target: Target) -> dict[str, Any]:
                       "batches": [{"number": b.number, "label": b.label, "state": b.state, "steps_done": b.steps_done}
                                   for b in last.batches],
                       "nodes": {n: {"phase": r.phase, "restarted": r.restarted} for n, r in last.nodes.items()}}
-        for u in last.pending_undo():
-            live = target.cluster.live_setting(u.scope, u.key)
-            out["temporary_settings"].append({"key": u.key, "scope": u.scope, "live": live, "restore_to": u.before})
+        pending = last.pending_undo()
+        live = target.cluster.live_settings([(u.scope, u.key) for u in pending])
+        out["temporary_settings"] = [{"key": u.key, "scope": u.scope, "live": value, "restore_to": u.before}
+                                     for u, value in zip(pending, live, strict=True)]
     return out
 
 

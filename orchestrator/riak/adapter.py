@@ -134,8 +134,9 @@ class RiakAdapter:
         if expected not in said:
             raise ClusterError(f"setting the transfer limit of {scope} to {value} failed: {said[-300:]}")
 
-    def live_setting(self, scope: str, key: str) -> Any:
-        return self.limits().get(scope) if key == "transfer_limit" else None
+    def live_settings(self, wanted: list[tuple[str, str]]) -> list[Any]:
+        limits = self.limits() if wanted else {}
+        return [limits.get(scope) if key == "transfer_limit" else None for scope, key in wanted]
 
     def health_summary(self) -> dict[str, Any]:
         snap = self.snapshot()

@@ -9,7 +9,6 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from orchestrator.sandbox.inventory_writer import write_inventory, write_ssh_fil
 from orchestrator.sandbox.layout import HostPaths, SandboxPaths, state_root
 from orchestrator.sandbox.node import NodeSpec, jvm_command, node_environment, write_node_config
 
-Say = Callable[[str], None]
+Say = hosts.Say
 NODE_UID = 65534
 LOCAL_HTTP_BASE = 19200
 LOCAL_TRANSPORT_BASE = 19300

@@ -77,6 +77,12 @@ class LoadGenerator:
             t.start()
             self.threads.append(t)
 
+    def start_then_mark(self, window: str, warm_up_s: float = 5) -> None:
+        """Start, let the traffic settle, then count what follows under ``window`` (e.g. "during")."""
+        self.start()
+        time.sleep(warm_up_s)
+        self.mark(window)
+
     def _running(self) -> bool:
         return not self.stop_event.is_set() and time.monotonic() < self.deadline
 

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from orchestrator.errors import SandboxError
+from orchestrator.riak.adapter import LOCK_DIR
 from orchestrator.sandbox import hosts, state
 from orchestrator.sandbox.layout import HostPaths, SandboxPaths
 
@@ -78,8 +79,6 @@ def up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: int
     shared = cluster_dir(paths)
     shutil.rmtree(shared, ignore_errors=True)
     # The hosts see this machine's /var/lib: a lock left by a killed run on an earlier sandbox is ours.
-    from orchestrator.riak.adapter import LOCK_DIR
-
     Path(LOCK_DIR, f"orchestrator-locks-{st.cluster_name}.json").unlink(missing_ok=True)
     shared.mkdir(parents=True)
     test_hosts = [hosts.TestHost(name, i, f"zone-{(i - 1) % zones + 1}")

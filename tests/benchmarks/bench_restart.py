@@ -86,9 +86,7 @@ def measured_restart(by: str, load: bool = False) -> dict[str, Any]:
     gen = None
     if load:
         gen = LoadGenerator(info["endpoints"], index="bench-load", duration_s=900, max_docs=500_000)
-        gen.start()
-        time.sleep(5)
-        gen.mark("during")
+        gen.start_then_mark("during")
     since = time.time()
     started = time.monotonic()
     proc = orchestrate("restart", "--cluster", "sandbox", "--by", by, "--yes", "--json")

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,24 @@ def inventory_with(tmp_path: Path, info: dict[str, Any], change: Any) -> Path:
     return path
 
 
+def fault_once_stopped(path: Path, node: str, fault: Callable[[], object],
+                       repair: Callable[[], object] | None = None) -> tuple[int | None, str]:
+    """Restart with the inventory at ``path``; once ``node`` is stopped, cause ``fault`` and wait for the
+    run to end (``repair`` runs after, whatever happens). Returns its exit code and all it wrote."""
+    run = background_run("restart", "--config", str(path), "--yes")
+    try:
+        read_events_until(run, lambda e: e.get("event") == "phase" and e.get("node") == node
+                          and e.get("phase") == "stopped", 300)
+        fault()
+        said = end_background_run(run, signal.SIGCONT, 600)  # SIGCONT: only wait for it to end
+    finally:
+        if repair is not None:
+            repair()
+        if run.poll() is None:
+            end_background_run(run, signal.SIGKILL, 30)
+    return run.returncode, said
+
+
 def test_another_node_dying_stops_the_run_and_says_why(sandboxes: SandboxManager, tmp_path: Path) -> None:
     info, es = prepared(sandboxes, Shape())
 
@@ -81,17 +100,10 @@ def test_another_node_dying_stops_the_run_and_says_why(sandboxes: SandboxManager
     path = inventory_with(tmp_path, info, short)
     plan = json.loads(orchestrate("plan", "--config", str(path), "--json").stdout)
     first, last = plan["batches"][0]["nodes"][0], plan["batches"][-1]["nodes"][0]
-    run = background_run("restart", "--config", str(path), "--yes")
-    try:
-        read_events_until(run, lambda e: e.get("event") == "phase" and e.get("node") == first
-                          and e.get("phase") == "stopped", 300)
-        # A node that is not restarting dies while the first batch is under way.
-        assert ssh(info, last, "systemctl stop elasticsearch").returncode == 0
-        said = end_background_run(run, signal.SIGCONT, 600)  # SIGCONT: only wait for it to end
-    finally:
-        if run.poll() is None:
-            end_background_run(run, signal.SIGKILL, 30)
-    assert run.returncode == 6, said[-2000:]
+    # A node that is not restarting dies while the first batch is under way.
+    rc, said = fault_once_stopped(
+        path, first, lambda: ssh(info, last, "systemctl stop elasticsearch").check_returncode())
+    assert rc == 6, said[-2000:]
     # It stops while waiting for batch 1 to recover, or before batch 2: either way it names the cause.
     assert "only 2 of 3 nodes" in said and ("batch 2" in said or "green again" in said)
     assert ssh(info, last, "systemctl start elasticsearch").returncode == 0
@@ -111,17 +123,9 @@ def test_host_cut_off_during_its_batch(sandboxes: SandboxManager, tmp_path: Path
     plan = json.loads(orchestrate("plan", "--config", str(path), "--json").stdout)
     victim = plan["batches"][0]["nodes"][0]
     veth = f"orv{int(victim.split('-')[1])}"
-    run = background_run("restart", "--config", str(path), "--yes")
-    try:
-        read_events_until(run, lambda e: e.get("event") == "phase" and e.get("node") == victim
-                          and e.get("phase") == "stopped", 300)
-        subprocess.run(["ip", "link", "set", veth, "down"], check=True)
-        said = end_background_run(run, signal.SIGCONT, 600)
-    finally:
-        subprocess.run(["ip", "link", "set", veth, "up"], check=False)
-        if run.poll() is None:
-            end_background_run(run, signal.SIGKILL, 30)
-    assert run.returncode in (4, 6), said[-2000:]
+    rc, said = fault_once_stopped(path, victim, lambda: subprocess.run(["ip", "link", "set", veth, "down"], check=True),
+                                  repair=lambda: subprocess.run(["ip", "link", "set", veth, "up"], check=False))
+    assert rc in (4, 6), said[-2000:]
     assert victim in said
     assert settings(es)["persistent"].get(ALLOC) == "primaries", "allocation stays restricted while a node is away"
     time.sleep(1)

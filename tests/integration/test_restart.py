@@ -58,9 +58,7 @@ def run_restart_and_verify(sandboxes: SandboxManager, shape: Shape, by: str,
     load = None
     if under_load:
         load = LoadGenerator(info["endpoints"], index="load-test", duration_s=600, max_docs=200_000)
-        load.start()
-        time.sleep(5)
-        load.mark("during")
+        load.start_then_mark("during")
     # Settings in both scopes, including one the run raises: all must come back exactly.
     es.cluster.put_settings(transient={"cluster.routing.allocation.node_concurrent_recoveries": "3"},
                             persistent={"indices.recovery.max_bytes_per_sec": "50mb",
