@@ -18,7 +18,7 @@ from orchestrator.errors import ConfigError
 GENERIC_STEPS = ("stop_service", "tune_host", "start_service", "wait_for_join")
 PRODUCT_STEPS = {
     "elasticsearch": ("restrict_allocation", "flush", "restore_allocation", "wait_for_recovery"),
-    "riak": ("wait_for_service", "wait_for_handoffs"),
+    "riak": ("note_handoffs_due", "wait_for_service", "wait_for_handoffs"),
 }
 RUN_STEPS = {"elasticsearch": ("raise_recovery_limits",), "riak": ("raise_handoff_limit",)}
 # (first, then): a step that must come before another when both are listed.
@@ -28,6 +28,7 @@ ORDER_RULES = (
     ("stop_service", "tune_host"), ("tune_host", "start_service"),
     ("start_service", "wait_for_service"), ("wait_for_join", "wait_for_service"),
     ("wait_for_service", "wait_for_handoffs"), ("start_service", "wait_for_handoffs"),
+    ("stop_service", "note_handoffs_due"), ("note_handoffs_due", "start_service"),
 )
 
 

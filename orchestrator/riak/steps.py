@@ -28,6 +28,20 @@ def raise_handoff_limit(ctx: RunContext) -> None:
         set_temporarily(ctx, change["key"], change["scope"], live.get(change["scope"]), change["during"], None)
 
 
+def note_handoffs_due(ctx: RunContext, batch: BatchRecord) -> None:
+    """While the batch's node is down, every partition waiting to be handed off is waiting for it (one
+    node per batch, and the gate saw no transfer before the batch): record that count. Read later,
+    after the node is back, the handoffs may already be over: a quick handoff is never seen active."""
+    transfers = ctx.riak.transfers(avoid=set(batch.nodes))
+    due = sum(transfers.waiting.values()) + sum(1 for t in transfers.active if t.target in batch.nodes)
+    for name in batch.nodes:
+        with ctx.lock:
+            ctx.record(name).recovery = {**ctx.record(name).recovery, "handoffs_due": due}
+        ctx.journal.save()
+        ctx.emit(Event("step", f"{name}: {due} partition(s) wait to be handed back to it", node=name,
+                       batch=batch.number))
+
+
 def wait_for_service(ctx: RunContext, batch: BatchRecord) -> None:
     def one(name: str) -> None:
         node, riak = ctx.node(name), ctx.riak
@@ -76,17 +90,20 @@ def wait_for_handoffs(ctx: RunContext, batch: BatchRecord) -> None:
                hint="Transfers are still running (`riak-admin transfers`); `orchestrate resume` waits again.")
     elapsed = ctx.clock.monotonic() - started
     for name in batch.nodes:
-        partitions, objects = watch.handed_to(ctx.node(name).riak_name)
+        seen, objects = watch.handed_to(ctx.node(name).riak_name)
         ctx.timed(name, "recovery", elapsed)
         with ctx.lock:
-            ctx.record(name).recovery = {"bytes_from_peers": 0, "bytes_reused": 0, "shards": partitions,
-                                         "handoff_partitions": partitions, "handoff_objects": objects}
+            rec = ctx.record(name)
+            partitions = max(seen, rec.recovery.get("handoffs_due", 0))
+            rec.recovery = {**rec.recovery, "bytes_from_peers": 0, "bytes_reused": 0, "shards": partitions,
+                            "handoff_partitions": partitions, "handoff_objects": objects}
         ctx.set_phase(name, Phase.DONE, f"{name}: done; handoffs finished in {elapsed:.1f} s "
-                                        f"({partitions} partition(s) seen handed back)")
+                                        f"({partitions} partition(s) handed back)")
 
 
 RUN_STEPS = {"raise_handoff_limit": raise_handoff_limit}
 STEPS: dict[str, StepFn] = {
+    "note_handoffs_due": note_handoffs_due,
     "wait_for_service": wait_for_service,
     "wait_for_handoffs": wait_for_handoffs,
 }

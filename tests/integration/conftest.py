@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -74,12 +75,60 @@ def sandboxes() -> Iterator[SandboxManager]:
     manager.down()
 
 
+class PreviousTest:
+    """The name of the integration test that ran last: the one to blame when the sandbox is left dirty."""
+
+    name = "(none: this is the first integration test)"
+
+
+def settle(sandboxes: SandboxManager) -> None:
+    """Bring the running sandbox to a known state: no unfinished run (it is resumed), no lock, no
+    temporary setting left, healthy. Raises AssertionError saying what could not be settled."""
+    info = sandboxes.status()
+    if not info.get("running"):
+        sandboxes.forget()  # a test stopped it; the next test starts the shape it needs
+        return
+    status = orchestrate("status", "--cluster", "sandbox", "--json", timeout=120)
+    assert status.returncode == 0, f"`status` failed: {status.stderr[-1500:]}"
+    run = json.loads(status.stdout)["run"]
+    if run is not None and run["state"] != "succeeded":
+        # --yes: a test may have run with its own inventory; the journal's own spec is what resumes.
+        resumed = orchestrate("resume", "--cluster", "sandbox", "--yes", "--json", timeout=900)
+        assert resumed.returncode == 0, (f"run {run['run_id']} was left {run['state']} and `resume` could not "
+                                         f"finish it: {resumed.stderr[-1500:]}")
+    orchestrate("unlock", "--cluster", "sandbox", "--yes", timeout=120)
+    status = orchestrate("status", "--cluster", "sandbox", "--json", timeout=120)
+    assert status.returncode == 0, f"`status` failed: {status.stderr[-1500:]}"
+    now = json.loads(status.stdout)
+    assert now["temporary_settings"] == [], f"temporary settings left: {now['temporary_settings']}"
+    assert now["lock"] is None, f"a lock is still held: {now['lock']}"
+    if info.get("product") == "riak":
+        return
+    es = es_client(info)
+    health = es.cluster.health(wait_for_status="green", wait_for_nodes=str(len(info["nodes"])), timeout="120s")
+    assert health["status"] == "green", f"the cluster is not green: {dict(health)}"
+    flat = es.cluster.get_settings(flat_settings=True)
+    left = [k for scope in ("persistent", "transient") for k in flat[scope] if k.startswith(MANAGED_PREFIXES)]
+    assert left == [], f"settings the tool manages are still set: {left}"
+
+
+# Keys a restart changes temporarily; a test that sets one itself must unset it before it ends.
+MANAGED_PREFIXES = ("cluster.routing.allocation.enable", "cluster.routing.allocation.node_concurrent",
+                    "cluster.routing.allocation.node_initial_primaries", "indices.recovery.max_")
+
+
 @pytest.fixture(autouse=True)
-def _no_leftover_lock(sandboxes: SandboxManager) -> None:
-    """A failed test must not leave a lock that fails the next one for the wrong reason."""
-    yield  # type: ignore[misc]
+def _known_sandbox_state(sandboxes: SandboxManager, request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each test starts from a known sandbox: what the previous test left is finished or undone here,
+    and if that cannot be done this test fails at once, naming the test that left it."""
     if sandboxes.shape is not None:
-        orchestrate("unlock", "--cluster", "sandbox", "--yes")
+        try:
+            settle(sandboxes)
+        except (AssertionError, subprocess.TimeoutExpired) as exc:
+            sandboxes.forget()  # the next test starts a fresh sandbox rather than inherit this one
+            pytest.fail(f"the sandbox was not left in a known state by {PreviousTest.name}: {exc}", pytrace=False)
+    yield
+    PreviousTest.name = request.node.nodeid
 
 
 def es_client(info: dict[str, Any]) -> Elasticsearch:

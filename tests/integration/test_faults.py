@@ -141,7 +141,6 @@ def test_secrets_never_appear_in_output_or_journal(sandboxes: SandboxManager, tm
     def with_secret(inv: dict[str, Any]) -> None:
         inv["cluster"]["username"] = "operator"
         inv["cluster"]["password"] = {"env": "ORCH_TEST_PASSWORD"}
-        inv["timeouts"]["join_s"] = 10
 
     path = inventory_with(tmp_path, info, with_secret)
     env = {"ORCH_TEST_PASSWORD": canary}
@@ -151,6 +150,9 @@ def test_secrets_never_appear_in_output_or_journal(sandboxes: SandboxManager, tm
     for proc in outputs:
         assert_no_traceback(proc)
         assert canary not in proc.stdout and canary not in proc.stderr
+    restarted = outputs[2]
+    assert restarted.returncode == 0, restarted.stderr[-2000:]
+    assert json_lines(restarted.stdout)[-1]["result"] == "succeeded"
     journal_dir = Path("/var/lib/orchestrator/runs/sandbox")
     for f in journal_dir.glob("*"):
         assert canary not in f.read_text(errors="replace"), f
