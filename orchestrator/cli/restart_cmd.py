@@ -134,8 +134,8 @@ def run_and_report(json_out: bool, nodes: list[str], action: Callable[[RunView],
 
 def resume(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool = JsonOpt,
            run_id: str = typer.Option(None, "--run", help="Run id (default: the latest run of the cluster)."),
-           yes: bool = typer.Option(False, "--yes", "-y", help="Resume even if the inventory changed since the run "
-                                                                "started (the run's recorded procedure is kept).")) -> None:
+           yes: bool = typer.Option(False, "--yes", "-y", help="Resume even if the inventory changed since the "
+                                    "run started (the run's recorded procedure is kept).")) -> None:
     """Continue an interrupted or failed run from its journal. A node already restarted (it runs as a
     new process) is never restarted again; pending temporary settings are restored at the end."""
     target = runner.open_target(cluster, config)

@@ -1,13 +1,24 @@
-"""Finding and loading a cluster's inventory by name (`--cluster`) or path (`--config`)."""
+"""Finding and loading a cluster's inventory by name (`--cluster`) or path (`--config`).
+
+`--cluster NAME` looks for NAME.yaml in, in order: $ORCHESTRATOR_CONFIGS, ./configs (a project
+directory kept beside the inventories, as with Ansible), and the user's configuration directory
+(`clusters/`, see orchestrator.paths). No name is special.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from orchestrator.config.loader import config_dirs, load_model
+from orchestrator.config.loader import load_model
 from orchestrator.config.model import Inventory
 from orchestrator.errors import ConfigError
-from orchestrator.sandbox.layout import SandboxPaths
+from orchestrator.paths import config_home
+
+
+def inventory_dirs() -> list[Path]:
+    dirs = [Path(os.environ["ORCHESTRATOR_CONFIGS"])] if os.environ.get("ORCHESTRATOR_CONFIGS") else []
+    return [*dirs, Path.cwd() / "configs", config_home() / "clusters"]
 
 
 def inventory_path(cluster: str | None, config: Path | None) -> Path:
@@ -17,17 +28,17 @@ def inventory_path(cluster: str | None, config: Path | None) -> Path:
         raise ConfigError("command line", ["give --cluster NAME (configs/NAME.yaml) or --config PATH"])
     if "/" in cluster or cluster.startswith("."):
         raise ConfigError("command line", [f"--cluster takes a name, not a path: {cluster!r} (use --config)"])
-    candidates = [d / f"{cluster}.yaml" for d in config_dirs()]
-    if cluster == "sandbox":
-        candidates.insert(0, SandboxPaths.default().inventory)
+    candidates = [d / f"{cluster}.yaml" for d in inventory_dirs()]
     for path in candidates:
         if path.is_file():
             return path
-    hint = " (start it with `orchestrate sandbox up`)" if cluster == "sandbox" else ""
     looked = ", ".join(str(p) for p in candidates)
-    raise ConfigError("command line", [f"unknown cluster {cluster!r}{hint}; looked for {looked}"])
+    raise ConfigError("command line", [f"unknown cluster {cluster!r}; looked for {looked} (`orchestrate sandbox "
+                                       "up` writes the sandbox's there)"])
 
 
 def load_inventory(cluster: str | None, config: Path | None) -> tuple[Inventory, Path]:
     path = inventory_path(cluster, config)
-    return load_model(path, Inventory), path
+    inv = load_model(path, Inventory)
+    inv.set_source(path)
+    return inv, path

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,7 +19,9 @@ MAX_CONFIG_BYTES = 1_000_000
 FastLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def read_text(path: Path) -> str:
+def read_text(path: Path | Traversable) -> str:
+    if not isinstance(path, Path):
+        return path.read_text(encoding="utf-8")  # shipped with the package
     try:
         if path.stat().st_size > MAX_CONFIG_BYTES:
             raise ConfigError(str(path), ["file is larger than 1 MB; is this the right file?"])
@@ -30,7 +32,7 @@ def read_text(path: Path) -> str:
         raise ConfigError(str(path), [f"cannot read: {exc}"]) from None
 
 
-def parse(path: Path, text: str) -> Any:
+def parse(path: Path | Traversable, text: str) -> Any:
     try:
         return yaml.load(text, Loader=FastLoader)
     except yaml.YAMLError as exc:
@@ -90,7 +92,7 @@ def problems_of(exc: ValidationError, node: yaml.Node | None) -> list[str]:
     return problems
 
 
-def load_model(path: Path, model: type[M]) -> M:
+def load_model(path: Path | Traversable, model: type[M]) -> M:
     text = read_text(path)
     data = parse(path, text)
     if not isinstance(data, dict):
@@ -99,15 +101,3 @@ def load_model(path: Path, model: type[M]) -> M:
         return model.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(str(path), problems_of(exc, node_tree(text))) from None
-
-
-def config_dirs() -> list[Path]:
-    dirs = [Path.cwd() / "configs"]
-    if os.environ.get("ORCHESTRATOR_CONFIGS"):
-        dirs.insert(0, Path(os.environ["ORCHESTRATOR_CONFIGS"]))
-    dirs.append(Path(__file__).resolve().parents[2] / "configs")
-    unique: list[Path] = []
-    for d in dirs:
-        if d.resolve() not in [u.resolve() for u in unique]:
-            unique.append(d)
-    return unique

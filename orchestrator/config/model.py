@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 BYTE_SIZE_RE = re.compile(r"^\d+(\.\d+)?(b|kb|mb|gb|tb)$")
@@ -173,6 +173,15 @@ class Inventory(Model):
     tuning: TuningSection = TuningSection()
     playbook: str = Field("elasticsearch-rolling", pattern=r"^[A-Za-z0-9_./-]+$")  # riak: riak-rolling
     allow_yellow: bool = False
+    _source: Path | None = PrivateAttr(None)  # the file it was read from: playbooks and profiles are looked
+    # for beside it first
+
+    def set_source(self, path: Path) -> None:
+        self._source = path
+
+    @property
+    def directory(self) -> Path | None:
+        return self._source.resolve().parent if self._source is not None else None
 
     @model_validator(mode="before")
     @classmethod

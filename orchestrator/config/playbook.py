@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 from orchestrator.config.loader import load_model
 from orchestrator.config.model import Model
 from orchestrator.errors import ConfigError
+from orchestrator.paths import search
 
 GENERIC_STEPS = ("stop_service", "tune_host", "start_service", "wait_for_join")
 PRODUCT_STEPS = {
@@ -92,16 +93,9 @@ class Playbook(Model):
         return [Step(builtin=e) if isinstance(e, str) else Step(command=e["command"]) for e in self.batch]
 
 
-def playbook_dirs() -> list[Path]:
-    here, shipped = Path.cwd() / "playbooks", Path(__file__).resolve().parents[2] / "playbooks"
-    return [here] if here.resolve() == shipped.resolve() else [here, shipped]
-
-
-def load_playbook(name_or_path: str) -> Playbook:
-    candidates = [Path(name_or_path)] if name_or_path.endswith((".yaml", ".yml")) else []
-    candidates += [d / f"{name_or_path}.yaml" for d in playbook_dirs()]
-    for path in candidates:
-        if path.is_file():
-            return load_model(path, Playbook)
-    raise ConfigError("inventory", [f"playbook: {name_or_path!r} not found; looked for "
-                                    f"{', '.join(str(p) for p in candidates)}"])
+def load_playbook(name_or_path: str, inventory_dir: Path | None = None) -> Playbook:
+    """The playbook an inventory names, found in the documented order (orchestrator.paths.search)."""
+    found, looked = search("playbooks", name_or_path, inventory_dir)
+    if found is None:
+        raise ConfigError("inventory", [f"playbook: {name_or_path!r} not found; looked for {', '.join(looked)}"])
+    return load_model(found, Playbook)

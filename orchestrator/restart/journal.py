@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import JournalError
-from orchestrator.sandbox.layout import state_root
-from orchestrator.sandbox.state import write_atomically
+from orchestrator.paths import state_root, write_atomically
 
 FORMAT_VERSION = 1
 

@@ -87,7 +87,7 @@ def connection(inv: Inventory) -> Connection:
 
 def open_target(cluster: str | None, config: Path | None) -> Target:
     inv, path = load_inventory(cluster, config)
-    playbook = load_playbook(inv.playbook)
+    playbook = load_playbook(inv.playbook, inv.directory)
     if playbook.product != inv.cluster.product:
         raise ConfigError(str(path), [f"playbook {playbook.name} is for {playbook.product}, the cluster is "
                                       f"{inv.cluster.product}"])
@@ -126,7 +126,7 @@ def plan_from_file(cluster: str | None, config: Path | None, snapshot: Path, mod
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(str(snapshot), [f"not a cluster snapshot written by --save-snapshot: {exc}"]) from None
     plan = build_plan(inv, snap, mode, tuning=profile_summary(inv), allow_yellow=allow_yellow)
-    return plan, [s.name for s in load_playbook(inv.playbook).steps()]
+    return plan, [s.name for s in load_playbook(inv.playbook, inv.directory).steps()]
 
 
 def check_hosts(inv: Inventory, transport: Transport) -> list[str]:

@@ -8,9 +8,10 @@ from typing import Any
 
 import yaml
 
+from orchestrator.paths import write_atomically
 from orchestrator.sandbox import hosts
 from orchestrator.sandbox.layout import SandboxPaths
-from orchestrator.sandbox.state import HostRecord, SandboxState, write_atomically
+from orchestrator.sandbox.state import HostRecord, SandboxState
 
 
 def write_ssh_files(paths: SandboxPaths, records: list[HostRecord], mode: str) -> None:
@@ -81,7 +82,20 @@ def inventory_document(paths: SandboxPaths, st: SandboxState) -> dict[str, Any]:
     return doc
 
 
+INVENTORY_HEADER = "# Written by `orchestrate sandbox up`; used by `--cluster sandbox`.\n"
+
+
 def write_inventory(paths: SandboxPaths, st: SandboxState) -> None:
-    header = "# Written by `orchestrate sandbox up`; used by `--cluster sandbox`.\n"
-    text = yaml.safe_dump(inventory_document(paths, st), sort_keys=False)
-    write_atomically(paths.inventory, header + text, mode=0o644)
+    text = INVENTORY_HEADER + yaml.safe_dump(inventory_document(paths, st), sort_keys=False)
+    write_atomically(paths.inventory, text, mode=0o644)
+    write_atomically(paths.published_inventory, text, mode=0o644)
+
+
+def remove_published_inventory(paths: SandboxPaths) -> None:
+    """Remove `--cluster sandbox`'s inventory, if the sandbox wrote it (never a file of the user's)."""
+    path = paths.published_inventory
+    try:
+        if path.read_text().startswith(INVENTORY_HEADER):
+            path.unlink()
+    except OSError:
+        pass

@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-
-def state_root() -> Path:
-    explicit = os.environ.get("ORCHESTRATOR_STATE")
-    if explicit:
-        return Path(explicit)
-    if os.geteuid() == 0:
-        return Path("/var/lib/orchestrator")
-    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "orchestrator"
+from orchestrator.paths import config_home, state_root
 
 
 @dataclass(frozen=True)
@@ -31,6 +23,11 @@ class SandboxPaths:
     @property
     def inventory(self) -> Path:
         return self.root / "inventory.yaml"
+
+    @property
+    def published_inventory(self) -> Path:
+        """Where `--cluster sandbox` finds it: the user's clusters, like any other cluster's inventory."""
+        return config_home() / "clusters" / "sandbox.yaml"
 
     @property
     def ssh_dir(self) -> Path:

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import OrchestratorError, SandboxError
-from orchestrator.sandbox import hosts, riak, state
+from orchestrator.paths import state_root
+from orchestrator.sandbox import hosts, inventory_writer, riak, state
 from orchestrator.sandbox.assemble import EsHome, ensure_es_home
 from orchestrator.sandbox.inventory_writer import write_inventory, write_ssh_files
-from orchestrator.sandbox.layout import HostPaths, SandboxPaths, state_root
+from orchestrator.sandbox.layout import HostPaths, SandboxPaths
 from orchestrator.sandbox.node import NodeSpec, jvm_command, node_environment, write_node_config
 
 Say = hosts.Say
@@ -273,6 +274,7 @@ def down(paths: SandboxPaths, say: Say) -> int:
     # them, so `--cluster sandbox` says "start it first" instead of sending requests away.
     for leftover in (paths.inventory, paths.ssh_config, paths.known_hosts, paths.state_file):
         leftover.unlink(missing_ok=True)
+    inventory_writer.remove_published_inventory(paths)
     say(f"sandbox down: {stopped} host(s) stopped" if stopped else "sandbox down: nothing was running")
     return stopped
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from orchestrator.errors import SandboxError
+from orchestrator.paths import write_atomically
 
 STATE_VERSION = 1
 
@@ -48,22 +47,6 @@ class SandboxState:
                                f"{STATE_VERSION}: run `orchestrate sandbox down` with the tool that started it")
         raw["hosts"] = [HostRecord(**h) for h in raw["hosts"]]
         return cls(**raw)
-
-
-def write_atomically(path: Path, text: str, mode: int = 0o600) -> None:
-    """Write via a temporary file and rename, so a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def load(path: Path) -> SandboxState | None:

@@ -36,7 +36,7 @@ class NodeReport:
 
 
 def profile_of(inv: Inventory) -> Profile | None:
-    return None if inv.tuning.profile == "none" else load_profile(inv.tuning.profile)
+    return None if inv.tuning.profile == "none" else load_profile(inv.tuning.profile, inv.directory)
 
 
 def profile_summary(inv: Inventory) -> tuple[str, ...]:

@@ -8,9 +8,10 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from orchestrator.config.loader import config_dirs, load_model
+from orchestrator.config.loader import load_model
 from orchestrator.config.model import Model
 from orchestrator.errors import ConfigError
+from orchestrator.paths import search
 
 SYSCTL_KEY = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")
 SYSCTL_VALUE = re.compile(r"^(>=)?-?\d+$")
@@ -57,14 +58,10 @@ class Profile(Model):
     knobs: Knobs
 
 
-def load_profile(name: str) -> Profile:
-    candidates = [d / "tuning" / f"{name}.yaml" for d in config_dirs()]
-    for path in candidates:
-        if path.is_file():
-            return load_model(path, Profile)
-    raise ConfigError("inventory", [f"tuning.profile: {name!r} not found; looked for "
-                                    f"{', '.join(str(p) for p in candidates)} ('none' turns tuning off)"])
-
-
-def profile_path_hint() -> Path:
-    return config_dirs()[0] / "tuning"
+def load_profile(name: str, inventory_dir: Path | None = None) -> Profile:
+    """A tuning profile, found in the documented order (orchestrator.paths.search)."""
+    found, looked = search("tuning", name, inventory_dir)
+    if found is None:
+        raise ConfigError("inventory", [f"tuning.profile: {name!r} not found; looked for {', '.join(looked)} "
+                                        "('none' turns tuning off)"])
+    return load_model(found, Profile)

@@ -1,0 +1,70 @@
+"""Where the orchestrator keeps and finds its files, and how it writes them.
+
+- state: run journals (``state_root()/runs/CLUSTER``); the sandbox keeps its own there too.
+- the user's configuration: inventories (``clusters/``), playbooks and tuning profiles of their own.
+- what the package ships: the default playbooks and tuning profiles (``orchestrator.shipped``).
+
+Search order for a playbook or tuning profile named in an inventory (never the current directory
+implicitly): an explicit path, the inventory's own directory, the user's configuration directory,
+then what the package ships. See docs/configuration.md.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+
+def state_root() -> Path:
+    explicit = os.environ.get("ORCHESTRATOR_STATE")
+    if explicit:
+        return Path(explicit)
+    if os.geteuid() == 0:
+        return Path("/var/lib/orchestrator")
+    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "orchestrator"
+
+
+def config_home() -> Path:
+    """The user's own configuration: ``clusters/NAME.yaml``, ``playbooks/``, ``tuning/``."""
+    explicit = os.environ.get("ORCHESTRATOR_CONFIG_HOME")
+    if explicit:
+        return Path(explicit)
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "orchestrator"
+
+
+def shipped(kind: str) -> Traversable:
+    """The folder of defaults the package ships: ``playbooks`` or ``tuning``."""
+    return resources.files(f"orchestrator.shipped.{kind}")
+
+
+def search(kind: str, name: str, inventory_dir: Path | None) -> tuple[Path | Traversable | None, list[str]]:
+    """Find ``name`` (a ``kind``: playbooks or tuning) in the documented order; also say where it looked."""
+    places: list[Path | Traversable] = []
+    if name.endswith((".yaml", ".yml")) or "/" in name:
+        explicit = Path(name).expanduser()
+        places.append(explicit if explicit.is_absolute() or inventory_dir is None else inventory_dir / explicit)
+    else:
+        if inventory_dir is not None:
+            places.append(inventory_dir / kind / f"{name}.yaml")
+        places += [config_home() / kind / f"{name}.yaml", shipped(kind) / f"{name}.yaml"]
+    looked = [str(p) if isinstance(p, Path) else f"(shipped) {kind}/{p.name}" for p in places]
+    return next((p for p in places if p.is_file()), None), looked
+
+
+def write_atomically(path: Path, text: str, mode: int = 0o600) -> None:
+    """Write via a temporary file and rename, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
