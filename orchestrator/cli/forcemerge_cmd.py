@@ -18,7 +18,7 @@ from orchestrator.restart.plan import Mode
 
 if TYPE_CHECKING:  # the Elasticsearch client is imported when a command runs, not for `--help`
     from orchestrator.forcemerge.run import MergeReport
-    from orchestrator.restart import runner
+    from orchestrator.runs.target import Target
 
 EXIT = {"success": 0, "partial": 10, "failure": 1}
 
@@ -45,11 +45,13 @@ def forcemerge(
     and is polled, so a long merge never hits a client or proxy timeout. Exit 0 success, 10
     partial (some merges failed), 1 failure.
     """
+    from orchestrator.forcemerge.cluster import elasticsearch
     from orchestrator.forcemerge.run import plan_merges, run_merges
-    from orchestrator.restart import runner
+    from orchestrator.runs.target import open_target
 
-    target = runner.open_target(cluster, config)
-    decisions = plan_merges(target.es, indices, max_segments, include_write_indices)
+    target = open_target(cluster, config)
+    es = elasticsearch(target.cluster, target.name, target.product.name)
+    decisions = plan_merges(es, indices, max_segments, include_write_indices)
     if dry_run:
         _show_decisions(decisions, json_out)
         return
@@ -58,24 +60,26 @@ def forcemerge(
                             json_out)
         return
     with RunView(json_out) as view:
-        report = run_merges(target.es, decisions, max_segments, concurrency, view)
+        report = run_merges(es, decisions, max_segments, concurrency, view)
     _show_report(report, json_out)
     raise typer.Exit(EXIT[report.outcome])
 
 
-def _merge_then_restart(target: runner.Target, decisions: list[Decision], pattern: str, max_segments: int,
+def _merge_then_restart(target: Target, decisions: list[Decision], pattern: str, max_segments: int,
                         concurrency: int, include_write: bool, by: Mode, yes: bool, json_out: bool) -> None:
-    from orchestrator.restart import runner
+    from orchestrator.forcemerge import prelude
+    from orchestrator.runs import plans
+    from orchestrator.runs import restart as runs
 
-    the_plan = runner.make_plan(target, by)
+    run_options = plans.options_for(target.inv.allow_yellow, False)
+    the_plan = plans.make_plan(target, by, run_options)
     if not json_out:
         _show_decisions(decisions, False)
     show_and_confirm(target, the_plan, json_out, yes, "Force-merge, then restart?")
-    prelude = {"forcemerge": {"indices": pattern, "max_segments": max_segments, "concurrency": concurrency,
-                              "include_write_indices": include_write, "done": False}}
+    merge = {prelude.NAME: prelude.spec(pattern, max_segments, concurrency, include_write)}
 
     def action(view: RunView) -> Journal:
-        return runner.start(target, the_plan, view, prelude)
+        return runs.start(target, the_plan, run_options, view, merge)
 
     run_and_report(json_out, [n for b in the_plan.batches for n in b.nodes], action)
 

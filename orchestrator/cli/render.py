@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -16,42 +17,19 @@ from rich.text import Text
 from orchestrator.cli.output import emit_json, err_console
 from orchestrator.restart.events import Event
 from orchestrator.restart.plan import Plan
+from orchestrator.restart.product import Column
+from orchestrator.units import human_duration
 
 
-def human_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = round(seconds)
-    if seconds < 60:
-        return f"{seconds}s"
-    minutes, s = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes}m{s:02d}s"
-    hours, m = divmod(minutes, 60)
-    return f"{hours}h{m:02d}m"
-
-
-def human_bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
-
-
-def plan_table(plan: Plan, steps: list[str]) -> Group:
+def plan_table(plan: Plan, steps: list[str], columns: Sequence[Column]) -> Group:
     verdict = Text("SAFE", style="bold green") if plan.safe else Text("UNSAFE", style="bold red")
     head = Text.assemble(f"Plan for cluster {plan.cluster} ({plan.mode.value} mode): {len(plan.batches)} batches, "
                          f"estimated {human_duration(plan.estimate_s)}  ", verdict)
     table = Table(show_edge=False, pad_edge=False)
-    riak = plan.product == "riak"
-    figures = ("ring share",) if riak else ("shard copies", "size")
-    for col in ("#", "batch", "nodes", *figures, "estimate"):
+    for col in ("#", "batch", "nodes", *(c.header for c in columns), "estimate"):
         table.add_column(col, justify="left" if col in ("batch", "nodes") else "right")
     for b in plan.batches:
-        shown = (f"{b.ring_pct:.1f}%" if b.ring_pct is not None else "-",) if riak else (
-            str(b.shard_copies), human_bytes(b.bytes))
+        shown = (c.value(b.figures) for c in columns)
         cells = (str(b.number), b.label, ", ".join(b.nodes), *shown, human_duration(b.estimate_s))
         table.add_row(*(Text(c) for c in cells), style="red" if b.problems else None)
     lines: list[RenderableType] = [head, table, Text("Steps of each batch: " + " -> ".join(steps)),
@@ -120,19 +98,14 @@ class RunView:
         return table
 
 
-def report_table(summary: dict[str, Any]) -> Table:
+def report_table(summary: dict[str, Any], columns: Sequence[Column]) -> Table:
     table = Table(title=f"Run {summary['run_id']} on {summary['cluster']}: {summary['result'].upper()} in "
                         f"{human_duration(summary['duration_s'])}", title_justify="left", show_edge=False)
-    riak = summary.get("product") == "riak"
-    figures = ("handoffs", "objects") if riak else ("from peers", "reused")
-    for col in ("node", "restarted", "stop", "start", "join", "recovery", *figures):
+    for col in ("node", "restarted", "stop", "start", "join", "recovery", *(c.header for c in columns)):
         table.add_column(col, justify="left" if col == "node" else "right")
     for n in summary["nodes"]:
-        p, r = n["phases"], n["recovery"]
-        if riak:
-            shown = (str(r["handoff_partitions"]), str(r["handoff_objects"])) if r else ("-", "-")
-        else:
-            shown = (human_bytes(r["bytes_from_peers"]), human_bytes(r["bytes_reused"])) if r else ("-", "-")
+        p = n["phases"]
+        shown = (c.value(n["recovery"]) for c in columns)
         table.add_row(n["name"], "yes" if n["restarted"] else "no", *(human_duration(p.get(k)) if k in p else "-"
                       for k in ("stop", "start", "join", "recovery")), *shown)
     return table

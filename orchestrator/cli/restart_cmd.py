@@ -1,8 +1,10 @@
-"""`plan`, `restart`, `resume`, `status`, `unlock`: the rolling restart from the command line."""
+"""`plan`, `restart`, `resume`, `status`, `unlock`, `report`: the rolling restart from the command line.
+
+Each command parses its options, calls one function of `orchestrator.runs`, and renders.
+"""
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -11,20 +13,27 @@ import typer
 
 from orchestrator.cli.output import emit_json, err_console, out_console, say
 from orchestrator.cli.render import RunView, plan_table, report_table
-from orchestrator.errors import JournalError, OrchestratorError, PreflightFailed, UnsafeToProceed
-from orchestrator.restart import runner
-from orchestrator.restart.journal import Journal
+from orchestrator.errors import PreflightFailed, UnsafeToProceed
+from orchestrator.restart.journal import Journal, RunFailed, RunOptions
 from orchestrator.restart.lock import LOCK_INDEX
 from orchestrator.restart.plan import Mode, Plan
+from orchestrator.runs import plans, reports
+from orchestrator.runs import restart as runs
+from orchestrator.runs.status import status as cluster_status
+from orchestrator.runs.status import summary as run_summary
+from orchestrator.runs.target import Target, open_target
 
-ClusterOpt = typer.Option(None, "--cluster", "-c", help="Cluster name: configs/NAME.yaml ('sandbox' after "
+ClusterOpt = typer.Option(None, "--cluster", "-c", help="Cluster name: configs/NAME.yaml, or clusters/NAME.yaml in "
+                                                         "the user's config directory ('sandbox' after "
                                                          "`orchestrate sandbox up`).")
 ConfigOpt = typer.Option(None, "--config", help="Inventory file, instead of --cluster.")
 JsonOpt = typer.Option(False, "--json", help="JSON: one object per line, the last one the summary.")
 ByOpt = typer.Option(Mode.NODE, "--by", help="Batch by `node` (one at a time) or `zone` (one awareness "
                                               "zone at a time).")
 YellowOpt = typer.Option(False, "--allow-yellow", help="Accept a settled yellow cluster (no shard initializing "
-                                                       "or relocating) where green is required.")
+                                                       "or relocating) where green is required: each batch then "
+                                                       "waits until no more copies are unassigned than at the start. "
+                                                       "Recorded in the run, so `resume` keeps it.")
 
 
 def register(app: typer.Typer) -> None:
@@ -47,35 +56,39 @@ def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, 
     Reads the live cluster and changes nothing (no write call, nothing on any host).
     Exit 0 when the plan is safe, 6 when it is not (each reason is printed with what to do).
     """
+    from orchestrator import products
+
     if snapshot is not None:
-        the_plan, steps = runner.plan_from_file(cluster, config, snapshot, by, allow_yellow)
+        the_plan, steps = plans.plan_from_file(cluster, config, snapshot, by, allow_yellow)
+        columns = products.get(the_plan.product).plan_columns
     else:
-        target = runner.open_target(cluster, config)
-        if save_snapshot is not None:
-            snap = target.es.snapshot()
-            save_snapshot.write_text(json.dumps(snap.to_json()))
-            the_plan = runner.plan_for(target, snap, by, allow_yellow)
-        else:
-            the_plan = runner.make_plan(target, by, allow_yellow)
-        steps = [s.name for s in target.playbook.steps()]
+        target = open_target(cluster, config)
+        the_plan = plans.make_plan(target, by, options(target, allow_yellow), save_snapshot)
+        steps, columns = step_names(target), target.product.plan_columns
     if json_out:
         emit_json(the_plan.to_json())
     else:
-        out_console.print(plan_table(the_plan, steps))
+        out_console.print(plan_table(the_plan, steps, columns))
     if not the_plan.safe:
         raise typer.Exit(UnsafeToProceed.exit_code)
 
 
-def _finish(journal: Journal, json_out: bool) -> None:
-    from orchestrator.restart.report import html
+def options(target: Target, allow_yellow: bool) -> RunOptions:
+    return plans.options_for(target.inv.allow_yellow, allow_yellow)
 
-    summary = runner.summary(journal)
-    err_console.print(report_table(summary))
+
+def step_names(target: Target) -> list[str]:
+    return [name for name, _ in target.procedure.batch]
+
+
+def _finish(journal: Journal, json_out: bool) -> None:
+    from orchestrator import products
+
+    summary = run_summary(journal)
+    err_console.print(report_table(summary, products.get(journal.product).report_columns))
     err_console.print(f"journal: {journal.path}", markup=False)
-    if journal.path is not None:
-        page = journal.path.with_suffix(".html")
-        page.write_text(html(journal))
-        page.chmod(0o600)
+    page = reports.write_beside_journal(journal)
+    if page is not None:
         summary["report"] = str(page)
         err_console.print(f"report: {page} (or `orchestrate report --cluster {journal.cluster} --run "
                           f"{journal.run_id}`)", markup=False)
@@ -93,22 +106,23 @@ def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOp
     node is brought back first), restores every temporary setting and exits 130. A failure
     leaves allocation restricted and the journal says what is pending: `orchestrate resume`.
     """
-    target = runner.open_target(cluster, config)
-    the_plan = runner.make_plan(target, by, allow_yellow)
+    target = open_target(cluster, config)
+    run_options = options(target, allow_yellow)
+    the_plan = plans.make_plan(target, by, run_options)
     show_and_confirm(target, the_plan, json_out, yes,
-                     f"Restart {len(the_plan.batches)} batch(es) of {target.inv.cluster.name}?")
+                     f"Restart {len(the_plan.batches)} batch(es) of {target.name}?")
     nodes = [n for b in the_plan.batches for n in b.nodes]
 
     def action(view: RunView) -> Journal:
-        return runner.start(target, the_plan, view)
+        return runs.start(target, the_plan, run_options, view)
 
     run_and_report(json_out, nodes, action)
 
 
-def show_and_confirm(target: runner.Target, the_plan: Plan, json_out: bool, yes: bool, question: str) -> None:
+def show_and_confirm(target: Target, the_plan: Plan, json_out: bool, yes: bool, question: str) -> None:
     """Show the plan, refuse an unsafe one, and ask (unless --yes; never silently off a terminal)."""
     if not json_out:
-        out_console.print(plan_table(the_plan, [s.name for s in target.playbook.steps()]))
+        out_console.print(plan_table(the_plan, step_names(target), target.product.plan_columns))
     if not the_plan.safe:
         raise PreflightFailed(the_plan.all_problems())
     if yes:
@@ -124,11 +138,9 @@ def run_and_report(json_out: bool, nodes: list[str], action: Callable[[RunView],
     with RunView(json_out, nodes) as view:
         try:
             journal = action(view)
-        except OrchestratorError as exc:
-            ran: Journal | None = getattr(exc, "journal", None)  # set when the run had started
-            if ran is not None:
-                _finish(ran, json_out)
-            raise
+        except RunFailed as exc:
+            _finish(exc.journal, json_out)
+            raise exc.cause from None
     _finish(journal, json_out)
 
 
@@ -138,18 +150,17 @@ def resume(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool =
                                     "run started (the run's recorded procedure is kept).")) -> None:
     """Continue an interrupted or failed run from its journal. A node already restarted (it runs as a
     new process) is never restarted again; pending temporary settings are restored at the end."""
-    target = runner.open_target(cluster, config)
+    target = open_target(cluster, config)
 
     def action(view: RunView) -> Journal:
-        return runner.resume(target, view, run_id)
+        return runs.resume(target, view, run_id, accept_changes=yes)
 
     run_and_report(json_out, [n.name for n in target.inv.nodes], action)
 
 
 def status(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool = JsonOpt) -> None:
     """Cluster health, the run in progress or the last one, and every temporary setting still in force."""
-    target = runner.open_target(cluster, config)
-    info = runner.status(target)
+    info = cluster_status(open_target(cluster, config))
     if json_out:
         emit_json(info)
         return
@@ -173,14 +184,14 @@ def unlock(cluster: str = ClusterOpt, config: Path = ConfigOpt,
            yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")) -> None:
     """Remove a run lock whose run is dead (its process and machine are gone). Check first: a live run
     keeps changing the cluster."""
-    target = runner.open_target(cluster, config)
-    holder = target.cluster.read_lock(LOCK_INDEX, target.inv.cluster.name)
+    target = open_target(cluster, config)
+    holder = target.cluster.read_lock(LOCK_INDEX, target.name)
     if holder is None:
         say("no lock is held")
         return
     if not yes and not typer.confirm(f"Remove the lock of run {holder.get('run_id')} on {holder.get('host')}?"):
         raise typer.Exit(1)
-    target.cluster.delete_lock(LOCK_INDEX, target.inv.cluster.name)
+    target.cluster.delete_lock(LOCK_INDEX, target.name)
     say(f"lock of run {holder.get('run_id')} removed")
 
 
@@ -190,21 +201,19 @@ def report(cluster: str = ClusterOpt, config: Path = ConfigOpt,
                                                                "timeline chart (one row per node, a bar per phase)."),
            json_out: bool = JsonOpt) -> None:
     """Where the time of a finished or running run went: per node and phase, with recovery figures."""
+    from orchestrator import products
     from orchestrator.config.inventory import load_inventory
-    from orchestrator.restart import journal as journals
-    from orchestrator.restart.report import html, totals
+    from orchestrator.restart.report import totals
 
     inv, _ = load_inventory(cluster, config)
-    journal = journals.latest(inv.cluster.name, run_id)
-    if journal is None:
-        raise JournalError(f"no run recorded for cluster {inv.cluster.name}")
+    journal = reports.find_run(inv.cluster.name, run_id)
     if json_out:
-        emit_json({**runner.summary(journal), "totals": totals(journal)})
+        emit_json({**run_summary(journal), "totals": totals(journal)})
     else:
-        out_console.print(report_table(runner.summary(journal)))
+        out_console.print(report_table(run_summary(journal), products.get(journal.product).report_columns))
         t = totals(journal)
         out_console.print(f"bytes from peers {t['bytes_from_peers']}, reused {t['bytes_reused']}, "
-                          f"calls to the cluster {t['es_calls']}, plan estimate {t['plan_estimate_s']} s")
+                          f"calls to the cluster {t['cluster_calls']}, plan estimate {t['plan_estimate_s']} s")
     if html_path is not None:
-        html_path.write_text(html(journal))
+        reports.write_page(journal, html_path)
         say(f"report written to {html_path}")

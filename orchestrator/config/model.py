@@ -48,7 +48,7 @@ class SecretSource(Model):
 
 class ClusterSection(Model):
     name: str = Field(pattern=NAME_RE)
-    product: Literal["elasticsearch", "riak"] = "elasticsearch"
+    product: str = Field("elasticsearch", pattern=r"^[a-z][a-z0-9_-]{0,40}$")  # a plug-in of orchestrator.products
     endpoints: list[str] = Field(default_factory=list)
     ca_file: Path | None = None
     verify_certs: bool = True
@@ -67,8 +67,6 @@ class ClusterSection(Model):
 
     @model_validator(mode="after")
     def coherent(self) -> ClusterSection:
-        if self.product == "elasticsearch" and not self.endpoints:
-            raise ValueError("an Elasticsearch cluster needs at least one endpoint")
         if self.password is not None and self.username is None:
             raise ValueError("`password` needs `username`")
         if self.password is not None and self.api_key is not None:
@@ -171,7 +169,7 @@ class Inventory(Model):
     recovery: RecoveryLimits = RecoveryLimits()
     riak: RiakSection = RiakSection()
     tuning: TuningSection = TuningSection()
-    playbook: str = Field("elasticsearch-rolling", pattern=r"^[A-Za-z0-9_./-]+$")  # riak: riak-rolling
+    playbook: str | None = Field(None, pattern=r"^[A-Za-z0-9_./-]+$")  # None: the product's own procedure
     allow_yellow: bool = False
     _source: Path | None = PrivateAttr(None)  # the file it was read from: playbooks and profiles are looked
     # for beside it first
@@ -182,16 +180,6 @@ class Inventory(Model):
     @property
     def directory(self) -> Path | None:
         return self._source.resolve().parent if self._source is not None else None
-
-    @model_validator(mode="before")
-    @classmethod
-    def product_playbook(cls, data: object) -> object:
-        """Without a `playbook`, a Riak cluster gets the Riak procedure."""
-        if isinstance(data, dict) and "playbook" not in data:
-            cluster = data.get("cluster")
-            if isinstance(cluster, dict) and cluster.get("product") == "riak":
-                return {**data, "playbook": "riak-rolling"}
-        return data
 
     @model_validator(mode="after")
     def unique_nodes(self) -> Inventory:

@@ -6,6 +6,7 @@ balancer) anywhere in the batch. Order rules are checked at load time.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -16,21 +17,13 @@ from orchestrator.config.model import Model
 from orchestrator.errors import ConfigError
 from orchestrator.paths import search
 
-GENERIC_STEPS = ("stop_service", "tune_host", "start_service", "wait_for_join")
-PRODUCT_STEPS = {
-    "elasticsearch": ("restrict_allocation", "flush", "restore_allocation", "wait_for_recovery"),
-    "riak": ("note_handoffs_due", "wait_for_service", "wait_for_handoffs"),
-}
-RUN_STEPS = {"elasticsearch": ("raise_recovery_limits",), "riak": ("raise_handoff_limit",)}
-# (first, then): a step that must come before another when both are listed.
+# (first, then): generic steps that must come in this order when both are listed. A product adds
+# rules for its own steps (restart/procedure.py).
 ORDER_RULES = (
     ("stop_service", "start_service"), ("start_service", "wait_for_join"),
-    ("restrict_allocation", "restore_allocation"), ("restrict_allocation", "stop_service"),
     ("stop_service", "tune_host"), ("tune_host", "start_service"),
-    ("start_service", "wait_for_service"), ("wait_for_join", "wait_for_service"),
-    ("wait_for_service", "wait_for_handoffs"), ("start_service", "wait_for_handoffs"),
-    ("stop_service", "note_handoffs_due"), ("note_handoffs_due", "start_service"),
 )
+BUILTIN_NAME = r"^[a-z][a-z0-9_]{0,60}$"
 
 
 class CommandStep(Model):
@@ -56,23 +49,20 @@ class Step(Model):
 
 class Playbook(Model):
     name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
-    product: Literal["elasticsearch", "riak"] = "elasticsearch"
+    product: str = Field("elasticsearch", pattern=r"^[a-z][a-z0-9_-]{0,40}$")
     description: str = ""
     before_run: list[str] = Field(default_factory=list)
     batch: list[str | dict[str, CommandStep]] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def known_and_ordered(self) -> Playbook:
-        run_steps, builtin = RUN_STEPS[self.product], GENERIC_STEPS + PRODUCT_STEPS[self.product]
-        for step in self.before_run:
-            if step not in run_steps:
-                raise ValueError(f"before_run: unknown {self.product} step {step!r}; known: {', '.join(run_steps)}")
-        names = []
+    def well_formed(self) -> Playbook:
+        """What every procedure needs; the product checks its own step names when the playbook is used."""
+        names: list[str] = []
+        for name in self.before_run + [e for e in self.batch if isinstance(e, str)]:
+            if not re.fullmatch(BUILTIN_NAME, name):
+                raise ValueError(f"{name!r} is not a step name (lower-case letters, digits, _)")
         for entry in self.batch:
             if isinstance(entry, str):
-                if entry not in builtin:
-                    raise ValueError(f"batch: unknown {self.product} step {entry!r}; known: {', '.join(builtin)} "
-                                     "or {command: {name, run, where, timeout_s}}")
                 names.append(entry)
             else:
                 if list(entry) != ["command"]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Collection
 from typing import Any
 
 import elasticsearch
@@ -10,7 +11,7 @@ import elasticsearch
 from orchestrator.errors import ClusterError
 from orchestrator.es.connect import Connection, make_client, translated
 from orchestrator.es.snapshot import ClusterSnapshot, EsNode, Health, ShardCopy
-from orchestrator.restart.safety import batch_problems, cluster_problems
+from orchestrator.restart.plan import Plan
 
 
 class ElasticsearchAdapter:
@@ -126,16 +127,11 @@ class ElasticsearchAdapter:
         return rows
 
     # --- what the restart engine asks of every product (restart/adapter.py) -------------------
-    def batch_problems(self, plan: dict[str, Any], nodes: list[str], label: str, allow_yellow: bool) -> list[str]:
-        snap = self.snapshot(for_gate=True)
-        problems = cluster_problems(snap, allow_yellow)
-        expected = len(plan["node_ids"])
-        if snap.health.number_of_nodes < expected:
-            problems.append(f"only {snap.health.number_of_nodes} of {expected} nodes are in the cluster")
-        return problems + batch_problems(snap, [plan["node_ids"][n] for n in nodes], label)
+    def gate_snapshot(self, restarting: Collection[str]) -> ClusterSnapshot:
+        return self.snapshot(for_gate=True)
 
-    def live_identity(self, plan: dict[str, Any], name: str) -> str | None:
-        node_id = plan["node_ids"].get(name)
+    def live_identity(self, plan: Plan, name: str) -> str | None:
+        node_id = plan.node_ids.get(name)
         for n in self.nodes():
             if n.id == node_id or n.name == name:
                 return n.process_identity
@@ -193,3 +189,46 @@ class ElasticsearchAdapter:
         with translated("release the run lock", self.conn.endpoints), contextlib.suppress(
                 elasticsearch.NotFoundError):
             self.es.delete(index=index, id=doc_id, refresh="true")
+
+    # --- force-merge (orchestrator.forcemerge) --------------------------------------------------
+    def indices(self, pattern: str) -> dict[str, Any]:
+        """Open indices matching ``pattern``, with their settings."""
+        return dict(self._do(f"resolve {pattern}", self.es.indices.get, index=pattern, expand_wildcards="open",
+                             ignore_unavailable=True, allow_no_indices=True, features="settings"))
+
+    def segments(self, indices: list[str]) -> list[dict[str, Any]]:
+        return list(self._do("count segments", self.es.cat.segments, index=",".join(indices), format="json",
+                             h="index,shard,prirep,ip,segment"))
+
+    def aliases(self, indices: list[str]) -> dict[str, Any]:
+        return dict(self._do("read aliases", self.es.indices.get_alias, index=",".join(indices),
+                             ignore_unavailable=True))
+
+    def data_streams(self) -> list[dict[str, Any]]:
+        """Every data stream; none where the cluster has no data streams module (the sandbox)."""
+        try:
+            return list(self._do("read data streams", self.es.indices.get_data_stream, name="*")
+                        .get("data_streams", []))
+        except ClusterError:
+            return []
+
+    def indexing_stats(self, indices: list[str]) -> dict[str, Any]:
+        return dict(self._do("read indexing stats", self.es.indices.stats, index=",".join(indices),
+                             metric="indexing,docs").get("indices", {}))
+
+    def start_forcemerge(self, index: str, max_segments: int) -> str:
+        """Start a force-merge as a task and return its id: no request stays open for the merge's length."""
+        body = self._do(f"start force-merge of {index}", self.es.perform_request, "POST",
+                        f"/{index}/_forcemerge?max_num_segments={max_segments}&wait_for_completion=false",
+                        headers={"accept": "application/json"})
+        return str(body["task"])
+
+    def task(self, task_id: str) -> dict[str, Any] | None:
+        """The task's status; None when it is no longer known (it completed and was forgotten)."""
+        self.calls += 1
+        with translated(f"follow task {task_id}", self.conn.endpoints):
+            try:
+                return dict(self.es.perform_request("GET", f"/_tasks/{task_id}",
+                                                    headers={"accept": "application/json"}).body)
+            except elasticsearch.NotFoundError:
+                return None

@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import elasticsearch
 from elastic_transport import ConnectionError as TransportConnectionError
 from elastic_transport import ConnectionTimeout, TlsError
 
-from orchestrator.errors import ClusterError, ClusterUnreachable
+from orchestrator.config.model import Inventory
+from orchestrator.errors import ClusterError, ClusterUnreachable, ConfigError
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,31 @@ class Connection:
 
     def __repr__(self) -> str:  # never show secrets, even in a traceback
         return f"Connection(endpoints={self.endpoints!r}, ca_file={self.ca_file!r})"
+
+
+def connection(inv: Inventory) -> Connection:
+    """The inventory's connection settings, secrets resolved (every problem reported at once)."""
+    c = inv.cluster
+    problems = []
+    password = api_key = None
+    for label, source in (("cluster.password", c.password), ("cluster.api_key", c.api_key)):
+        if source is not None:
+            try:
+                value = source.resolve()
+            except ValueError as exc:
+                problems.append(f"{label}: {exc}")
+                continue
+            if label == "cluster.password":
+                password = value
+            else:
+                api_key = value
+    if c.ca_file is not None and not Path(c.ca_file).is_file():
+        problems.append(f"cluster.ca_file: {c.ca_file} not found")
+    if problems:
+        raise ConfigError("inventory", problems)
+    return Connection(endpoints=tuple(c.endpoints), ca_file=str(c.ca_file) if c.ca_file else None,
+                      verify_certs=c.verify_certs, username=c.username, password=password, api_key=api_key,
+                      request_timeout_s=c.request_timeout_s)
 
 
 def make_client(conn: Connection) -> elasticsearch.Elasticsearch:

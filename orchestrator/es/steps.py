@@ -9,26 +9,34 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.errors import OrchestratorError
+from orchestrator.es.adapter import ElasticsearchAdapter
+from orchestrator.es.plan import ALLOCATION_ENABLE
+from orchestrator.es.safety import unassigned_beyond_accepted
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
 from orchestrator.restart.journal import BatchRecord
 from orchestrator.restart.phases import Phase
-from orchestrator.restart.plan import ALLOCATION_ENABLE
 from orchestrator.restart.steps import StepFn, restore_settings, set_temporarily
 from orchestrator.retry import Seen, wait_until
 
 
+def es(ctx: RunContext) -> ElasticsearchAdapter:
+    """The run's adapter, as the Elasticsearch one (a playbook is checked against its product)."""
+    assert isinstance(ctx.cluster, ElasticsearchAdapter), "an Elasticsearch step in a run of another product"
+    return ctx.cluster
+
+
 def change_setting(ctx: RunContext, key: str, value: Any, batch: int | None) -> None:
-    persistent, transient = ctx.es.cluster_settings()
+    persistent, transient = es(ctx).cluster_settings()
     scope = "transient" if key in transient else "persistent"
     live = (transient if scope == "transient" else persistent).get(key)
     set_temporarily(ctx, key, scope, live, value, batch)
 
 
 def raise_recovery_limits(ctx: RunContext) -> None:
-    for change in ctx.journal.plan["settings"]:
-        if change["when"] == "for the run":
-            change_setting(ctx, change["key"], change["during"], None)
+    for change in ctx.journal.plan.settings:
+        if change.when == "for the run":
+            change_setting(ctx, change.key, change.during, None)
 
 
 def restrict_allocation(ctx: RunContext, batch: BatchRecord) -> None:
@@ -41,12 +49,10 @@ def restore_allocation(ctx: RunContext, batch: BatchRecord) -> None:
 
 def flush(ctx: RunContext, batch: BatchRecord) -> None:
     try:
-        ctx.es.flush()
+        es(ctx).flush()
     except OrchestratorError as exc:
         # A failed flush costs recovery time (files copied instead of reused), never data.
         ctx.emit(Event("warning", f"flush failed, going on: {exc}", batch=batch.number))
-
-
 
 
 def wait_for_recovery(ctx: RunContext, batch: BatchRecord) -> None:
@@ -56,19 +62,28 @@ def wait_for_recovery(ctx: RunContext, batch: BatchRecord) -> None:
     started = ctx.clock.monotonic()
     limit = ctx.inv.timeouts.recovery_s
 
-    def green(seen: Seen[bool]) -> bool | None:
+    allow_yellow = ctx.options.allow_yellow
+    expected = len(ctx.journal.plan.node_ids)
+
+    def settled(seen: Seen[bool]) -> bool | None:
         remaining = limit - (ctx.clock.monotonic() - started)
-        # A server-side wait: one request per up to 30 s instead of one per poll interval.
-        h = ctx.es.health(wait_for_status="green", timeout_s=max(min(remaining, 30), 1))
-        expected = len(ctx.journal.plan["node_ids"])
+        # A server-side wait: one request per up to 30 s instead of one per poll interval. With
+        # --allow-yellow, yellow returns at once and the accepted count decides.
+        h = es(ctx).health(wait_for_status="yellow" if allow_yellow else "green",
+                           timeout_s=max(min(remaining, 30), 1))
         missing = f", only {h['number_of_nodes']} of {expected} nodes in the cluster" \
             if h["number_of_nodes"] < expected else ""
         seen.text = (f"health {h['status']}{missing}, {h['initializing_shards']} initializing, "
                      f"{h['unassigned_shards']} unassigned, {h['relocating_shards']} relocating")
-        settled = h["status"] == "green" and not h["initializing_shards"] and not h["relocating_shards"]
-        return True if settled else None
+        moving = h["initializing_shards"] or h["relocating_shards"]
+        if h["status"] == "green":
+            return None if moving else True
+        accepted = allow_yellow and h["status"] == "yellow" and not missing and not moving \
+            and not unassigned_beyond_accepted(h["unassigned_shards"], ctx.journal.plan)
+        return True if accepted else None
 
-    wait_until(green, what="the cluster to be green again", timeout_s=limit,
+    what = "the cluster to be green again" if not allow_yellow else "the cluster to be back to its accepted yellow"
+    wait_until(settled, what=what, timeout_s=limit,
                interval_s=ctx.inv.timeouts.poll_interval_s, clock=ctx.clock, should_stop=lambda: ctx.abort.requested,
                hint="Shards are still recovering or cannot be allocated (see `_cluster/allocation/explain`); "
                     "`orchestrate resume` waits again.")
@@ -76,8 +91,7 @@ def wait_for_recovery(ctx: RunContext, batch: BatchRecord) -> None:
     stats = recovery_stats(ctx, batch)
     for name in batch.nodes:
         ctx.timed(name, "recovery", elapsed)
-        with ctx.lock:
-            ctx.record(name).recovery = stats.get(name, {"bytes_from_peers": 0, "bytes_reused": 0, "shards": 0})
+        ctx.journal.recovered(name, stats.get(name, {"bytes_from_peers": 0, "bytes_reused": 0, "shards": 0}))
         ctx.set_phase(name, Phase.DONE, f"{name}: done; recovery {elapsed:.1f} s, "
                                         f"{stats.get(name, {}).get('bytes_from_peers', 0)} bytes copied from peers")
 
@@ -89,12 +103,12 @@ def recovery_stats(ctx: RunContext, batch: BatchRecord) -> dict[str, dict[str, i
     (retention leases, Elasticsearch 7.4+) copies no file and reports 0 bytes: the node kept its
     whole copy, so its size on the node counts as reused.
     """
-    rows = ctx.es.recoveries()
-    sizes = {(c.index, c.shard, c.node_id): c.size_bytes for c in ctx.es.shards()}
+    rows = es(ctx).recoveries()
+    sizes = {(c.index, c.shard, c.node_id): c.size_bytes for c in es(ctx).shards()}
     out: dict[str, dict[str, int]] = {}
     for name in batch.nodes:
         rec = ctx.record(name)
-        node_id = ctx.journal.plan["node_ids"].get(name)
+        node_id = ctx.journal.plan.node_ids.get(name)
         since_ms = int(rec.started_at.get("start_issued", 0) * 1000) - 5000
         peers = reused = shards = 0
         for r in rows:

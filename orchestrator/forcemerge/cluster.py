@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from typing import Any
-
-import elasticsearch
 
 from orchestrator.errors import ConfigError
 from orchestrator.es.adapter import ElasticsearchAdapter
-from orchestrator.es.connect import translated
 from orchestrator.forcemerge.decide import IndexFacts
 from orchestrator.restart.lock import LOCK_INDEX
 
 
+def elasticsearch(cluster: object, name: str, product: str) -> ElasticsearchAdapter:
+    """The cluster's adapter as an Elasticsearch one: force-merge is an Elasticsearch action."""
+    if not isinstance(cluster, ElasticsearchAdapter):
+        raise ConfigError("inventory", [f"cluster {name} is a {product} cluster; force-merge is for Elasticsearch "
+                                        "clusters"])
+    return cluster
+
+
 def resolve(es: ElasticsearchAdapter, pattern: str) -> list[str]:
-    raw = es._do(f"resolve {pattern}", es.es.indices.get, index=pattern, expand_wildcards="open",
-                 ignore_unavailable=True, allow_no_indices=True, features="settings")
+    raw = es.indices(pattern)
     names = sorted(n for n, body in raw.items() if n != LOCK_INDEX
                    and str(body.get("settings", {}).get("index", {}).get("hidden", "false")) != "true")
     if not names:
@@ -27,8 +30,7 @@ def resolve(es: ElasticsearchAdapter, pattern: str) -> list[str]:
 
 def segments_per_shard(es: ElasticsearchAdapter, indices: list[str]) -> dict[str, int]:
     """The most segments any copy of any shard of each index has."""
-    rows = es._do("count segments", es.es.cat.segments, index=",".join(indices), format="json",
-                  h="index,shard,prirep,ip,segment")
+    rows = es.segments(indices)
     per_copy: dict[tuple[str, str, str, str], int] = defaultdict(int)
     for r in rows:
         per_copy[(r["index"], r["shard"], r["prirep"], r.get("ip", ""))] += 1
@@ -41,16 +43,12 @@ def segments_per_shard(es: ElasticsearchAdapter, indices: list[str]) -> dict[str
 def write_targets(es: ElasticsearchAdapter, indices: list[str]) -> dict[str, str]:
     """index -> the alias or data stream it is the write index of."""
     out: dict[str, str] = {}
-    aliases = es._do("read aliases", es.es.indices.get_alias, index=",".join(indices), ignore_unavailable=True)
+    aliases = es.aliases(indices)
     for index, body in aliases.items():
         for alias, conf in (body.get("aliases") or {}).items():
             if conf.get("is_write_index"):
                 out[index] = f"alias {alias}"
-    try:
-        streams = es._do("read data streams", es.es.indices.get_data_stream, name="*")
-    except Exception:
-        streams = {"data_streams": []}
-    for ds in streams.get("data_streams", []):
+    for ds in es.data_streams():
         backing = ds.get("indices") or []
         if backing:
             out[backing[-1]["index_name"]] = f"data stream {ds['name']}"
@@ -58,9 +56,8 @@ def write_targets(es: ElasticsearchAdapter, indices: list[str]) -> dict[str, str
 
 
 def indexing_totals(es: ElasticsearchAdapter, indices: list[str]) -> tuple[dict[str, int], dict[str, int]]:
-    stats = es._do("read indexing stats", es.es.indices.stats, index=",".join(indices), metric="indexing,docs")
     totals, docs = {}, {}
-    for name, body in stats.get("indices", {}).items():
+    for name, body in es.indexing_stats(indices).items():
         totals[name] = int(body["primaries"]["indexing"]["index_total"])
         docs[name] = int(body["primaries"].get("docs", {}).get("count", 0))
     return totals, docs
@@ -79,20 +76,13 @@ def gather(es: ElasticsearchAdapter, pattern: str, sample_s: float) -> list[Inde
 
 
 def start_merge(es: ElasticsearchAdapter, index: str, max_segments: int) -> str:
-    """Start the merge as a task and return its id: no HTTP request stays open for the merge's length."""
-    body = es._do(f"start force-merge of {index}", es.es.perform_request, "POST",
-                  f"/{index}/_forcemerge?max_num_segments={max_segments}&wait_for_completion=false",
-                  headers={"accept": "application/json"})
-    return str(body["task"])
+    return es.start_forcemerge(index, max_segments)
 
 
 def task_state(es: ElasticsearchAdapter, task_id: str) -> tuple[bool, str | None]:
     """(completed, error). A task no longer known after completion counts as completed."""
-    es.calls += 1
-    with translated(f"follow task {task_id}", es.conn.endpoints):
-        try:
-            body: Any = es.es.perform_request("GET", f"/_tasks/{task_id}", headers={"accept": "application/json"}).body
-        except elasticsearch.NotFoundError:
-            return True, None
+    body = es.task(task_id)
+    if body is None:
+        return True, None
     error = body.get("error")
     return bool(body.get("completed")), (error.get("reason") if isinstance(error, dict) else error)

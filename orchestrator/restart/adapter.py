@@ -1,24 +1,31 @@
-"""The one interface between the restart engine and a product (Elasticsearch, Riak).
+"""The one interface between the restart engine and a product's cluster (Elasticsearch, Riak).
 
-The engine and the generic steps (stop, tune, start, rejoin, command steps) only call what is
-here. What differs per product (allocation and recovery for Elasticsearch, handoffs for Riak)
-lives in that product's own steps, which use its concrete adapter.
+The engine and the generic steps (stop, tune, start, rejoin, command steps), status, the lock
+and the report only call what is here. What differs per product (allocation and recovery for
+Elasticsearch, handoffs for Riak) lives in that product's own steps, which use its concrete
+adapter.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, Protocol
+
+from orchestrator.restart.plan import Plan
 
 
 class ClusterAdapter(Protocol):
-    product: str
     calls: int  # requests or admin commands sent to the cluster, for the run's figures
 
-    def batch_problems(self, plan: dict[str, Any], nodes: list[str], label: str, allow_yellow: bool) -> list[str]:
-        """Why the batch ``nodes`` (inventory names) must not start now; empty when it may."""
+    def snapshot(self) -> object:
+        """Everything the product's plan is made from (an immutable snapshot)."""
         ...
 
-    def live_identity(self, plan: dict[str, Any], name: str) -> str | None:
+    def gate_snapshot(self, restarting: Collection[str]) -> object:
+        """What the product's batch gate reads, asked of nodes other than ``restarting`` first."""
+        ...
+
+    def live_identity(self, plan: Plan, name: str) -> str | None:
         """The node's current process identity, or None when it is not serving (down or not joined)."""
         ...
 

@@ -1,73 +1,50 @@
-"""The restart engine: runs the journal's batches through the playbook's steps, one batch at a time.
+"""The restart engine: runs the journal's batches through the procedure's steps, one batch at a time.
 
-Before each batch it reads a fresh snapshot and refuses to go on while the cluster is unsafe.
-After each step it writes the journal, so a run killed at any point is finished by `resume`
-without restarting a node twice. On Ctrl-C it stops at the next safe point (never with a node
-left down) and restores every temporary setting.
+Before each batch it asks the product's pure gate, over a fresh snapshot, whether the cluster is
+safe, and waits while it is not. Every transition is written to the journal, so a run killed at
+any point is finished by `resume` without restarting a node twice. On a stop request (Ctrl-C,
+SIGTERM, a caller's cancel) it stops at the next safe point (never with a node left down) and
+restores every temporary setting. It knows no product: everything particular is in the
+`Product` it is given.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from collections.abc import Mapping
 
-from orchestrator.errors import Aborted, ConfigError, OrchestratorError, UnsafeToProceed
+from orchestrator.errors import Aborted, OrchestratorError, UnsafeToProceed
 from orchestrator.restart import steps
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
 from orchestrator.restart.journal import BatchRecord, RunState, measured_batch_seconds
+from orchestrator.restart.procedure import Procedure
+from orchestrator.restart.product import Product, RunStepFn
 from orchestrator.retry import Seen, wait_until
 
 # Steps between these two leave a node down: an abort waits until the node is back.
 NODE_DOWN_FROM, NODE_BACK_AT = "stop_service", "wait_for_join"
 
 
-RunStepFn = Callable[[RunContext], None]
-
-
-def product_steps(product: str) -> tuple[dict[str, steps.StepFn], dict[str, RunStepFn]]:
-    """The batch steps and run steps a product's playbooks may name (the generic ones included)."""
-    if product == "riak":
-        from orchestrator.riak import steps as riak_steps
-
-        return {**steps.GENERIC, **riak_steps.STEPS}, dict(riak_steps.RUN_STEPS)
-    from orchestrator.es import steps as es_steps
-
-    return {**steps.GENERIC, **es_steps.STEPS}, dict(es_steps.RUN_STEPS)
-
-
 class Engine:
-    def __init__(self, ctx: RunContext) -> None:
+    def __init__(self, ctx: RunContext, product: Product, procedure: Procedure,
+                 preludes: Mapping[str, RunStepFn] | None = None) -> None:
         self.ctx = ctx
-        self.steps: dict[str, steps.StepFn] = {}
-        known, self.run_steps = product_steps(ctx.playbook.product)
-        for step in ctx.playbook.steps():
-            if step.builtin:
-                if step.builtin not in known:
-                    raise ConfigError(f"playbook {ctx.playbook.name}", [
-                        f"step {step.builtin} is not a {ctx.playbook.product} step; known: {', '.join(known)}"])
-                self.steps[step.name] = known[step.builtin]
-            elif step.command:
-                self.steps[step.name] = steps.command_step(step.command)
-        self.order = [s.name for s in ctx.playbook.steps()]
+        self.product = product
+        self.procedure = procedure
+        self.preludes = dict(preludes or {})  # work a run may carry before batch 1, by name (force-merge)
         self.batch_seconds: list[float] = []
         self.prior_batch_s = measured_batch_seconds(ctx.journal.cluster, ctx.journal.mode, ctx.journal.run_id)
 
     # --- the run ---------------------------------------------------------------------------------
     def run(self) -> None:
         ctx, journal = self.ctx, self.ctx.journal
-        journal.state = RunState.RUNNING
-        journal.save()
+        journal.set_state(RunState.RUNNING)
         try:
-            self.run_prelude()
+            self.run_preludes()
             if not journal.run_setup_done:
-                for step in ctx.playbook.before_run:
-                    if step not in self.run_steps:
-                        raise ConfigError(f"playbook {ctx.playbook.name}", [
-                            f"before_run: {step} is not a {ctx.playbook.product} step"])
-                    self.run_steps[step](ctx)
-                journal.run_setup_done = True
-                journal.save()
+                for _name, run_step in self.procedure.before_run:
+                    run_step(ctx)
+                journal.setup_done()
             for batch in journal.batches:
                 if batch.state != "done":
                     self.run_batch(batch)
@@ -80,34 +57,24 @@ class Engine:
             # them would start copying its shards elsewhere. The journal keeps them for `resume`.
             self.finish(RunState.FAILED, str(exc))
             raise
+        except BaseException as exc:
+            # Not ours (a bug, or the interpreter stopping): the journal must not say "running" forever.
+            self.finish(RunState.FAILED, f"internal error: {type(exc).__name__}: {exc}")
+            raise
         finally:
-            journal.es_calls = ctx.cluster.calls
-            journal.save()
+            journal.calls(ctx.cluster.calls)
 
-    def run_prelude(self) -> None:
-        """A force-merge before the restart (`forcemerge --then-restart`): merged indices are skipped on resume."""
-        spec = self.ctx.journal.prelude.get("forcemerge")
-        if not spec or spec.get("done"):
-            return
-        from orchestrator.forcemerge.run import plan_merges, run_merges
-
-        decisions = plan_merges(self.ctx.es, spec["indices"], spec["max_segments"], spec["include_write_indices"])
-        report = run_merges(self.ctx.es, decisions, spec["max_segments"], spec["concurrency"], self.ctx.emit,
-                            should_stop=lambda: self.ctx.abort.requested)
-        spec["report"] = report.to_json()
-        if report.outcome == "failure":
-            raise UnsafeToProceed("force-merge failed; the restart did not start. `orchestrate resume` tries again")
-        if self.ctx.abort.requested:
-            raise Aborted("stopped by the operator during the force-merge")
-        spec["done"] = True
-        self.ctx.journal.save()
+    def run_preludes(self) -> None:
+        """Work the run carries before batch 1 (a force-merge): done once, skipped on resume."""
+        for name in self.ctx.journal.spec.prelude:
+            if name in self.ctx.journal.preludes_done:
+                continue
+            if name not in self.preludes:
+                raise UnsafeToProceed(f"this run carries a {name} before its restart, which cannot run here")
+            self.preludes[name](self.ctx)
 
     def finish(self, state: RunState, message: str) -> None:
-        journal = self.ctx.journal
-        journal.state = state
-        journal.message = message
-        journal.finished = time.time()
-        journal.save()
+        self.ctx.journal.set_state(state, message)
         self.ctx.emit(Event("run", f"run {state.value}: {message}", data={"result": state.value}))
 
     def stop_safely(self, exc: Aborted) -> Aborted:
@@ -127,27 +94,22 @@ class Engine:
         ctx = self.ctx
         if batch.state == "pending":
             self.wait_until_safe(batch)
-            batch.state = "running"
-            batch.started = time.time()
-            ctx.journal.save()
+            ctx.journal.begin_batch(batch)
             ctx.emit(Event("batch", f"batch {batch.number}/{len(ctx.journal.batches)}: {batch.label} "
                                     f"({', '.join(batch.nodes)})", batch=batch.number, eta_s=self.eta_s()))
         else:
             ctx.emit(Event("batch", f"batch {batch.number}: resuming {batch.label} after "
                                     f"{', '.join(batch.steps_done) or 'nothing'}", batch=batch.number))
-        for name in self.order:
+        for name, step in self.procedure.batch:
             if name in batch.steps_done:
                 continue
             self.check_abort(batch)
-            self.steps[name](ctx, batch)
-            batch.steps_done.append(name)
-            ctx.journal.save()
-        batch.state = "done"
-        batch.finished = time.time()
-        ctx.journal.save()
-        self.batch_seconds.append(batch.finished - (batch.started or batch.finished))
-        ctx.emit(Event("batch", f"batch {batch.number} done in {batch.finished - (batch.started or 0):.1f} s",
-                       batch=batch.number, eta_s=self.eta_s()))
+            step(ctx, batch)
+            ctx.journal.step_done(batch, name)
+        ctx.journal.end_batch(batch)
+        took = (batch.finished or 0) - (batch.started or batch.finished or 0)
+        self.batch_seconds.append(took)
+        ctx.emit(Event("batch", f"batch {batch.number} done in {took:.1f} s", batch=batch.number, eta_s=self.eta_s()))
         self.check_abort(batch)
 
     def check_abort(self, batch: BatchRecord) -> None:
@@ -164,7 +126,8 @@ class Engine:
         ctx = self.ctx
 
         def safe(seen: Seen[bool]) -> bool | None:
-            problems = ctx.cluster.batch_problems(ctx.journal.plan, batch.nodes, batch.label, ctx.inv.allow_yellow)
+            snapshot = ctx.cluster.gate_snapshot(batch.nodes)
+            problems = self.product.gate(snapshot, ctx.journal.plan, batch.nodes, ctx.options)
             seen.text = " ".join(problems)
             return True if not problems else None
 
@@ -185,5 +148,6 @@ class Engine:
             return round(len(remaining) * sum(self.batch_seconds) / len(self.batch_seconds), 1)
         if self.prior_batch_s is not None:
             return round(len(remaining) * self.prior_batch_s, 1)
-        estimates = {b["number"]: b["estimate_s"] for b in self.ctx.journal.plan["batches"]}
+        estimates = {b.number: b.estimate_s for b in self.ctx.journal.plan.batches}
         return round(float(sum(estimates.get(b.number, 0) for b in remaining)), 1)
+

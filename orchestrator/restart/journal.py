@@ -1,9 +1,14 @@
-"""The run journal: the persisted state of a restart, with an undo record for every change.
+"""The run journal: the persisted state of a run, with an undo record for every change.
 
-Written atomically (temporary file, then rename) after every transition, readable only by its
-owner, and stamped with a format version that a reader refuses when it does not know it. An
-undo record is written *before* its change is made; `resume` and the end of a run restore every
-record not yet restored, in reverse order.
+The journal is the only writer of run state: every transition is a method here that changes the
+state and saves it atomically (temporary file, then rename) under the journal's own lock, so
+steps running in parallel for a zone's nodes never interleave a save. The file is readable only
+by its owner and stamped with a format version that a reader refuses when it does not know it.
+
+It holds the run's spec (what `resume` runs again: mode, options, the resolved playbook, the
+inventory as it was, the plan) and its progress (batches, nodes, undo records). An undo record
+is written *before* its change is made; `resume` and the end of a run restore every record not
+yet restored, in reverse order.
 """
 
 from __future__ import annotations
@@ -11,16 +16,21 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import JournalError
+from orchestrator.errors import JournalError, OrchestratorError
 from orchestrator.paths import state_root, write_atomically
+from orchestrator.restart.phases import Phase, check_transition
+from orchestrator.restart.plan import Mode, Plan
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 class RunState(StrEnum):
@@ -34,6 +44,37 @@ class UndoState(StrEnum):
     INTENDED = "intended"  # written before the change; the change may or may not have been made
     APPLIED = "applied"
     RESTORED = "restored"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Every option that changes how a run behaves; recorded, so `resume` behaves the same."""
+
+    allow_yellow: bool = False
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What the run is: recorded when it starts, run again as it is by `resume`."""
+
+    mode: Mode
+    options: RunOptions
+    playbook: dict[str, Any]  # the resolved playbook, as it was loaded
+    inventory_path: str
+    inventory: dict[str, Any]  # the validated inventory as it was (secrets are only references)
+    plan: Plan
+    prelude: dict[str, dict[str, Any]] = field(default_factory=dict)  # e.g. a force-merge before batch 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mode": self.mode.value, "options": asdict(self.options), "playbook": self.playbook,
+                "inventory_path": self.inventory_path, "inventory": self.inventory, "plan": self.plan.to_json(),
+                "prelude": self.prelude}
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> RunSpec:
+        return cls(mode=Mode(raw["mode"]), options=RunOptions(**raw["options"]), playbook=raw["playbook"],
+                   inventory_path=raw["inventory_path"], inventory=raw["inventory"],
+                   plan=Plan.from_json(raw["plan"]), prelude=raw.get("prelude", {}))
 
 
 @dataclass
@@ -75,10 +116,7 @@ class BatchRecord:
 class Journal:
     run_id: str
     cluster: str
-    inventory: str
-    mode: str
-    playbook: str
-    plan: dict[str, Any]
+    spec: RunSpec
     batches: list[BatchRecord]
     nodes: dict[str, NodeRecord]
     state: RunState = RunState.RUNNING
@@ -88,12 +126,26 @@ class Journal:
     finished: float | None = None
     message: str = ""
     run_setup_done: bool = False
-    prelude: dict[str, Any] = field(default_factory=dict)  # e.g. a force-merge that runs before batch 1
-    es_calls: int = 0
+    preludes_done: list[str] = field(default_factory=list)
+    prelude_reports: dict[str, Any] = field(default_factory=dict)
+    cluster_calls: int = 0
     format: int = FORMAT_VERSION
     path: Path | None = field(default=None, compare=False)
+    _lock: threading.RLock = field(default_factory=threading.RLock, compare=False, repr=False)
 
-    # --- undo records -------------------------------------------------------------------------
+    # --- reading ------------------------------------------------------------------------------
+    @property
+    def plan(self) -> Plan:
+        return self.spec.plan
+
+    @property
+    def mode(self) -> str:
+        return self.spec.mode.value
+
+    @property
+    def product(self) -> str:
+        return self.spec.plan.product
+
     def pending_undo(self) -> list[UndoRecord]:
         return [u for u in self.undo if u.state is not UndoState.RESTORED]
 
@@ -104,23 +156,109 @@ class Journal:
                 return True, u.before
         return False, None
 
-    def add_undo(self, key: str, scope: str, before: Any, applied: Any, batch: int | None) -> UndoRecord:
-        record = UndoRecord(id=len(self.undo) + 1, key=key, scope=scope, before=before, applied=applied, batch=batch)
-        self.undo.append(record)
-        self.save()
+    # --- the transitions: each changes state and saves it, under the lock ----------------------
+    @contextmanager
+    def change(self) -> Iterator[None]:
+        """Change the journal and save it; the one way state is written (also for a step's own records)."""
+        with self._lock:
+            yield
+            self.save()
+
+    def set_state(self, state: RunState, message: str = "") -> None:
+        with self.change():
+            self.state = state
+            self.message = message
+            self.finished = None if state is RunState.RUNNING else time.time()
+
+    def setup_done(self) -> None:
+        with self.change():
+            self.run_setup_done = True
+
+    def prelude_done(self, name: str, report: Any) -> None:
+        with self.change():
+            self.preludes_done.append(name)
+            self.prelude_reports[name] = report
+
+    def begin_batch(self, batch: BatchRecord) -> None:
+        with self.change():
+            batch.state = "running"
+            batch.started = time.time()
+
+    def step_done(self, batch: BatchRecord, step: str) -> None:
+        with self.change():
+            batch.steps_done.append(step)
+
+    def end_batch(self, batch: BatchRecord) -> None:
+        with self.change():
+            batch.state = "done"
+            batch.finished = time.time()
+
+    def record_undo(self, key: str, scope: str, before: Any, applied: Any, batch: int | None) -> UndoRecord:
+        """Write the undo record of a change about to be made (state: intended)."""
+        with self.change():
+            record = UndoRecord(id=len(self.undo) + 1, key=key, scope=scope, before=before, applied=applied,
+                                batch=batch)
+            self.undo.append(record)
         return record
+
+    def undo_state(self, record: UndoRecord, state: UndoState) -> None:
+        with self.change():
+            record.state = state
+
+    def set_phase(self, node: str, phase: Phase) -> NodeRecord:
+        """Move a node to ``phase``; an illegal move raises (the journal and the run would disagree)."""
+        with self.change():
+            rec = self.nodes[node]
+            check_transition(node, rec.phase, phase)
+            if rec.phase != phase:
+                rec.started_at[phase.value] = time.time()
+            rec.phase = phase.value
+        return rec
+
+    def mark(self, node: str, key: str) -> None:
+        """Note the wall-clock time of a moment in the node's restart (e.g. the start command issued)."""
+        with self.change():
+            self.nodes[node].started_at[key] = time.time()
+
+    def timed(self, node: str, phase_key: str, seconds: float) -> None:
+        with self.change():
+            self.nodes[node].phases[phase_key] = round(seconds, 2)
+
+    def process_before(self, node: str, identity: str | None) -> None:
+        with self.change():
+            self.nodes[node].process_before = identity
+
+    def restarted(self, node: str, identity: str) -> None:
+        with self.change():
+            self.nodes[node].process_after = identity
+            self.nodes[node].restarted = True
+
+    def recovered(self, node: str, figures: dict[str, int]) -> None:
+        """Merge the node's recovery figures (bytes copied and reused, handoffs) into its record."""
+        with self.change():
+            self.nodes[node].recovery = {**self.nodes[node].recovery, **figures}
+
+    def calls(self, count: int) -> None:
+        with self.change():
+            self.cluster_calls = count
 
     # --- persistence --------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        raw = asdict(self)
-        raw.pop("path")
-        return raw
+        return {
+            "format": self.format, "run_id": self.run_id, "cluster": self.cluster, "spec": self.spec.to_json(),
+            "state": self.state.value, "created": self.created, "updated": self.updated, "finished": self.finished,
+            "message": self.message, "run_setup_done": self.run_setup_done, "preludes_done": self.preludes_done,
+            "prelude_reports": self.prelude_reports, "cluster_calls": self.cluster_calls,
+            "batches": [asdict(b) for b in self.batches], "nodes": {k: asdict(v) for k, v in self.nodes.items()},
+            "undo": [asdict(u) for u in self.undo],
+        }
 
     def save(self) -> None:
         if self.path is None:
             raise JournalError("journal has no path")
-        self.updated = time.time()
-        write_atomically(self.path, json.dumps(self.to_dict(), indent=1, default=str), mode=0o600)
+        with self._lock:
+            self.updated = time.time()
+            write_atomically(self.path, json.dumps(self.to_dict(), indent=1, default=str), mode=0o600)
 
     @classmethod
     def load(cls, path: Path) -> Journal:
@@ -128,19 +266,34 @@ class Journal:
             raw = json.loads(path.read_text())
         except (OSError, ValueError) as exc:
             raise JournalError(f"cannot read journal {path}: {exc}") from exc
-        if raw.get("format") != FORMAT_VERSION:
-            raise JournalError(f"journal {path} has format {raw.get('format')!r}; this version of orchestrator "
-                               f"reads format {FORMAT_VERSION} only. Use the version that wrote it.")
+        if not isinstance(raw, dict) or raw.get("format") != FORMAT_VERSION:
+            found = raw.get("format") if isinstance(raw, dict) else "unknown"
+            raise JournalError(f"journal {path} has format {found!r}; this version of orchestrator reads format "
+                               f"{FORMAT_VERSION} only. Use the version that wrote it.")
         try:
-            raw["batches"] = [BatchRecord(**b) for b in raw["batches"]]
-            raw["nodes"] = {k: NodeRecord(**v) for k, v in raw["nodes"].items()}
-            raw["undo"] = [UndoRecord(**{**u, "state": UndoState(u["state"])}) for u in raw["undo"]]
-            raw["state"] = RunState(raw["state"])
-            journal = cls(**raw)
-        except (KeyError, TypeError, ValueError) as exc:
+            journal = cls(
+                run_id=raw["run_id"], cluster=raw["cluster"], spec=RunSpec.from_json(raw["spec"]),
+                batches=[BatchRecord(**b) for b in raw["batches"]],
+                nodes={k: NodeRecord(**v) for k, v in raw["nodes"].items()},
+                state=RunState(raw["state"]), undo=[UndoRecord(**{**u, "state": UndoState(u["state"])})
+                                                    for u in raw["undo"]],
+                created=raw["created"], updated=raw["updated"], finished=raw["finished"], message=raw["message"],
+                run_setup_done=raw["run_setup_done"], preludes_done=raw["preludes_done"],
+                prelude_reports=raw["prelude_reports"], cluster_calls=raw["cluster_calls"])
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise JournalError(f"journal {path} is damaged ({exc}); it was not written by this tool") from exc
         journal.path = path
         return journal
+
+
+class RunFailed(OrchestratorError):
+    """A run that had started failed: the cause, and the journal of the run (for its report)."""
+
+    def __init__(self, cause: OrchestratorError, journal: Journal) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.journal = journal
+        self.exit_code = cause.exit_code
 
 
 def runs_dir(cluster: str) -> Path:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import html as htmllib
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.restart.journal import Journal
+from orchestrator.restart.product import Column
 
 # (phase shown, key where it starts, key where it ends, colour)
 PHASES = (
@@ -54,11 +56,12 @@ def totals(journal: Journal) -> dict[str, Any]:
         "nodes_restarted": sum(1 for r in nodes if r.restarted), "nodes": len(nodes),
         "bytes_from_peers": peers, "bytes_reused": reused,
         "reuse_ratio": round(reused / (peers + reused), 4) if peers + reused else None,
-        "es_calls": journal.es_calls, "plan_estimate_s": journal.plan.get("estimate_s"),
+        "cluster_calls": journal.cluster_calls, "plan_estimate_s": journal.plan.estimate_s,
     }
 
 
-def html(journal: Journal) -> str:
+def html(journal: Journal, columns: Sequence[Column] = ()) -> str:
+    """The page; ``columns`` are the product's own figures per node (from each node's recovery record)."""
     bars = timeline(journal)
     t = totals(journal)
     esc = htmllib.escape
@@ -83,12 +86,13 @@ def html(journal: Journal) -> str:
     svg.append("</svg>")
     legend = " ".join(f'<span style="background:{c};padding:2px 8px;color:#fff">{p}</span>' for p, *_, c in PHASES)
     table = ["<table><tr><th>node</th><th>batch</th><th>restarted</th>"
-             + "".join(f"<th>{p} (s)</th>" for p, *_ in PHASES) + "<th>from peers</th><th>reused</th></tr>"]
+             + "".join(f"<th>{p} (s)</th>" for p, *_ in PHASES) + "".join(f"<th>{esc(c.header)}</th>" for c in columns)
+             + "</tr>"]
     for r in sorted(journal.nodes.values(), key=lambda r: (r.batch, r.name)):
         cells = "".join(f"<td>{r.phases.get(p, '')}</td>" for p, *_ in PHASES)
-        peers, reused = r.recovery.get("bytes_from_peers", ""), r.recovery.get("bytes_reused", "")
+        figures = "".join(f"<td>{esc(c.value(r.recovery))}</td>" for c in columns)
         table.append(f"<tr><td>{esc(r.name)}</td><td>{r.batch}</td><td>{'yes' if r.restarted else 'no'}</td>{cells}"
-                     f"<td>{peers}</td><td>{reused}</td></tr>")
+                     f"{figures}</tr>")
     table.append("</table>")
     summary = "".join(f"<tr><th>{esc(k)}</th><td>{esc(str(v))}</td></tr>" for k, v in t.items())
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(journal.created))

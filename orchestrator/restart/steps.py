@@ -7,12 +7,13 @@ first) and reports through events. Per-node work of a zone batch runs in paralle
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from orchestrator.config.playbook import CommandStep
-from orchestrator.errors import HostError
+from orchestrator.errors import HostError, OrchestratorError
 from orchestrator.hosts.service import render
 from orchestrator.hosts.transport import LocalTransport
 from orchestrator.restart.context import RunContext
@@ -25,15 +26,22 @@ StepFn = Callable[[RunContext, BatchRecord], None]
 
 
 def for_each_node(ctx: RunContext, batch: BatchRecord, fn: Callable[[str], None]) -> None:
-    """Run ``fn`` for every node of the batch, in parallel; raise the first error after all finish."""
+    """Run ``fn`` for every node of the batch, in parallel; after all finish, raise the first error with
+    what became of the others, so an operator of a zone batch sees the whole batch's state."""
     if len(batch.nodes) == 1:
         fn(batch.nodes[0])
         return
     with ThreadPoolExecutor(max_workers=len(batch.nodes)) as pool:
-        futures = [pool.submit(fn, name) for name in batch.nodes]
-    errors = [f.exception() for f in futures if f.exception() is not None]
-    if errors:
-        raise errors[0]  # type: ignore[misc]
+        futures = {name: pool.submit(fn, name) for name in batch.nodes}
+    failed = {name: f.exception() for name, f in futures.items() if f.exception() is not None}
+    if not failed:
+        return
+    first = next(iter(failed.values()))
+    others = [f"{name} {'failed too' if name in failed else 'ok'} (phase {ctx.record(name).phase})"
+              for name in batch.nodes if name != next(iter(failed))]
+    if isinstance(first, OrchestratorError) and type(first).__init__ is OrchestratorError.__init__:
+        raise type(first)(f"{first}; the other nodes of batch {batch.number}: {', '.join(others)}") from first
+    raise first  # type: ignore[misc]
 
 
 # --- temporary settings ----------------------------------------------------------------------------
@@ -47,10 +55,9 @@ def set_temporarily(ctx: RunContext, key: str, scope: str, live: Any, value: Any
     pending = [u for u in ctx.journal.pending_undo() if u.key == key and u.scope == scope]
     if live == value and pending:
         return  # already in force, and its undo is on record
-    record = pending[0] if pending else ctx.journal.add_undo(key, scope, before, value, batch)
+    record = pending[0] if pending else ctx.journal.record_undo(key, scope, before, value, batch)
     ctx.cluster.put_setting(scope, key, value)
-    record.state = UndoState.APPLIED
-    ctx.journal.save()
+    ctx.journal.undo_state(record, UndoState.APPLIED)
     ctx.emit(Event("undo", f"set {scope} {key}={value} (was {before if before is not None else 'unset'})",
                    batch=batch, data={"key": key, "scope": scope, "before": before, "value": value}))
 
@@ -61,8 +68,7 @@ def restore_settings(ctx: RunContext, keys: set[str] | None = None) -> None:
         if keys is not None and record.key not in keys:
             continue
         ctx.cluster.put_setting(record.scope, record.key, record.before)
-        record.state = UndoState.RESTORED
-        ctx.journal.save()
+        ctx.journal.undo_state(record, UndoState.RESTORED)
         shown = record.before if record.before is not None else "unset"
         ctx.emit(Event("undo", f"restored {record.scope} {record.key}={shown}",
                        data={"key": record.key, "scope": record.scope, "value": record.before}))
@@ -82,8 +88,7 @@ def stop_service(ctx: RunContext, batch: BatchRecord) -> None:
             return  # stopped before an interruption; the journal says so
         current = live_identity(ctx, name)
         if rec.process_before is None:
-            rec.process_before = current
-            ctx.journal.save()
+            ctx.journal.process_before(name, current)
         if rec.process_before is not None and current is not None and current != rec.process_before:
             ctx.emit(Event("step", f"{name}: already restarted (new process), not stopping again", node=name))
             ctx.set_phase(name, Phase.STOPPED)
@@ -121,8 +126,7 @@ def start_service(ctx: RunContext, batch: BatchRecord) -> None:
         if reached(ctx.record(name).phase, Phase.JOINED):
             return
         ctx.set_phase(name, Phase.STARTING, f"{name}: starting the service")
-        with ctx.lock:
-            ctx.record(name).started_at["start_issued"] = ctx.clock_wall()
+        ctx.journal.mark(name, "start_issued")
         started = ctx.clock.monotonic()
         if not ctx.service.is_active(node):
             ctx.service.start(node)
@@ -157,10 +161,8 @@ def wait_for_join(ctx: RunContext, batch: BatchRecord) -> None:
                                    "back, `orchestrate resume` continues (temporary settings stay meanwhile).")
         # Join time counts from the moment the start command returned (wall clock: survives a resume).
         issued = rec.started_at.get("start_issued")
-        join_s = ctx.clock_wall() - issued - rec.phases.get("start", 0) if issued else ctx.clock.monotonic() - started
-        with ctx.lock:
-            rec.process_after = identity
-            rec.restarted = True
+        join_s = time.time() - issued - rec.phases.get("start", 0) if issued else ctx.clock.monotonic() - started
+        ctx.journal.restarted(name, identity)
         ctx.timed(name, "join", max(join_s, 0))
         ctx.set_phase(name, Phase.JOINED, f"{name}: rejoined as a new process")
 

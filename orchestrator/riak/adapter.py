@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Collection
 from typing import Any
 
 from orchestrator.config.model import Inventory, NodeEntry
 from orchestrator.errors import ClusterError, ClusterUnreachable, HostError
 from orchestrator.hosts.transport import Transport
+from orchestrator.restart.plan import Plan
 from orchestrator.riak.status import (
     RiakOutputError,
     RiakSnapshot,
@@ -111,15 +113,10 @@ class RiakAdapter:
         return up, out.strip().splitlines()[-1] if out.strip() else f"exit {rc}"
 
     # --- what the restart engine asks of every product (restart/adapter.py) -----------------------
-    def batch_problems(self, plan: dict[str, Any], nodes: list[str], label: str, allow_yellow: bool) -> list[str]:
-        snap = self.snapshot(avoid=set(nodes))
-        problems = cluster_problems(snap)
-        missing = [riak for riak in plan["node_ids"].values() if snap.member(riak) is None]
-        if missing:
-            problems.append(f"no longer member(s) of the cluster: {', '.join(missing)}")
-        return problems
+    def gate_snapshot(self, restarting: Collection[str]) -> RiakSnapshot:
+        return self.snapshot(avoid=set(restarting))
 
-    def live_identity(self, plan: dict[str, Any], name: str) -> str | None:
+    def live_identity(self, plan: Plan, name: str) -> str | None:
         pid = self.pid(self.inv.node(name))
         return f"pid {pid}" if pid else None
 

@@ -49,9 +49,9 @@ def build_riak_plan(inv: Inventory, snap: RiakSnapshot, mode: Mode, tuning: tupl
     batches = []
     for number, name in enumerate(names, start=1):
         member = snap.member(mapping[name])
-        batches.append(Batch(number=number, label=name, nodes=(name,), shard_copies=0, bytes=0,
+        batches.append(Batch(number=number, label=name, nodes=(name,),
                              estimate_s=EST_STOP_S + EST_START_TO_JOIN_S + EST_HANDOFF_S,
-                             ring_pct=member.ring_pct if member else None))
+                             figures={"ring_pct": member.ring_pct} if member else {}))
     settings = []
     if inv.riak.transfer_limit is not None:
         settings = [SettingChange(key=TRANSFER_LIMIT, scope=m.node, before=snap.limits.get(m.node),
@@ -59,6 +59,7 @@ def build_riak_plan(inv: Inventory, snap: RiakSnapshot, mode: Mode, tuning: tupl
     notes = [f"claimant {claimant} is restarted last" if claimant in mapping.values() else "",
              "each node's transfer limit is set again after it restarts (a restart resets it to riak.conf's "
              "transfer_limit)" if settings else ""]
-    return Plan(cluster=inv.cluster.name, mode=mode, batches=tuple(batches), settings=tuple(settings), tuning=tuning,
+    return Plan(cluster=inv.cluster.name, product="riak", mode=mode, batches=tuple(batches),
+                settings=tuple(settings), tuning=tuning,
                 estimate_s=round(sum(b.estimate_s for b in batches), 1), problems=tuple(problems), node_ids=mapping,
-                notes=tuple(n for n in notes if n), product="riak")
+                notes=tuple(n for n in notes if n))

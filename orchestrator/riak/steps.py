@@ -13,43 +13,49 @@ from orchestrator.restart.journal import BatchRecord, UndoState
 from orchestrator.restart.phases import Phase
 from orchestrator.restart.steps import StepFn, for_each_node, set_temporarily
 from orchestrator.retry import Seen, wait_until
+from orchestrator.riak.adapter import RiakAdapter
 from orchestrator.riak.handoffs import HandoffWatch
 from orchestrator.riak.plan import TRANSFER_LIMIT
+
+
+def riak(ctx: RunContext) -> RiakAdapter:
+    """The run's adapter, as the Riak one (a playbook is checked against its product)."""
+    assert isinstance(ctx.cluster, RiakAdapter), "a Riak step in a run of another product"
+    return ctx.cluster
+
 
 SERVICE_PROBE_S = 10  # one `wait-for-service` call blocks at most this long; the step retries up to join_s
 
 
 def raise_handoff_limit(ctx: RunContext) -> None:
-    changes = [c for c in ctx.journal.plan["settings"] if c["when"] == "for the run"]
+    changes = [c for c in ctx.journal.plan.settings if c.when == "for the run"]
     if not changes:
         return
-    live = ctx.riak.limits()
+    live = riak(ctx).limits()
     for change in changes:
-        set_temporarily(ctx, change["key"], change["scope"], live.get(change["scope"]), change["during"], None)
+        set_temporarily(ctx, change.key, change.scope, live.get(change.scope), change.during, None)
 
 
 def note_handoffs_due(ctx: RunContext, batch: BatchRecord) -> None:
     """While the batch's node is down, every partition waiting to be handed off is waiting for it (one
     node per batch, and the gate saw no transfer before the batch): record that count. Read later,
     after the node is back, the handoffs may already be over: a quick handoff is never seen active."""
-    transfers = ctx.riak.transfers(avoid=set(batch.nodes))
+    transfers = riak(ctx).transfers(avoid=set(batch.nodes))
     due = sum(transfers.waiting.values()) + sum(1 for t in transfers.active if t.target in batch.nodes)
     for name in batch.nodes:
-        with ctx.lock:
-            ctx.record(name).recovery = {**ctx.record(name).recovery, "handoffs_due": due}
-        ctx.journal.save()
+        ctx.journal.recovered(name, {"handoffs_due": due})
         ctx.emit(Event("step", f"{name}: {due} partition(s) wait to be handed back to it", node=name,
                        batch=batch.number))
 
 
 def wait_for_service(ctx: RunContext, batch: BatchRecord) -> None:
     def one(name: str) -> None:
-        node, riak = ctx.node(name), ctx.riak
+        node, admin = ctx.node(name), riak(ctx)
         service = ctx.inv.riak.service
         started = ctx.clock.monotonic()
 
         def up(seen: Seen[bool]) -> bool | None:
-            ok, said = riak.wait_for_service(node, SERVICE_PROBE_S)
+            ok, said = admin.wait_for_service(node, SERVICE_PROBE_S)
             seen.text = said
             return True if ok else None
 
@@ -60,7 +66,7 @@ def wait_for_service(ctx: RunContext, batch: BatchRecord) -> None:
         ctx.timed(name, "service", ctx.clock.monotonic() - started)
         for record in ctx.journal.pending_undo():
             if record.key == TRANSFER_LIMIT and record.scope == node.riak_name and record.state is UndoState.APPLIED:
-                riak.put_setting(record.scope, record.key, record.applied)
+                admin.put_setting(record.scope, record.key, record.applied)
                 ctx.emit(Event("step", f"{name}: transfer limit set to {record.applied} again after the restart",
                                node=name, batch=batch.number))
         ctx.emit(Event("step", f"{name}: {service} is up", node=name, batch=batch.number))
@@ -76,7 +82,7 @@ def wait_for_handoffs(ctx: RunContext, batch: BatchRecord) -> None:
     started = ctx.clock.monotonic()
 
     def drained(seen: Seen[bool]) -> bool | None:
-        transfers = ctx.riak.transfers()
+        transfers = riak(ctx).transfers()
         stalled = watch.observe(transfers, ctx.clock.monotonic())
         if stalled:
             raise UnsafeToProceed(
@@ -92,11 +98,8 @@ def wait_for_handoffs(ctx: RunContext, batch: BatchRecord) -> None:
     for name in batch.nodes:
         seen, objects = watch.handed_to(ctx.node(name).riak_name)
         ctx.timed(name, "recovery", elapsed)
-        with ctx.lock:
-            rec = ctx.record(name)
-            partitions = max(seen, rec.recovery.get("handoffs_due", 0))
-            rec.recovery = {**rec.recovery, "bytes_from_peers": 0, "bytes_reused": 0, "shards": partitions,
-                            "handoff_partitions": partitions, "handoff_objects": objects}
+        partitions = max(seen, ctx.record(name).recovery.get("handoffs_due", 0))
+        ctx.journal.recovered(name, {"handoff_partitions": partitions, "handoff_objects": objects})
         ctx.set_phase(name, Phase.DONE, f"{name}: done; handoffs finished in {elapsed:.1f} s "
                                         f"({partitions} partition(s) handed back)")
 

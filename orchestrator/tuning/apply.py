@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -10,7 +11,6 @@ from typing import Any
 from orchestrator.config.model import Inventory, NodeEntry
 from orchestrator.errors import ConfigError, HostError, OrchestratorError
 from orchestrator.hosts.transport import Transport
-from orchestrator.restart.context import Tuner
 from orchestrator.tuning.host import Host
 from orchestrator.tuning.knobs import KnobState, knobs_for
 from orchestrator.tuning.profile import Profile, load_profile
@@ -135,7 +135,7 @@ def run_all(inv: Inventory, transport: Transport, nodes: list[NodeEntry], apply:
         return list(pool.map(one, nodes))
 
 
-def make_tuner(inv: Inventory, transport: Transport) -> Tuner | None:
+def make_tuner(inv: Inventory, transport: Transport) -> Callable[[NodeEntry], list[str]] | None:
     """The restart's tune_host step: apply the profile to one host, fail loudly if anything still drifts."""
     profile = profile_of(inv)
     if profile is None:

@@ -136,6 +136,51 @@ def test_plan_says_unsafe_for_an_index_without_replicas(sandboxes: SandboxManage
         es.indices.delete(index="no-replica")
 
 
+def test_allow_yellow_is_kept_by_the_run_and_it_finishes_on_a_cluster_yellow_by_design(
+        sandboxes: SandboxManager) -> None:
+    """An index with more replicas than nodes can hold is yellow by design. Without --allow-yellow the
+    restart is refused; with it, every batch's gate and recovery wait accept that yellow (and only it:
+    each batch waits until no more copies are unassigned than at the start), and the run finishes."""
+    _info, es = prepared(sandboxes, Shape())
+    es.indices.create(index="over-replicated", settings={"number_of_shards": 2, "number_of_replicas": 3})
+    try:
+        health = es.cluster.health(wait_for_status="yellow", wait_for_no_initializing_shards=True, timeout="60s")
+        assert health["status"] == "yellow" and health["unassigned_shards"] == 2, dict(health)
+        refused = orchestrate("restart", "--cluster", "sandbox", "--yes")
+        assert refused.returncode == 5 and "yellow" in refused.stderr, refused.stderr[-1500:]
+        proc = orchestrate("restart", "--cluster", "sandbox", "--yes", "--json", "--allow-yellow", timeout=900)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        summary = json_lines(proc.stdout)[-1]
+        assert summary["result"] == "succeeded" and summary["options"] == {"allow_yellow": True}
+        assert all(n["restarted"] for n in summary["nodes"])
+        assert json.loads(Path(summary["journal"]).read_text())["spec"]["options"]["allow_yellow"] is True
+        after = es.cluster.health(wait_for_no_initializing_shards=True, timeout="60s")
+        assert after["status"] == "yellow" and after["unassigned_shards"] == 2
+    finally:
+        es.indices.delete(index="over-replicated")
+
+
+def test_an_installed_wheel_plans_the_sandbox_with_its_shipped_playbook(sandboxes: SandboxManager,
+                                                                      tmp_path: Path) -> None:
+    """`pip install .` (not editable): the package carries its playbooks and tuning profiles, and
+    `--cluster sandbox` is found without a source checkout."""
+    prepared(sandboxes, Shape())
+    site = tmp_path / "site"
+    built = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site),
+                            str(REPO)], capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-2000:]
+    assert (site / "orchestrator" / "shipped" / "playbooks" / "elasticsearch-rolling.yaml").is_file()
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    where = subprocess.run([sys.executable, "-c", "import orchestrator; print(orchestrator.__file__)"],
+                           capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert where.stdout.startswith(str(site)), where.stdout + where.stderr
+    proc = subprocess.run([sys.executable, "-m", "orchestrator", "plan", "--cluster", "sandbox", "--json"],
+                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    plan = json.loads(proc.stdout)
+    assert plan["safe"] and len(plan["batches"]) == 3 and plan["product"] == "elasticsearch"
+
+
 def test_node_mode_restart_of_three_nodes_under_load(sandboxes: SandboxManager, tmp_path: Path) -> None:
     summary = run_restart_and_verify(sandboxes, Shape(), "node", under_load=True)
     assert len(summary["batches"]) == 3

@@ -69,7 +69,7 @@ def assert_each_node_restarted_once_waiting_for_handoffs(info: dict[str, Any], s
     node stopped only after that."""
     events = [e for e in node_events(info) if e[0] >= since]
     run = json.loads(Path(journal).read_text())
-    done_at = {run["plan"]["node_ids"][name]: rec["started_at"]["done"] for name, rec in run["nodes"].items()}
+    done_at = {run["spec"]["plan"]["node_ids"][name]: rec["started_at"]["done"] for name, rec in run["nodes"].items()}
     starts = [node for _, what, node in events if what == "starting"]
     assert sorted(starts) == sorted(order), f"each node starts exactly once: {starts}"
     stops = {node: t for t, what, node in events if what == "stopping"}

@@ -116,13 +116,13 @@ def test_hostile_data_path_cannot_run_commands(sandboxes: SandboxManager, tmp_pa
 
 def test_unreadable_knob_is_reported_not_guessed(sandboxes: SandboxManager, tmp_path: Path) -> None:
     info = sandboxes.get(Shape())
-    profile_dir = tmp_path / "configs" / "tuning"
+    profile_dir = tmp_path / "tuning"  # beside the inventory: found first
     profile_dir.mkdir(parents=True)
     (profile_dir / "odd.yaml").write_text("name: odd\nknobs:\n  sysctl: {vm.no_such_knob: '1'}\n")
     inv = yaml.safe_load(Path(info["inventory"]).read_text())
     inv["tuning"]["profile"] = "odd"
     (tmp_path / "inv.yaml").write_text(yaml.safe_dump(inv))
-    proc = orchestrate("tune", "--config", str(tmp_path / "inv.yaml"), "--nodes", "es-1", "--json", cwd=tmp_path)
+    proc = orchestrate("tune", "--config", str(tmp_path / "inv.yaml"), "--nodes", "es-1", "--json")
     assert proc.returncode == 1
     knob = json.loads(proc.stdout.splitlines()[0])["knobs"][0]
     assert knob["live"] is None and "No such file or directory" in knob["error"]

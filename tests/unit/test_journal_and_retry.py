@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import ClusterUnreachable, JournalError, WaitTimeout
-from orchestrator.restart.journal import BatchRecord, Journal, NodeRecord, UndoState
+from orchestrator.restart.journal import Journal, UndoState
 from orchestrator.restart.phases import Phase, check_transition, reached
 from orchestrator.retry import Clock, Seen, wait_until
+from tests.unit.journals import journal_of, plan_of
 
 
 def journal(path: Path) -> Journal:
-    j = Journal(run_id="r1", cluster="c", inventory="inv", mode="node", playbook="p", plan={"node_ids": {}},
-                batches=[BatchRecord(1, "a", ["a"])], nodes={"a": NodeRecord("a", 1)})
+    j = journal_of(plan_of([["a"]]))
     j.path = path
     j.save()
     return j
@@ -24,7 +24,7 @@ def journal(path: Path) -> Journal:
 
 def test_round_trip_and_owner_only(tmp_path: Path) -> None:
     j = journal(tmp_path / "r1.json")
-    j.add_undo("k", "persistent", None, "primaries", 1)
+    j.record_undo("k", "persistent", None, "primaries", 1)
     loaded = Journal.load(tmp_path / "r1.json")
     assert loaded.undo[0].state is UndoState.INTENDED and loaded.undo[0].before is None
     assert loaded.nodes["a"].batch == 1
@@ -34,9 +34,9 @@ def test_round_trip_and_owner_only(tmp_path: Path) -> None:
 
 def test_original_value_is_the_first_recorded(tmp_path: Path) -> None:
     j = journal(tmp_path / "r1.json")
-    j.add_undo("k", "persistent", "all", "primaries", 1)
+    j.record_undo("k", "persistent", "all", "primaries", 1)
     j.undo[0].state = UndoState.RESTORED
-    j.add_undo("k", "persistent", "primaries", "primaries", 2)  # what a live read might wrongly say
+    j.record_undo("k", "persistent", "primaries", "primaries", 2)  # what a live read might wrongly say
     assert j.original_value("k", "persistent") == (True, "all")
     assert j.original_value("k", "transient") == (False, None)
 
@@ -97,14 +97,15 @@ def test_wait_tolerates_transient_errors() -> None:
 
 def test_first_eta_comes_from_the_previous_succeeded_run_in_the_same_mode(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator.restart.journal import RunState, measured_batch_seconds, runs_dir
+    from orchestrator.restart.journal import BatchRecord, RunState, measured_batch_seconds, runs_dir
+    from orchestrator.restart.plan import Mode
 
     monkeypatch.setenv("ORCHESTRATOR_STATE", str(tmp_path))
     runs_dir("c").mkdir(parents=True)
 
     def run(run_id: str, mode: str, state: RunState, seconds: list[float]) -> None:
-        j = journal(runs_dir("c") / f"{run_id}.json")
-        j.mode, j.state = mode, state
+        j = journal_of(plan_of([["a"]], mode=Mode(mode)))
+        j.path, j.state = runs_dir("c") / f"{run_id}.json", state
         j.batches = [BatchRecord(i, "a", ["a"], started=100.0, finished=100.0 + s) for i, s in enumerate(seconds)]
         j.save()
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.restart.plan import ALLOCATION_ENABLE, Mode, build_plan, match_nodes
-from orchestrator.restart.safety import batch_problems, cluster_problems, shards_without_other_copy
+from orchestrator.es.plan import ALLOCATION_ENABLE, build_plan, match_nodes
+from orchestrator.es.safety import batch_problems, cluster_problems, shards_without_other_copy
+from orchestrator.restart.plan import Mode
 from tests.unit.snapshots import copies, inventory, node, snapshot
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from orchestrator.restart.journal import BatchRecord, Journal, NodeRecord, RunState
+from orchestrator.es.product import PRODUCT as ELASTICSEARCH
+from orchestrator.restart.journal import Journal, NodeRecord, RunState
 from orchestrator.restart.report import html, timeline, totals
+from tests.unit.journals import journal_of, plan_of
 
 
 def finished_journal() -> Journal:
@@ -12,9 +14,9 @@ def finished_journal() -> Journal:
     a = NodeRecord("es-1", 1, phase="done", restarted=True, phases={"stop": 2.0, "join": 6.0},
                    started_at=marks, recovery={"bytes_from_peers": 100, "bytes_reused": 900})
     b = NodeRecord("es-<2>", 2, phase="pending")
-    return Journal(run_id="r", cluster="c", inventory="i", mode="node", playbook="p", plan={"estimate_s": 80},
-                   batches=[BatchRecord(1, "es-1", ["es-1"]), BatchRecord(2, "es-<2>", ["es-<2>"])],
-                   nodes={"es-1": a, "es-<2>": b}, state=RunState.FAILED, created=99.0, finished=120.0)
+    journal = journal_of(plan_of([["es-1"], ["es-<2>"]]), state=RunState.FAILED, created=99.0, finished=120.0)
+    journal.nodes = {"es-1": a, "es-<2>": b}
+    return journal
 
 
 def test_timeline_has_one_bar_per_finished_phase() -> None:
@@ -29,7 +31,8 @@ def test_totals_and_reuse_ratio() -> None:
 
 
 def test_page_is_self_contained_and_escaped() -> None:
-    page = html(finished_journal())
+    page = html(finished_journal(), ELASTICSEARCH.report_columns)
     assert page.startswith("<!doctype html>") and "<svg" in page and "<script" not in page
     assert "es-&lt;2&gt;" in page and "es-<2>" not in page
     assert "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "<th>from peers</th>" in page and "<td>900 B</td>" in page, "the product's columns"

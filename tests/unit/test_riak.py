@@ -176,7 +176,10 @@ def inventory(tmp_path: Path, extra: str = "") -> Inventory:
 
 def test_riak_plan_orders_the_claimant_last_and_raises_the_transfer_limit(tmp_path: Path) -> None:
     inv = inventory(tmp_path)
-    assert inv.playbook == "riak-rolling"
+    from orchestrator.riak.product import PRODUCT
+    from orchestrator.runs.target import load_procedure
+
+    assert inv.playbook is None and load_procedure(inv, PRODUCT).playbook.name == "riak-rolling"
     plan = build_riak_plan(inv, snapshot(), Mode.NODE)
     assert plan.safe and plan.product == "riak"
     assert [b.nodes for b in plan.batches] == [("b",), ("c",), ("a",)]  # a's node is the claimant
@@ -194,10 +197,12 @@ def test_riak_plan_is_unsafe_with_an_unknown_member_or_in_zone_mode(tmp_path: Pa
 
 def test_an_elasticsearch_step_in_a_riak_playbook_is_refused(tmp_path: Path) -> None:
     from orchestrator.config.playbook import Playbook
+    from orchestrator.restart.procedure import resolve
+    from orchestrator.riak.product import PRODUCT
 
     (tmp_path / "p.yaml").write_text("name: p\nproduct: riak\nbatch: [stop_service, flush, start_service]\n")
     with pytest.raises(ConfigError, match="unknown riak step 'flush'"):
-        load_model(tmp_path / "p.yaml", Playbook)
+        resolve(load_model(tmp_path / "p.yaml", Playbook), PRODUCT)
 
 
 def test_a_slow_handoff_is_not_stalled_but_one_without_progress_is() -> None:

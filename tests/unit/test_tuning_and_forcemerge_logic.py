@@ -67,9 +67,12 @@ def test_shipped_playbook_loads() -> None:
     ("[stop_service, {command: {name: x}}, start_service]", "run"),
 ])
 def test_bad_playbooks_are_refused(tmp_path: Path, batch: str, message: str) -> None:
+    from orchestrator.es.product import PRODUCT
+    from orchestrator.restart.procedure import resolve
+
     (tmp_path / "p.yaml").write_text(f"name: p\nbatch: {batch}\n")
     with pytest.raises(ConfigError) as err:
-        load_model(tmp_path / "p.yaml", Playbook)
+        resolve(load_model(tmp_path / "p.yaml", Playbook), PRODUCT)  # the product knows its own step names
     assert message in str(err.value)
 
 

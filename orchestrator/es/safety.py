@@ -7,6 +7,11 @@ from collections.abc import Iterable
 from itertools import chain
 
 from orchestrator.es.snapshot import ClusterSnapshot
+from orchestrator.restart.journal import RunOptions
+from orchestrator.restart.plan import Plan
+
+# The plan's figure: unassigned shard copies when the run started (what --allow-yellow accepted).
+ACCEPTED_UNASSIGNED = "unassigned_shards"
 
 
 def cluster_problems(snap: ClusterSnapshot, allow_yellow: bool) -> list[str]:
@@ -69,3 +74,29 @@ def master_notes(snap: ClusterSnapshot) -> list[str]:
         return [f"the cluster has {len(masters)} master-eligible node(s): while one of them restarts the cluster may "
                 "have no elected master (requests fail until it is back). Three master-eligible nodes avoid that."]
     return []
+
+
+def unassigned_beyond_accepted(unassigned: int, plan: Plan) -> int:
+    """Unassigned shard copies beyond those accepted at the start of an --allow-yellow run."""
+    return max(unassigned - int(plan.figures.get(ACCEPTED_UNASSIGNED, 0)), 0)
+
+
+def gate(snap: ClusterSnapshot, plan: Plan, nodes: list[str] | tuple[str, ...], options: RunOptions) -> list[str]:
+    """Why the batch of ``nodes`` (inventory names) must not start now; empty when it may.
+
+    With --allow-yellow (recorded in the run's options), a yellow cluster passes only while no more
+    copies are unassigned than when the run started: the previous batch's copies are all back."""
+    problems = cluster_problems(snap, options.allow_yellow)
+    expected = len(plan.node_ids)
+    if snap.health.number_of_nodes < expected:
+        problems.append(f"only {snap.health.number_of_nodes} of {expected} nodes are in the cluster")
+    extra = unassigned_beyond_accepted(snap.health.unassigned_shards, plan)
+    if options.allow_yellow and extra:
+        accepted = plan.figures.get(ACCEPTED_UNASSIGNED, 0)
+        problems.append(f"{extra} shard copies are unassigned beyond the {accepted:.0f} accepted when the run "
+                        "started: the previous batch has not recovered")
+    return problems + batch_problems(snap, [plan.node_ids[n] for n in nodes], label_of(plan, nodes))
+
+
+def label_of(plan: Plan, nodes: list[str] | tuple[str, ...]) -> str:
+    return next((b.label for b in plan.batches if list(b.nodes) == list(nodes)), ", ".join(nodes))

@@ -1,0 +1,138 @@
+"""The restart plan of an Elasticsearch cluster: a pure function of the inventory and a snapshot.
+
+Order (node mode): data-only nodes first, then master-eligible nodes, the elected master last.
+Zone mode: one awareness zone per batch, the elected master's zone last. Each batch says what
+becomes unavailable, and the plan lists the settings it changes and restores, the host tuning,
+an estimated duration, and every reason it would be unsafe.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.config.model import Inventory
+from orchestrator.es.safety import ACCEPTED_UNASSIGNED, batch_problems, cluster_problems, master_notes
+from orchestrator.es.snapshot import ClusterSnapshot, EsNode
+from orchestrator.restart.plan import EST_START_TO_JOIN_S, EST_STOP_S, Batch, Mode, Plan, SettingChange
+
+ALLOCATION_ENABLE = "cluster.routing.allocation.enable"
+EST_EXPECTED_REUSE = 0.9  # after a flush, most replica files are reused, not copied
+
+
+def match_nodes(inv: Inventory, snap: ClusterSnapshot) -> tuple[dict[str, str], list[str]]:
+    """Inventory name -> ES node id, by node name, else by host/IP. Lists what cannot be matched."""
+    mapping: dict[str, str] = {}
+    problems: list[str] = []
+    for entry in inv.nodes:
+        node = snap.node_by_name(entry.name)
+        if node is None:
+            by_host = [n for n in snap.nodes if entry.host in (n.ip, n.host)]  # rare: names usually match
+            node = by_host[0] if len(by_host) == 1 else None
+            if len(by_host) > 1:
+                problems.append(f"node {entry.name}: host {entry.host} matches {len(by_host)} Elasticsearch "
+                                "nodes; give the node its Elasticsearch node.name")
+                continue
+        if node is None:
+            problems.append(f"node {entry.name} ({entry.host}) is not in the cluster: is it running and joined? "
+                            "(matched by node.name, then by host or IP)")
+            continue
+        mapping[entry.name] = node.id
+    matched = set(mapping.values())
+    unknown = [n.name for n in snap.nodes if n.id not in matched]
+    if unknown and not problems:
+        problems.append(f"the cluster has node(s) not in the inventory: {', '.join(unknown)}. Add them, or "
+                        "they would never be restarted and could hold the only copy of a shard.")
+    return mapping, problems
+
+
+def restart_order(names: list[str], nodes: dict[str, EsNode], master_id: str | None) -> list[str]:
+    """Data-only nodes, then master-eligible ones, the elected master last; by name within a group."""
+
+    def rank(name: str) -> tuple[int, str]:
+        n = nodes[name]
+        if n.id == master_id:
+            return (2, name)
+        return (1 if n.is_master_eligible else 0, name)
+
+    return sorted(names, key=rank)
+
+
+def zone_order(zones: dict[str, list[str]], nodes: dict[str, EsNode], master_id: str | None) -> list[str]:
+    def rank(zone: str) -> tuple[int, str]:
+        has_master = any(nodes[n].id == master_id for n in zones[zone])
+        return (1 if has_master else 0, zone)
+
+    return sorted(zones, key=rank)
+
+
+def estimate_batch_s(copy_bytes: int, max_bytes_per_sec: int) -> float:
+    recovery = copy_bytes * (1 - EST_EXPECTED_REUSE) / max(max_bytes_per_sec, 1)
+    return EST_STOP_S + EST_START_TO_JOIN_S + max(recovery, 2.0)
+
+
+def parse_bytes(size: str) -> int:
+    units = {"b": 1, "kb": 1024, "mb": 1024**2, "gb": 1024**3, "tb": 1024**4}
+    for suffix in ("kb", "mb", "gb", "tb", "b"):
+        if size.endswith(suffix):
+            return int(float(size[: -len(suffix)]) * units[suffix])
+    return int(size)
+
+
+def setting_changes(inv: Inventory, snap: ClusterSnapshot) -> list[SettingChange]:
+    r = inv.recovery
+    wanted: list[tuple[str, Any, str]] = [
+        (ALLOCATION_ENABLE, "primaries", "per batch"),
+        ("cluster.routing.allocation.node_concurrent_recoveries", str(r.node_concurrent_recoveries), "for the run"),
+        ("cluster.routing.allocation.node_initial_primaries_recoveries", str(r.node_initial_primaries_recoveries),
+         "for the run"),
+        ("indices.recovery.max_bytes_per_sec", r.max_bytes_per_sec, "for the run"),
+        ("indices.recovery.max_concurrent_file_chunks", str(r.max_concurrent_file_chunks), "for the run"),
+    ]
+    changes = []
+    for key, during, when in wanted:
+        scope, before = snap.effective_setting(key)
+        changes.append(SettingChange(key=key, scope="transient" if scope == "transient" else "persistent",
+                                     before=before, during=during, when=when))
+    return changes
+
+
+def build_plan(inv: Inventory, snap: ClusterSnapshot, mode: Mode, tuning: tuple[str, ...] = (),
+               allow_yellow: bool = False, only: list[str] | None = None) -> Plan:
+    mapping, problems = match_nodes(inv, snap)
+    problems += cluster_problems(snap, allow_yellow or inv.allow_yellow)
+    nodes = {name: snap.node_by_id(node_id) for name, node_id in mapping.items()}
+    es_nodes = {k: v for k, v in nodes.items() if v is not None}
+    names = [n.name for n in inv.nodes if n.name in es_nodes and (only is None or n.name in only)]
+    rate = parse_bytes(inv.recovery.max_bytes_per_sec)
+
+    groups: list[tuple[str, list[str]]]
+    if mode is Mode.ZONE:
+        zones: dict[str, list[str]] = {}
+        for name in names:
+            zone = inv.node(name).zone or es_nodes[name].zone
+            if zone is None:
+                problems.append(f"zone mode: node {name} has no zone (inventory `zone` or node attribute `zone`)")
+                continue
+            zones.setdefault(zone, []).append(name)
+        groups = [(z, restart_order(zones[z], es_nodes, snap.master_id))
+                  for z in zone_order(zones, es_nodes, snap.master_id)]
+    else:
+        groups = [(n, [n]) for n in restart_order(names, es_nodes, snap.master_id)]
+
+    batches = []
+    for number, (label, members) in enumerate(groups, start=1):
+        ids = {es_nodes[m].id for m in members}
+        copies = [c for node_id in ids for c in snap.copies_by_node.get(node_id, ())]
+        size = sum(c.size_bytes for c in copies)
+        batches.append(Batch(number=number, label=label, nodes=tuple(members),
+                             estimate_s=round(estimate_batch_s(size, rate), 1),
+                             problems=tuple(batch_problems(snap, sorted(ids), label)),
+                             figures={"shard_copies": len(copies), "bytes": size}))
+    notes = master_notes(snap)
+    if snap.has_shutdown_api:
+        notes.append("the cluster has the node shutdown API; this version restricts allocation with "
+                     "`primaries`, which works on every cluster")
+    return Plan(cluster=inv.cluster.name, product="elasticsearch", mode=mode, batches=tuple(batches),
+                settings=tuple(setting_changes(inv, snap)), tuning=tuning,
+                estimate_s=round(sum(b.estimate_s for b in batches), 1), problems=tuple(problems),
+                node_ids=mapping, notes=tuple(notes), figures={ACCEPTED_UNASSIGNED: snap.health.unassigned_shards})

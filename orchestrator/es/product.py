@@ -1,0 +1,66 @@
+"""Elasticsearch as a product plug-in of the restart engine (see restart/product.py)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from orchestrator.config.model import Inventory
+from orchestrator.errors import ConfigError
+from orchestrator.es import safety, steps
+from orchestrator.es.plan import build_plan
+from orchestrator.es.snapshot import ClusterSnapshot
+from orchestrator.restart.adapter import ClusterAdapter
+from orchestrator.restart.journal import RunOptions
+from orchestrator.restart.plan import Mode, Plan
+from orchestrator.restart.product import Column
+from orchestrator.units import human_bytes
+
+
+def _snap(snapshot: object) -> ClusterSnapshot:
+    assert isinstance(snapshot, ClusterSnapshot), "an Elasticsearch decision over another product's snapshot"
+    return snapshot
+
+
+class ElasticsearchProduct:
+    name = "elasticsearch"
+    default_playbook = "elasticsearch-rolling"
+    batch_steps = steps.STEPS
+    run_steps = steps.RUN_STEPS
+    order_rules = (("restrict_allocation", "restore_allocation"), ("restrict_allocation", "stop_service"),
+                   ("flush", "stop_service"), ("wait_for_join", "restore_allocation"),
+                   ("restore_allocation", "wait_for_recovery"))
+    plan_columns = (Column("shard copies", lambda f: str(int(f.get("shard_copies", 0)))),
+                    Column("size", lambda f: human_bytes(int(f.get("bytes", 0)))))
+    report_columns = (Column("from peers", lambda f: human_bytes(int(f["bytes_from_peers"]))
+                             if "bytes_from_peers" in f else "-"),
+                      Column("reused", lambda f: human_bytes(int(f["bytes_reused"])) if "bytes_reused" in f else "-"))
+
+    def connect(self, inv: Inventory) -> ClusterAdapter:
+        from orchestrator.es.adapter import ElasticsearchAdapter
+        from orchestrator.es.connect import connection
+
+        if not inv.cluster.endpoints:
+            raise ConfigError("inventory", ["cluster.endpoints: an Elasticsearch cluster needs at least one endpoint"])
+        return ElasticsearchAdapter(connection(inv))
+
+    def plan(self, inv: Inventory, snapshot: object, mode: Mode, options: RunOptions,
+             tuning: tuple[str, ...]) -> Plan:
+        return build_plan(inv, _snap(snapshot), mode, tuning=tuning, allow_yellow=options.allow_yellow)
+
+    def gate(self, snapshot: object, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
+        return safety.gate(_snap(snapshot), plan, tuple(nodes), options)
+
+    def load_snapshot(self, path: Path) -> ClusterSnapshot:
+        try:
+            return ClusterSnapshot.from_json(json.loads(path.read_text()))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(str(path), [f"not a cluster snapshot written by --save-snapshot: {exc}"]) from None
+
+    def dump_snapshot(self, snapshot: object) -> dict[str, Any]:
+        return _snap(snapshot).to_json()
+
+
+PRODUCT = ElasticsearchProduct()

@@ -1,0 +1,53 @@
+"""A playbook checked against its product: each named step resolved to the function that runs it.
+
+The playbook model checks what every procedure needs (stop and start, no step twice, the
+generic order); here the product adds what only it knows: its own steps and their order rules.
+Done when the playbook is loaded, so a wrong step name is refused before anything runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orchestrator.config.playbook import Playbook
+from orchestrator.errors import ConfigError
+from orchestrator.restart import steps
+from orchestrator.restart.product import Product, RunStepFn
+
+
+@dataclass(frozen=True)
+class Procedure:
+    playbook: Playbook
+    batch: tuple[tuple[str, steps.StepFn], ...]  # (step name, function), in order
+    before_run: tuple[tuple[str, RunStepFn], ...]
+
+
+def resolve(playbook: Playbook, product: Product) -> Procedure:
+    where = f"playbook {playbook.name}"
+    if playbook.product != product.name:
+        raise ConfigError(where, [f"it is for {playbook.product}; the cluster is {product.name}"])
+    known = {**steps.GENERIC, **product.batch_steps}
+    problems: list[str] = []
+    batch: list[tuple[str, steps.StepFn]] = []
+    for step in playbook.steps():
+        if step.command is not None:
+            batch.append((step.name, steps.command_step(step.command)))
+        elif step.builtin in known:
+            batch.append((step.name, known[step.builtin]))
+        else:
+            problems.append(f"batch: unknown {product.name} step {step.builtin!r}; known: {', '.join(known)} "
+                            "or {command: {name, run, where, timeout_s}}")
+    names = [name for name, _ in batch]
+    for first, then in product.order_rules:
+        if first in names and then in names and names.index(first) > names.index(then):
+            problems.append(f"batch: {first} must come before {then}")
+    before_run: list[tuple[str, RunStepFn]] = []
+    for name in playbook.before_run:
+        if name in product.run_steps:
+            before_run.append((name, product.run_steps[name]))
+        else:
+            problems.append(f"before_run: unknown {product.name} step {name!r}; known: "
+                            f"{', '.join(product.run_steps) or 'none'}")
+    if problems:
+        raise ConfigError(where, problems)
+    return Procedure(playbook, tuple(batch), tuple(before_run))

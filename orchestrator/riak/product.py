@@ -1,0 +1,64 @@
+"""Riak KV as a product plug-in of the restart engine (see restart/product.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from orchestrator.config.model import Inventory
+from orchestrator.errors import ConfigError
+from orchestrator.restart.adapter import ClusterAdapter
+from orchestrator.restart.journal import RunOptions
+from orchestrator.restart.plan import Mode, Plan
+from orchestrator.restart.product import Column
+from orchestrator.riak import steps
+from orchestrator.riak.plan import build_riak_plan
+from orchestrator.riak.status import RiakSnapshot, cluster_problems
+
+
+def _snap(snapshot: object) -> RiakSnapshot:
+    assert isinstance(snapshot, RiakSnapshot), "a Riak decision over another product's snapshot"
+    return snapshot
+
+
+class RiakProduct:
+    name = "riak"
+    default_playbook = "riak-rolling"
+    batch_steps = steps.STEPS
+    run_steps = steps.RUN_STEPS
+    order_rules = (("start_service", "wait_for_service"), ("wait_for_join", "wait_for_service"),
+                   ("wait_for_service", "wait_for_handoffs"), ("start_service", "wait_for_handoffs"),
+                   ("stop_service", "note_handoffs_due"), ("note_handoffs_due", "start_service"))
+    plan_columns = (Column("ring share", lambda f: f"{f['ring_pct']:.1f}%" if "ring_pct" in f else "-"),)
+    report_columns = (Column("handoffs", lambda f: str(int(f["handoff_partitions"]))
+                             if "handoff_partitions" in f else "-"),
+                      Column("objects", lambda f: str(int(f["handoff_objects"])) if "handoff_objects" in f else "-"))
+
+    def connect(self, inv: Inventory) -> ClusterAdapter:
+        from orchestrator.hosts.transport import make_transport
+        from orchestrator.riak.adapter import RiakAdapter
+
+        return RiakAdapter(inv, make_transport(inv))
+
+    def plan(self, inv: Inventory, snapshot: object, mode: Mode, options: RunOptions,
+             tuning: tuple[str, ...]) -> Plan:
+        return build_riak_plan(inv, _snap(snapshot), mode, tuning=tuning)
+
+    def gate(self, snapshot: object, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
+        snap = _snap(snapshot)
+        problems = cluster_problems(snap)
+        missing = [member for member in plan.node_ids.values() if snap.member(member) is None]
+        if missing:
+            problems.append(f"no longer member(s) of the cluster: {', '.join(missing)}")
+        return problems
+
+    def load_snapshot(self, path: Path) -> RiakSnapshot:
+        raise ConfigError(str(path), ["--snapshot plans from a saved Elasticsearch cluster state; this cluster is "
+                                      "riak: plan from the live cluster instead"])
+
+    def dump_snapshot(self, snapshot: object) -> dict[str, Any]:
+        raise ConfigError("command line", ["--save-snapshot saves Elasticsearch cluster states; this cluster is riak"])
+
+
+PRODUCT = RiakProduct()

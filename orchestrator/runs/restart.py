@@ -1,0 +1,179 @@
+"""Running a restart: preflight, journal, lock, stop requests, then the engine. Also resume.
+
+Preflight reads and checks everything before the first change: the plan is safe, every node is
+matched, every host answers over SSH with a verified key, no other run holds the cluster.
+`resume` runs the journal's recorded spec (procedure, options, plan), never today's files, and
+says what changed in the inventory since the run started.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+from orchestrator.config.model import Inventory, NodeEntry
+from orchestrator.config.playbook import Playbook
+from orchestrator.errors import JournalError, OrchestratorError, PreflightFailed
+from orchestrator.forcemerge.prelude import PRELUDES
+from orchestrator.hosts.service import ServiceControl
+from orchestrator.hosts.transport import Transport, make_transport
+from orchestrator.restart import journal as journals
+from orchestrator.restart.context import AbortFlag, RunContext
+from orchestrator.restart.engine import Engine
+from orchestrator.restart.events import Event, EventSink
+from orchestrator.restart.journal import BatchRecord, Journal, NodeRecord, RunFailed, RunOptions, RunSpec, RunState
+from orchestrator.restart.lock import LOCK_INDEX, RunLock
+from orchestrator.restart.plan import Plan
+from orchestrator.restart.procedure import resolve
+from orchestrator.runs.target import Target
+from orchestrator.tuning.apply import make_tuner
+
+
+def check_hosts(inv: Inventory, transport: Transport) -> list[str]:
+    """Every host answers over SSH with a verified key; checked in parallel (a connection each)."""
+
+    def check(node: NodeEntry) -> str | None:
+        try:
+            transport.check(node)
+        except OrchestratorError as exc:
+            return str(exc)
+        return None
+
+    with ThreadPoolExecutor(max_workers=min(len(inv.nodes), 16)) as pool:
+        return [p for p in pool.map(check, inv.nodes) if p is not None]
+
+
+def unfinished_run(cluster: str) -> Journal | None:
+    try:
+        last = journals.latest(cluster)
+    except JournalError:
+        return None
+    return last if last is not None and last.state is not RunState.SUCCEEDED else None
+
+
+def new_journal(target: Target, plan: Plan, options: RunOptions, prelude: dict[str, dict[str, Any]]) -> Journal:
+    spec = RunSpec(mode=plan.mode, options=options, playbook=target.playbook.model_dump(mode="json"),
+                   inventory_path=str(target.inventory_path), inventory=target.inv.model_dump(mode="json"),
+                   plan=plan, prelude=prelude)
+    batches = [BatchRecord(number=b.number, label=b.label, nodes=list(b.nodes)) for b in plan.batches]
+    nodes = {n: NodeRecord(name=n, batch=b.number) for b in plan.batches for n in b.nodes}
+    return journals.create(Journal(run_id=journals.new_run_id(), cluster=target.name, spec=spec, batches=batches,
+                                   nodes=nodes))
+
+
+@contextmanager
+def abort_on_signals(abort: AbortFlag, emit: EventSink) -> Iterator[None]:
+    """Ctrl-C and SIGTERM ask for a stop at the next safe point; a second one is refused, loudly.
+    Only the main thread can handle signals: in a worker thread (a scheduler's task) the caller's
+    AbortFlag is the way to stop."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if abort.requested:
+            emit(Event("warning", f"{name} again: already stopping at a safe point, please wait "
+                                  "(SIGKILL would leave temporary settings in place until `resume`)"))
+            return
+        abort.request(name)
+        emit(Event("warning", f"{name}: stopping at the next safe point, then restoring settings"))
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def execute(target: Target, journal: Journal, playbook: Playbook, transport: Transport, emit: EventSink,
+            takeover: bool, abort: AbortFlag | None = None) -> Journal:
+    inv = target.inv
+    lock = RunLock(target.cluster, inv.cluster.name, journal.run_id)
+    lock.acquire(takeover=takeover)
+    abort = abort or AbortFlag()
+    ctx = RunContext(inv=inv, cluster=target.cluster, transport=transport,
+                     service=ServiceControl(transport, inv.service, inv.timeouts.stop_s + inv.timeouts.start_s),
+                     journal=journal, emit=emit, tuner=make_tuner(inv, transport), abort=abort)
+    failed = True
+    try:
+        with abort_on_signals(abort, emit):
+            Engine(ctx, target.product, resolve(playbook, target.product), PRELUDES).run()
+        failed = False
+    except OrchestratorError as exc:
+        failed = journal.state is RunState.FAILED
+        raise RunFailed(exc, journal) from exc
+    finally:
+        # A failed run keeps the lock: its temporary settings are still in force until `resume`.
+        if not failed:
+            lock.release()
+        transport.close()
+    return journal
+
+
+def start(target: Target, plan: Plan, options: RunOptions, emit: EventSink,
+          prelude: dict[str, dict[str, Any]] | None = None, abort: AbortFlag | None = None) -> Journal:
+    """Preflight, then a new run. Nothing is changed when preflight fails."""
+    problems = plan.all_problems()
+    previous = unfinished_run(target.name)
+    if previous is not None:
+        problems.append(f"run {previous.run_id} on this cluster is {previous.state.value} and not finished: "
+                        f"`orchestrate resume --cluster {target.name}` finishes it")
+    transport = make_transport(target.inv)
+    problems += check_hosts(target.inv, transport)
+    holder = target.cluster.read_lock(LOCK_INDEX, target.name)
+    if holder is not None:
+        problems.append(f"another run holds this cluster's lock: run {holder.get('run_id')} on {holder.get('host')}")
+    if problems:
+        transport.close()
+        raise PreflightFailed(problems)
+    journal = new_journal(target, plan, options, prelude or {})
+    emit(Event("run", f"run {journal.run_id} started: {len(plan.batches)} batches, journal {journal.path}",
+               data={"run_id": journal.run_id, "journal": str(journal.path)}))
+    return execute(target, journal, target.playbook, transport, emit, takeover=False, abort=abort)
+
+
+def inventory_changes(recorded: Any, current: Any, where: str = "") -> list[str]:
+    """What differs between two inventories (as dumped), one line per changed key."""
+    if isinstance(recorded, dict) and isinstance(current, dict):
+        out = []
+        for key in sorted(set(recorded) | set(current), key=str):
+            out += inventory_changes(recorded.get(key), current.get(key), f"{where}.{key}" if where else str(key))
+        return out
+    return [] if recorded == current else [f"{where}: {recorded!r} -> {current!r}"]
+
+
+def resume(target: Target, emit: EventSink, run_id: str | None = None, accept_changes: bool = False,
+           abort: AbortFlag | None = None) -> Journal:
+    """Finish an interrupted or failed run with its recorded procedure, options and plan."""
+    journal = journals.latest(target.name, run_id)
+    if journal is None:
+        raise JournalError(f"no run to resume for cluster {target.name}")
+    if journal.state is RunState.SUCCEEDED:
+        raise JournalError(f"run {journal.run_id} already succeeded; nothing to resume")
+    if journal.product != target.product.name:
+        raise JournalError(f"run {journal.run_id} is a {journal.product} run; cluster {target.name} is now "
+                           f"{target.product.name}. Check the inventory.")
+    changed = inventory_changes(journal.spec.inventory, target.inv.model_dump(mode="json"))
+    if changed and not accept_changes:
+        raise PreflightFailed([f"the inventory changed since run {journal.run_id} started: " + "; ".join(changed[:10])
+                               + (f" and {len(changed) - 10} more" if len(changed) > 10 else "")
+                               + ". Check it; `resume --yes` resumes with it (the run's own procedure, options "
+                               "and plan are kept as recorded)"])
+    transport = make_transport(target.inv)
+    problems = check_hosts(target.inv, transport)
+    if problems:
+        transport.close()
+        raise PreflightFailed(problems)
+    done = sum(1 for b in journal.batches if b.state == "done")
+    emit(Event("run", f"resuming run {journal.run_id} ({journal.state.value}): {done} of {len(journal.batches)} "
+                      "batches done" + (f"; inventory changed: {'; '.join(changed[:3])}" if changed else ""),
+               data={"run_id": journal.run_id, "journal": str(journal.path)}))
+    playbook = Playbook.model_validate(journal.spec.playbook)
+    return execute(target, journal, playbook, transport, emit, takeover=True, abort=abort)

@@ -1,0 +1,66 @@
+"""What `status` and a run's summary say: health, the last run, what is still pending."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from orchestrator.errors import JournalError
+from orchestrator.restart import journal as journals
+from orchestrator.restart.journal import Journal, RunState
+from orchestrator.restart.lock import LOCK_INDEX
+from orchestrator.runs.target import Target
+
+
+def status(target: Target) -> dict[str, Any]:
+    health = target.cluster.health_summary()
+    last: Journal | None = None
+    last_error: str | None = None
+    try:
+        last = journals.latest(target.name)
+    except JournalError as exc:
+        last_error = str(exc)
+    out: dict[str, Any] = {
+        "cluster": target.name,
+        "product": target.product.name,
+        "health": health,
+        "lock": target.cluster.read_lock(LOCK_INDEX, target.name),
+        "run": None,
+        "temporary_settings": [],
+    }
+    if last_error:
+        out["journal_error"] = last_error
+    if last is not None:
+        out["run"] = {"run_id": last.run_id, "state": last.state.value, "message": last.message,
+                      "journal": str(last.path), "created": last.created, "finished": last.finished,
+                      "batches": [{"number": b.number, "label": b.label, "state": b.state, "steps_done": b.steps_done}
+                                  for b in last.batches],
+                      "nodes": {n: {"phase": r.phase, "restarted": r.restarted} for n, r in last.nodes.items()}}
+        pending = last.pending_undo()
+        live = target.cluster.live_settings([(u.scope, u.key) for u in pending])
+        out["temporary_settings"] = [{"key": u.key, "scope": u.scope, "live": value, "restore_to": u.before}
+                                     for u, value in zip(pending, live, strict=True)]
+    return out
+
+
+def summary(journal: Journal) -> dict[str, Any]:
+    """The last line of `--json`: what a pipeline needs to act on the run."""
+    end = journal.finished or time.time()
+    return {
+        "result": journal.state.value if journal.state is not RunState.RUNNING else "failed",
+        "cluster": journal.cluster,
+        "product": journal.product,
+        "run_id": journal.run_id,
+        "mode": journal.mode,
+        "options": {"allow_yellow": journal.spec.options.allow_yellow},
+        "message": journal.message,
+        "journal": str(journal.path),
+        "batches": [{"number": b.number, "label": b.label, "nodes": b.nodes, "state": b.state,
+                     "duration_s": round((b.finished or end) - b.started, 1) if b.started else None}
+                    for b in journal.batches],
+        "nodes": [{"name": r.name, "restarted": r.restarted, "phases": r.phases, "recovery": r.recovery}
+                  for r in journal.nodes.values()],
+        "duration_s": round(end - journal.created, 1),
+        "cluster_calls": journal.cluster_calls,
+        **({"forcemerge": journal.prelude_reports.get("forcemerge")} if "forcemerge" in journal.spec.prelude else {}),
+    }

@@ -1,0 +1,252 @@
+"""A fake cluster (adapter), its hosts (transport) and a product plug-in for them. See __init__."""
+
+from __future__ import annotations
+
+import itertools
+import shlex
+import threading
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from orchestrator.config.model import Inventory, NodeEntry
+from orchestrator.errors import ConfigError
+from orchestrator.hosts.transport import CommandResult
+from orchestrator.restart.adapter import ClusterAdapter
+from orchestrator.restart.context import RunContext
+from orchestrator.restart.journal import BatchRecord, RunOptions
+from orchestrator.restart.plan import Batch, Mode, Plan, SettingChange
+from orchestrator.restart.product import Column, RunStepFn
+from orchestrator.restart.steps import StepFn, restore_settings, set_temporarily
+
+HELD = "fake.hold"  # a per-batch temporary setting, as allocation is for Elasticsearch
+LIMIT = "fake.limit"  # a setting raised for the run, as recovery limits are
+
+
+class Crash(BaseException):
+    """The process dies here (as with SIGKILL): nothing after this point runs. A BaseException, so no
+    handler meant for the tool's own errors catches it."""
+
+
+@dataclass
+class FakeNode:
+    name: str
+    zone: str | None = None
+    up: bool = True
+    pid: int = 0
+    starts: int = 0
+    polls_to_join: int = 0  # live-identity polls before a started node is seen in the cluster
+    rejoins: bool = True  # False: its process starts but never joins
+    start_fails: bool = False  # True: its start command fails
+
+
+@dataclass(frozen=True)
+class FakeSnapshot:
+    down: frozenset[str]
+    settings: dict[tuple[str, str], Any]
+    zones: dict[str, str | None]
+
+
+@dataclass
+class FakeCluster:
+    """The cluster and its hosts' services: one world shared by the adapter and the transport."""
+
+    nodes: dict[str, FakeNode]
+    join_polls: int = 1  # how slowly a started node joins
+    settings: dict[tuple[str, str], Any] = field(default_factory=dict)
+    locks: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    crash_at: int | None = None  # crash when the count of points reaches this (before and after each operation)
+    operations: int = 0  # points passed: two per operation
+    calls: int = 0
+    stop_barrier: threading.Barrier | None = None  # nodes of a zone batch must stop together
+    _pids: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def of(cls, names: Sequence[str], zones: Sequence[str] | None = None, **kwargs: Any) -> FakeCluster:
+        nodes = {n: FakeNode(n, zone=zones[i] if zones else None) for i, n in enumerate(names)}
+        cluster = cls(nodes, **kwargs)
+        for node in nodes.values():
+            node.pid = next(cluster._pids)
+        return cluster
+
+    def point(self) -> None:
+        """A moment just before or just after a change or a command: a crash may happen at any."""
+        with self._lock:
+            self.operations += 1
+            if self.crash_at is not None and self.operations >= self.crash_at:
+                self.crash_at = None
+                raise Crash(f"crashed at point {self.operations}")
+
+    @contextmanager
+    def operation(self) -> Iterator[None]:
+        """A change or a command: the process may die before it (it never happens) or after it (it
+        happened, and nothing after it in the tool ran)."""
+        self.point()
+        yield
+        self.point()
+
+    # --- the adapter ----------------------------------------------------------------------------
+    def snapshot(self) -> FakeSnapshot:
+        self.calls += 1
+        with self._lock:
+            down = frozenset(n.name for n in self.nodes.values() if not n.up or n.polls_to_join > 0)
+            return FakeSnapshot(down, dict(self.settings), {n.name: n.zone for n in self.nodes.values()})
+
+    def gate_snapshot(self, restarting: Collection[str]) -> FakeSnapshot:
+        return self.snapshot()
+
+    def live_identity(self, plan: Plan, name: str) -> str | None:
+        self.calls += 1
+        with self._lock:
+            node = self.nodes[name]
+            if not node.up:
+                return None
+            if node.polls_to_join > 0:
+                if node.rejoins:
+                    node.polls_to_join -= 1
+                return None
+            return f"pid {node.pid}"
+
+    def put_setting(self, scope: str, key: str, value: Any) -> None:
+        self.calls += 1
+        with self.operation(), self._lock:
+            if value is None:
+                self.settings.pop((scope, key), None)
+            else:
+                self.settings[(scope, key)] = value
+
+    def live_settings(self, wanted: list[tuple[str, str]]) -> list[Any]:
+        return [self.settings.get(w) for w in wanted]
+
+    def health_summary(self) -> dict[str, Any]:
+        up = sum(1 for n in self.nodes.values() if n.up)
+        return {"status": "ok" if up == len(self.nodes) else "degraded", "number_of_nodes": up,
+                "text": f"{up} of {len(self.nodes)} nodes up"}
+
+    def create_lock(self, index: str, doc_id: str, body: dict[str, Any]) -> bool:
+        with self._lock:
+            if (index, doc_id) in self.locks:
+                return False
+            self.locks[(index, doc_id)] = dict(body)
+            return True
+
+    def read_lock(self, index: str, doc_id: str) -> dict[str, Any] | None:
+        return self.locks.get((index, doc_id))
+
+    def delete_lock(self, index: str, doc_id: str) -> None:
+        self.locks.pop((index, doc_id), None)
+
+
+class FakeTransport:
+    """The hosts: `systemctl stop|start|is-active UNIT` act on the fake cluster; any other command
+    succeeds and is recorded."""
+
+    def __init__(self, cluster: FakeCluster) -> None:
+        self.cluster = cluster
+        self.commands: list[tuple[str, str]] = []
+
+    def run(self, node: NodeEntry, command: str, timeout_s: float | None = None) -> CommandResult:
+        self.commands.append((node.name, command))
+        words = shlex.split(command)
+        fake = self.cluster.nodes[node.name]
+        if words[:1] != ["systemctl"] or len(words) < 2:
+            with self.cluster.operation():
+                return CommandResult(0, "", "")
+        verb = words[1]
+        if verb == "is-active":
+            return CommandResult(0 if fake.up else 3, "active\n" if fake.up else "inactive\n", "")
+        with self.cluster.operation():
+            return self.act(fake, verb, words[-1])
+
+    def act(self, fake: FakeNode, verb: str, unit: str) -> CommandResult:
+        if verb == "stop":
+            if self.cluster.stop_barrier is not None:
+                self.cluster.stop_barrier.wait(timeout=5)  # raises if the batch's nodes do not stop together
+            fake.up = False
+            return CommandResult(0, "", "")
+        if verb == "start":
+            if fake.start_fails:
+                return CommandResult(1, "", f"Job for {unit} failed")
+            fake.up, fake.starts = True, fake.starts + 1
+            fake.pid = next(self.cluster._pids)
+            fake.polls_to_join = self.cluster.join_polls if fake.rejoins else 1
+            return CommandResult(0, "", "")
+        return CommandResult(5, "", f"Unknown command verb {verb}")
+
+    def check(self, node: NodeEntry) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+# --- the product -------------------------------------------------------------------------------------
+def hold(ctx: RunContext, batch: BatchRecord) -> None:
+    set_temporarily(ctx, HELD, "cluster", ctx.cluster.live_settings([("cluster", HELD)])[0], "held", batch.number)
+
+
+def release(ctx: RunContext, batch: BatchRecord) -> None:
+    restore_settings(ctx, {HELD})
+
+
+def raise_limit(ctx: RunContext) -> None:
+    for change in ctx.journal.plan.settings:
+        if change.when == "for the run":
+            live = ctx.cluster.live_settings([(change.scope, change.key)])[0]
+            set_temporarily(ctx, change.key, change.scope, live, change.during, None)
+
+
+def _snap(snapshot: object) -> FakeSnapshot:
+    assert isinstance(snapshot, FakeSnapshot)
+    return snapshot
+
+
+class FakeProduct:
+    name = "fake"
+    default_playbook = "fake-rolling"
+    batch_steps: ClassVar[dict[str, StepFn]] = {"hold_setting": hold, "release_setting": release}
+    run_steps: ClassVar[dict[str, RunStepFn]] = {"raise_limit": raise_limit}
+    order_rules = (("hold_setting", "stop_service"), ("wait_for_join", "release_setting"))
+    plan_columns = (Column("nodes", lambda f: str(int(f.get("nodes", 0)))),)
+    report_columns: tuple[Column, ...] = ()
+
+    def connect(self, inv: Inventory) -> ClusterAdapter:
+        raise ConfigError("inventory", ["the fake product is built by tests, not from an inventory"])
+
+    def plan(self, inv: Inventory, snapshot: object, mode: Mode, options: RunOptions,
+             tuning: tuple[str, ...]) -> Plan:
+        snap = _snap(snapshot)
+        names = [n.name for n in inv.nodes]
+        if mode is Mode.ZONE:
+            zones: dict[str, list[str]] = {}
+            for n in names:
+                zones.setdefault(str(snap.zones.get(n)), []).append(n)
+            groups = sorted(zones.items())
+        else:
+            groups = [(n, [n]) for n in names]
+        batches = tuple(Batch(number=i, label=label, nodes=tuple(members), estimate_s=1.0,
+                              figures={"nodes": len(members)}) for i, (label, members) in enumerate(groups, 1))
+        before = snap.settings.get(("cluster", LIMIT))
+        return Plan(cluster=inv.cluster.name, product=self.name, mode=mode, batches=batches,
+                    settings=(SettingChange(LIMIT, "cluster", before, "raised", "for the run"),), tuning=tuning,
+                    estimate_s=float(len(batches)), problems=tuple(self.problems(snap)), node_ids={n: n for n in names})
+
+    @staticmethod
+    def problems(snap: FakeSnapshot) -> list[str]:
+        return [f"node(s) not in the cluster: {', '.join(sorted(snap.down))}"] if snap.down else []
+
+    def gate(self, snapshot: object, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
+        return self.problems(_snap(snapshot))
+
+    def load_snapshot(self, path: Path) -> FakeSnapshot:
+        raise ConfigError(str(path), ["the fake product has no saved snapshots"])
+
+    def dump_snapshot(self, snapshot: object) -> dict[str, Any]:
+        snap = _snap(snapshot)
+        return {"down": sorted(snap.down)}
+
+
+PRODUCT = FakeProduct()

@@ -1,0 +1,80 @@
+"""The layers of docs/architecture.md, checked on the source: who may import whom, no cycles, and no
+branch on a product's name outside the registry."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+
+from tests.helpers import REPO
+
+PACKAGE = REPO / "orchestrator"
+
+# The engine's own package may use only these (besides the standard library and its dependencies).
+ENGINE_MAY_IMPORT = {"restart", "config", "hosts", "errors", "retry", "paths"}
+
+
+def unit_of(module: str) -> str:
+    """orchestrator.es.adapter -> es; orchestrator.errors -> errors."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def imports() -> dict[str, set[tuple[str, str]]]:
+    """unit -> {(imported unit, file)}, from every import in the source, in functions too."""
+    found: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    for path in PACKAGE.rglob("*.py"):
+        module = ".".join(path.relative_to(REPO).with_suffix("").parts)
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for name in names:
+                if (name.startswith("orchestrator.") and (PACKAGE / name.split(".")[1]).exists()) or \
+                        (name.startswith("orchestrator.") and (PACKAGE / f"{name.split('.')[1]}.py").exists()):
+                    target = unit_of(name)
+                    if target != unit_of(module):
+                        found[unit_of(module)].add((target, str(path.relative_to(REPO))))
+    return found
+
+
+def test_the_engine_imports_no_product_and_no_application_code() -> None:
+    wrong = sorted((target, where) for target, where in imports()["restart"] if target not in ENGINE_MAY_IMPORT)
+    assert wrong == [], f"restart/ may import only {sorted(ENGINE_MAY_IMPORT)}: {wrong}"
+
+
+def test_no_import_cycle_between_units() -> None:
+    graph = {unit: {target for target, _ in targets} for unit, targets in imports().items()}
+    cycles = []
+
+    def visit(unit: str, path: list[str]) -> None:
+        for target in sorted(graph.get(unit, ())):
+            if target in path:
+                cycles.append(" -> ".join([*path[path.index(target):], target]))
+            else:
+                visit(target, [*path, target])
+
+    for unit in sorted(graph):
+        visit(unit, [unit])
+    assert cycles == [], f"import cycles: {sorted(set(cycles))[:5]}"
+
+
+def test_production_code_never_imports_the_sandbox_or_the_tests() -> None:
+    wrong = sorted((unit, where) for unit, targets in imports().items() if unit not in ("sandbox", "cli")
+                   for target, where in targets if target == "sandbox")
+    assert wrong == [], wrong
+    for path in PACKAGE.rglob("*.py"):
+        assert "from tests" not in path.read_text() and "import tests" not in path.read_text(), path
+
+
+def test_no_branch_on_a_product_name_outside_the_registry() -> None:
+    """The sandbox builds product test clusters by design and is left out; everything else asks the plug-in."""
+    literal = re.compile(r"""product["')\]]*\s*[!=]=\s*["']""")
+    found = [f"{p.relative_to(REPO)}:{n}" for p in PACKAGE.rglob("*.py")
+             if "sandbox" not in p.parts and p.name not in ("products.py", "sandbox_cmd.py")
+             for n, line in enumerate(p.read_text().splitlines(), start=1) if literal.search(line)]
+    assert found == [], found
