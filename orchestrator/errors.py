@@ -17,7 +17,9 @@ errors and chooses exit codes.
     ├── WaitTimeout            a wait ran out of time (says what it saw)
     ├── RunLocked              another run holds this cluster's lock
     ├── JournalError           the run's journal is missing, corrupt or of another version
-    └── Aborted                the operator interrupted the run (Ctrl-C / SIGTERM)
+    ├── Aborted                the operator interrupted the run (Ctrl-C / SIGTERM)
+    └── RunFailed              a run that had started failed: its cause and its journal
+                               (restart/journal.py; exit code of the cause)
 """
 
 from __future__ import annotations

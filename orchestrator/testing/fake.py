@@ -20,9 +20,21 @@ from orchestrator.restart.journal import BatchRecord, RunOptions
 from orchestrator.restart.plan import Batch, Mode, Plan, SettingChange
 from orchestrator.restart.product import Column, RunStepFn
 from orchestrator.restart.steps import StepFn, restore_settings, set_temporarily
+from orchestrator.retry import Clock
 
 HELD = "fake.hold"  # a per-batch temporary setting, as allocation is for Elasticsearch
 LIMIT = "fake.limit"  # a setting raised for the run, as recovery limits are
+
+
+class FakeClock(Clock):
+    """Time that passes only when the code sleeps: waits of minutes run in microseconds."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        super().__init__(monotonic=lambda: self.now, sleep=self.advance)
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
 
 
 class Crash(BaseException):

@@ -136,6 +136,17 @@ def test_plan_says_unsafe_for_an_index_without_replicas(sandboxes: SandboxManage
         es.indices.delete(index="no-replica")
 
 
+def settled_health(es: Elasticsearch, unassigned: int, timeout_s: float = 60) -> dict[str, Any]:
+    """Health once nothing moves and ``unassigned`` copies are left (replicas are assigned in rounds)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        health = dict(es.cluster.health(wait_for_no_initializing_shards=True, timeout="10s"))
+        if health["unassigned_shards"] == unassigned and not health["relocating_shards"]:
+            return health
+        assert time.monotonic() < deadline, f"the cluster did not settle with {unassigned} unassigned: {health}"
+        time.sleep(0.5)
+
+
 def test_allow_yellow_is_kept_by_the_run_and_it_finishes_on_a_cluster_yellow_by_design(
         sandboxes: SandboxManager) -> None:
     """An index with more replicas than nodes can hold is yellow by design. Without --allow-yellow the
@@ -144,8 +155,8 @@ def test_allow_yellow_is_kept_by_the_run_and_it_finishes_on_a_cluster_yellow_by_
     _info, es = prepared(sandboxes, Shape())
     es.indices.create(index="over-replicated", settings={"number_of_shards": 2, "number_of_replicas": 3})
     try:
-        health = es.cluster.health(wait_for_status="yellow", wait_for_no_initializing_shards=True, timeout="60s")
-        assert health["status"] == "yellow" and health["unassigned_shards"] == 2, dict(health)
+        health = settled_health(es, unassigned=2)
+        assert health["status"] == "yellow", health
         refused = orchestrate("restart", "--cluster", "sandbox", "--yes")
         assert refused.returncode == 5 and "yellow" in refused.stderr, refused.stderr[-1500:]
         proc = orchestrate("restart", "--cluster", "sandbox", "--yes", "--json", "--allow-yellow", timeout=900)
@@ -154,8 +165,7 @@ def test_allow_yellow_is_kept_by_the_run_and_it_finishes_on_a_cluster_yellow_by_
         assert summary["result"] == "succeeded" and summary["options"] == {"allow_yellow": True}
         assert all(n["restarted"] for n in summary["nodes"])
         assert json.loads(Path(summary["journal"]).read_text())["spec"]["options"]["allow_yellow"] is True
-        after = es.cluster.health(wait_for_no_initializing_shards=True, timeout="60s")
-        assert after["status"] == "yellow" and after["unassigned_shards"] == 2
+        assert settled_health(es, unassigned=2)["status"] == "yellow"
     finally:
         es.indices.delete(index="over-replicated")
 

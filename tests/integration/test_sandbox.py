@@ -137,6 +137,8 @@ def test_down_leaves_nothing_behind(sandboxes: SandboxManager) -> None:
     assert "/orchestrator/sandbox" not in mounts
     # Nothing points at the sandbox's addresses any more (they would be routed off this machine).
     assert not Path(info["inventory"]).exists()
+    published = Path(os.environ.get("ORCHESTRATOR_CONFIG_HOME") or Path.home() / ".config" / "orchestrator")
+    assert not (published / "clusters" / "sandbox.yaml").exists(), "the published inventory is removed too"
     gone = orchestrate("plan", "--cluster", "sandbox")
     assert gone.returncode == 2 and "sandbox up" in gone.stderr
     again = orchestrate("sandbox", "down")

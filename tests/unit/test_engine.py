@@ -28,22 +28,12 @@ from orchestrator.restart.events import Event
 from orchestrator.restart.journal import BatchRecord, Journal, NodeRecord, RunOptions, RunSpec, RunState, UndoState
 from orchestrator.restart.plan import Mode
 from orchestrator.restart.procedure import resolve
-from orchestrator.retry import Clock
-from orchestrator.testing.fake import HELD, LIMIT, PRODUCT, Crash, FakeCluster, FakeTransport
+from orchestrator.testing.fake import HELD, LIMIT, PRODUCT, Crash, FakeClock, FakeCluster, FakeTransport
 
 PLAYBOOK = Playbook.model_validate({
     "name": "fake-rolling", "product": "fake", "before_run": ["raise_limit"],
     "batch": ["hold_setting", "stop_service", "tune_host", "start_service", "wait_for_join", "release_setting"]})
 ORIGINAL = {("cluster", LIMIT): "normal"}
-
-
-class FakeClock(Clock):
-    def __init__(self) -> None:
-        self.now = 0.0
-        super().__init__(monotonic=lambda: self.now, sleep=self.advance)
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @contextmanager

@@ -11,7 +11,8 @@ import pytest
 from orchestrator.errors import ClusterUnreachable, JournalError, WaitTimeout
 from orchestrator.restart.journal import Journal, UndoState
 from orchestrator.restart.phases import Phase, check_transition, reached
-from orchestrator.retry import Clock, Seen, wait_until
+from orchestrator.retry import Seen, wait_until
+from orchestrator.testing.fake import FakeClock
 from tests.unit.journals import journal_of, plan_of
 
 
@@ -57,15 +58,6 @@ def test_phase_table_refuses_illegal_moves() -> None:
     with pytest.raises(JournalError):
         check_transition("a", "pending", Phase.JOINED)
     assert reached("joined", Phase.STOPPED) and not reached("stopping", Phase.STOPPED)
-
-
-class FakeClock(Clock):
-    def __init__(self) -> None:
-        self.now = 0.0
-        super().__init__(monotonic=lambda: self.now, sleep=self.advance)
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def test_wait_times_out_saying_what_it_saw() -> None:
