@@ -3,18 +3,19 @@ talks to a Riak cluster.
 
 Cluster-wide questions go to the first node whose Riak answers (nodes being restarted last);
 `riak-admin` on a stopped node prints "Node is not running!", and the next node is asked.
-The four status commands of a snapshot go in one SSH round trip.
+The four status commands of a snapshot go in one SSH round trip (hosts/batch.py).
 """
 
 from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Collection
-from typing import Any
+from collections.abc import Callable, Collection
+from typing import Any, TypeVar
 
 from orchestrator.config.model import Inventory, NodeEntry
 from orchestrator.errors import ClusterError, ClusterUnreachable, HostError
+from orchestrator.hosts.batch import run_batch
 from orchestrator.hosts.transport import Transport
 from orchestrator.restart.plan import Plan
 from orchestrator.riak.status import (
@@ -28,10 +29,10 @@ from orchestrator.riak.status import (
     parse_transfers,
 )
 
-SEPARATOR = "@@orchestrator-section@@"
 NOT_RUNNING = "Node is not running"
 LOCK_DIR = "/var/lib/orchestrator-locks"  # on the first node's host
 ADMIN_TIMEOUT_S = 60
+T = TypeVar("T")
 
 
 class RiakAdapter:
@@ -52,22 +53,31 @@ class RiakAdapter:
         result = self.transport.run(node, f"{command} 2>&1", timeout_s)
         return result.rc, result.stdout
 
-    def _on_any(self, command: str, what: str, accept: Any, avoid: set[str] | None = None) -> Any:
-        """Run ``command`` on the first node where ``accept(output)`` parses; nodes in ``avoid`` last."""
+    def _outputs(self, node: NodeEntry, commands: list[str]) -> list[str]:
+        """Each command's output (stdout and stderr together, as riak-admin prints), in one round trip."""
+        self.calls += len(commands)
+        results = run_batch(self.transport, node, [f"{c} 2>&1" for c in commands], timeout_s=ADMIN_TIMEOUT_S)
+        if results is None:  # the host cannot batch: one command at a time
+            return [self._on(node, c)[1] for c in commands]
+        return [r.stdout for r in results]
+
+    def _on_any(self, commands: list[str], what: str, accept: Callable[[list[str]], T],
+                avoid: set[str] | None = None) -> T:
+        """Run ``commands`` on the first node where ``accept(outputs)`` parses; nodes in ``avoid`` last."""
         avoid = avoid or set()
         order = [n for n in self.inv.nodes if n.name not in avoid] + [n for n in self.inv.nodes if n.name in avoid]
         tried = []
         for node in order:
             try:
-                _, out = self._on(node, command)
+                outputs = self._outputs(node, commands)
             except HostError as exc:
                 tried.append(str(exc))
                 continue
-            if NOT_RUNNING in out:
+            if any(NOT_RUNNING in out for out in outputs):
                 tried.append(f"{node.name}: Riak is not running there")
                 continue
             try:
-                return accept(out)
+                return accept(outputs)
             except RiakOutputError as exc:
                 tried.append(f"{node.name}: {exc}")
         # Transient: while a node restarts the others answer; when none does, waits retry.
@@ -76,23 +86,20 @@ class RiakAdapter:
     # --- reads -----------------------------------------------------------------------------------
     def snapshot(self, avoid: set[str] | None = None) -> RiakSnapshot:
         commands = [self._admin(c) for c in ("member-status", "ring-status", "transfers", "transfer-limit")]
-        script = f"; echo {SEPARATOR}; ".join(f"{c} 2>&1" for c in commands)
 
-        def parse(out: str) -> RiakSnapshot:
-            parts = out.split(SEPARATOR + "\n")
-            if len(parts) != 4:
-                raise RiakOutputError(f"expected 4 sections of riak-admin output, got {len(parts)}")
-            return RiakSnapshot(members=parse_member_status(parts[0]), ring=parse_ring_status(parts[1]),
-                                transfers=parse_transfers(parts[2]), limits=parse_transfer_limit(parts[3]))
+        def parse(out: list[str]) -> RiakSnapshot:
+            return RiakSnapshot(members=parse_member_status(out[0]), ring=parse_ring_status(out[1]),
+                                transfers=parse_transfers(out[2]), limits=parse_transfer_limit(out[3]))
 
-        return self._on_any(script, "read the Riak cluster status", parse, avoid)  # type: ignore[no-any-return]
+        return self._on_any(commands, "read the Riak cluster status", parse, avoid)
 
     def transfers(self, avoid: set[str] | None = None) -> Transfers:
-        return self._on_any(self._admin("transfers"), "read Riak transfers", parse_transfers, avoid)  # type: ignore[no-any-return]
+        return self._on_any([self._admin("transfers")], "read Riak transfers", lambda out: parse_transfers(out[0]),
+                            avoid)
 
     def limits(self) -> dict[str, int | None]:
-        return self._on_any(self._admin("transfer-limit"), "read Riak transfer limits",  # type: ignore[no-any-return]
-                            parse_transfer_limit)
+        return self._on_any([self._admin("transfer-limit")], "read Riak transfer limits",
+                            lambda out: parse_transfer_limit(out[0]))
 
     def pid(self, node: NodeEntry) -> str | None:
         """The running node's OS pid, or None when `riak ping` does not answer pong."""
@@ -126,8 +133,8 @@ class RiakAdapter:
         if value is None:
             return  # nothing was known before: nothing to put back
         expected = f"Set transfer limit for '{scope}' to {int(value)}"
-        said = self._on_any(self._admin("transfer-limit", scope, str(int(value))),
-                            f"set the transfer limit of {scope}", lambda out: out.strip())
+        said = self._on_any([self._admin("transfer-limit", scope, str(int(value)))],
+                            f"set the transfer limit of {scope}", lambda out: out[0].strip())
         if expected not in said:
             raise ClusterError(f"setting the transfer limit of {scope} to {value} failed: {said[-300:]}")
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -10,6 +9,7 @@ from typing import Any
 
 from orchestrator.config.model import Inventory, NodeEntry
 from orchestrator.errors import ConfigError, HostError, OrchestratorError
+from orchestrator.hosts.batch import run_batch
 from orchestrator.hosts.transport import Transport
 from orchestrator.tuning.host import Host
 from orchestrator.tuning.knobs import KnobState, knobs_for
@@ -62,8 +62,8 @@ def inspect_node(profile: Profile, transport: Transport, node: NodeEntry) -> Nod
     host = Host(transport, node)
     knobs = knobs_for(profile, list(node.data_paths))
     try:
-        host.prefetch([p for knob in knobs for p in knob.probes()])
-        states = [s for knob in knobs for s in knob.inspect(host)]
+        states = host.gather(lambda reads: [s for knob in knobs for s in knob.evaluate(reads)],
+                             first=[p for knob in knobs for p in knob.probes()])
     except OrchestratorError as exc:
         return NodeReport(node.name, node.host, [], error=str(exc))
     return NodeReport(node.name, node.host, states)
@@ -96,17 +96,19 @@ def apply_node(profile: Profile, transport: Transport, node: NodeEntry) -> NodeR
 
 def run_in_order(transport: Transport, node: NodeEntry, commands: list[str]) -> None:
     """Run the fix commands in one round trip, in order, stopping at the first that fails."""
-    token = f"@@orchestrator-failed-{secrets.token_hex(6)}@@"
-    script = "\n".join(f'( {cmd}\n) || {{ echo "{token} {i} $?" >&2; exit 1; }}' for i, cmd in enumerate(commands))
-    result = transport.run(node, script)
-    if result.ok:
-        return
-    said, _, marker = result.stderr.rpartition(token)
-    index = int(marker.split()[0]) if marker.split() else None
-    failed = commands[index] if index is not None else "(the batch of tuning commands)"
-    # The kernel's own words (e.g. "Invalid argument") are the message.
-    said = (said or result.stdout).strip() or f"exit {marker.split()[1] if len(marker.split()) > 1 else result.rc}"
-    raise HostError(f"{node.name}: tuning command failed: {failed}\n  {said}")
+    results = run_batch(transport, node, commands, stop_at_failure=True)
+    if results is None:  # the host cannot batch: one command at a time
+        results = []
+        for cmd in commands:
+            results.append(transport.run(node, cmd))
+            if not results[-1].ok:
+                break
+    failed = next(((cmd, r) for cmd, r in zip(commands, results, strict=False) if not r.ok), None)
+    if failed is not None:
+        cmd, result = failed
+        # The kernel's own words (e.g. "Invalid argument") are the message.
+        said = (result.stderr or result.stdout).strip() or f"exit {result.rc}"
+        raise HostError(f"{node.name}: tuning command failed: {cmd}\n  {said}")
 
 
 def for_nodes(inv: Inventory, names: list[str] | None) -> list[NodeEntry]:

@@ -10,8 +10,9 @@ from orchestrator.config.loader import load_model
 from orchestrator.config.playbook import Playbook, load_playbook
 from orchestrator.errors import ConfigError
 from orchestrator.forcemerge.decide import IndexFacts, Verdict, decide
-from orchestrator.tuning.host import choices, selected, write_file_command
-from orchestrator.tuning.knobs import erlang_schedulers, sysctl_wanted
+from orchestrator.tuning.knobs.base import choices, selected, write_file_command
+from orchestrator.tuning.knobs.erlang import erlang_schedulers
+from orchestrator.tuning.knobs.sysctl import sysctl_wanted
 
 
 @pytest.mark.parametrize(("content", "value"), [
@@ -91,7 +92,7 @@ def test_prefetched_results_are_exactly_those_of_single_commands() -> None:
     host.prefetch(BATCH_CASES)
     assert set(host.cache) == set(BATCH_CASES)
     for cmd in BATCH_CASES:
-        assert host.run(cmd) == LocalTransport().run(node, cmd), cmd
+        assert host.cache[cmd] == LocalTransport().run(node, cmd), cmd
 
 
 def test_fix_commands_run_in_order_and_stop_at_the_first_failure(tmp_path: Path) -> None:

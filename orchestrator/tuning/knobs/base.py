@@ -1,0 +1,61 @@
+"""What every knob shares: its state as reported, the knob interface, and pure text helpers."""
+
+from __future__ import annotations
+
+import shlex
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+from orchestrator.tuning.reads import Reads
+
+
+@dataclass(frozen=True)
+class KnobState:
+    knob: str
+    live: str | None
+    persisted: str | None  # what a reboot gives; None when nothing makes it stick
+    desired: str
+    live_ok: bool
+    persisted_ok: bool
+    error: str | None = None
+    note: str | None = None
+    fix: tuple[str, ...] = field(default=(), compare=False)  # commands that would fix it
+
+    @property
+    def drift(self) -> bool:
+        return self.error is not None or not (self.live_ok and self.persisted_ok)
+
+
+class Knob(ABC):
+    @abstractmethod
+    def evaluate(self, reads: Reads) -> list[KnobState]:
+        """The live and persisted values, and the commands that would correct them, from what the host
+        said. Pure: asking ``reads`` for something not gathered yet only notes it as missing."""
+
+    def probes(self) -> list[str]:
+        """Read-only commands ``evaluate`` needs first: fetched for all knobs in one round trip."""
+        return []
+
+
+def unreadable(knob: str, desired: str, error: str) -> KnobState:
+    return KnobState(knob, None, None, desired, False, False, error=error)
+
+
+def selected(content: str) -> str:
+    """The value of a kernel choice file: the bracketed word of 'always [madvise] never', or the word."""
+    words = content.split()
+    for w in words:
+        if w.startswith("[") and w.endswith("]"):
+            return w[1:-1]
+    return words[0] if len(words) == 1 else content.strip()
+
+
+def choices(content: str) -> list[str]:
+    return [w.strip("[]") for w in content.split()]
+
+
+def write_file_command(path: str, text: str, mode: str = "0644") -> str:
+    """A shell command that writes ``text`` to ``path`` atomically (temp file, then rename)."""
+    tmp = f"{path}.orchestrator-tmp"
+    return (f"mkdir -p {shlex.quote(path.rsplit('/', 1)[0])} && printf '%s' {shlex.quote(text)} > {shlex.quote(tmp)}"
+            f" && chmod {mode} {shlex.quote(tmp)} && mv -f {shlex.quote(tmp)} {shlex.quote(path)}")

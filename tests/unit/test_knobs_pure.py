@@ -1,0 +1,70 @@
+"""Knobs decide without a host: each evaluation is a pure function of what the host said."""
+
+from __future__ import annotations
+
+from orchestrator.hosts.transport import CommandResult
+from orchestrator.tuning.knobs.base import Knob, KnobState
+from orchestrator.tuning.knobs.sysctl import SYSCTL_FILES, SysctlKnob
+from orchestrator.tuning.knobs.thp import THP_FIND, THP_UNIT, TUNED_RUNNING, ThpKnob
+from orchestrator.tuning.reads import Reads
+
+THP = "/sys/kernel/mm/transparent_hugepage"
+
+
+def said(files: dict[str, str], commands: dict[str, CommandResult]) -> dict[str, CommandResult]:
+    """Every read a knob may ask for, answered from a description of a host (no host involved)."""
+
+    def answer(command: str) -> CommandResult:
+        if command in commands:
+            return commands[command]
+        if command.startswith("cat "):
+            path = command[4:].strip("'")
+            if path in files:
+                return CommandResult(0, files[path], "")
+            return CommandResult(1, "", f"cat: {path}: No such file or directory")
+        raise AssertionError(f"the knob asked for a command this host does not describe: {command}")
+
+    class Answers(dict[str, CommandResult]):
+        def __missing__(self, command: str) -> CommandResult:
+            return answer(command)
+
+    return Answers()
+
+
+def evaluate(knob: Knob, host: dict[str, CommandResult]) -> list[KnobState]:
+    """Evaluate over everything the knob asks for; the evaluation itself only looks things up."""
+    results: dict[str, CommandResult] = {}
+    for _ in range(8):
+        reads = Reads(results)
+        states = knob.evaluate(reads)
+        if not reads.missing:
+            return states
+        results.update({c: host[c] for c in reads.missing})
+    raise AssertionError("the knob kept asking for more")
+
+
+def test_thp_sees_through_a_tuned_profile_include_chain() -> None:
+    host = said(
+        files={f"{THP}/enabled": "[always] madvise never\n", f"{THP}/defrag": "always defer [madvise] never\n",
+               "/etc/tuned/active_profile": "db-custom\n",
+               "/etc/tuned/db-custom/tuned.conf": "[main]\ninclude=throughput-performance\n",
+               "/usr/lib/tuned/throughput-performance/tuned.conf": "[vm]\ntransparent_hugepages=always\n"},
+        commands={THP_FIND: CommandResult(0, THP + "\n", ""), TUNED_RUNNING: CommandResult(0, "active\n", ""),
+                  f"systemctl is-enabled {THP_UNIT}": CommandResult(1, "disabled\n", "")})
+    enabled, defrag = evaluate(ThpKnob("never", "never"), host)
+    assert (enabled.live, defrag.live, enabled.drift) == ("always", "madvise", True)
+    assert "tuned profile 'db-custom' sets transparent_hugepages=always" in (enabled.note or "")
+    fixes = "\n".join(enabled.fix)
+    assert "/etc/tuned/orchestrator-db-custom/tuned.conf" in fixes and "include=db-custom" in fixes
+    assert f"systemctl enable {THP_UNIT}" in fixes
+
+
+def test_sysctl_persisted_value_is_what_a_boot_applies() -> None:
+    host = said(
+        files={"/proc/sys/vm/swappiness": "60\n", "/usr/lib/sysctl.d/50-db.conf": "vm.swappiness = 30\n",
+               "/etc/sysctl.d/50-db.conf": "vm.swappiness = 10\n", "/etc/sysctl.conf": "# nothing\n"},
+        commands={SYSCTL_FILES: CommandResult(0, "/usr/lib/sysctl.d/50-db.conf\n/etc/sysctl.d/50-db.conf\n", "")})
+    (state,) = evaluate(SysctlKnob({"vm.swappiness": "1"}), host)
+    assert (state.live, state.persisted, state.live_ok, state.persisted_ok) == ("60", "10", False, False)
+    assert state.note == "set in /etc/sysctl.d/50-db.conf", "/etc wins over /usr/lib for the same file name"
+    assert any("99-orchestrator.conf" in c for c in state.fix)
