@@ -164,20 +164,21 @@ def status(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool =
     if json_out:
         emit_json(info)
         return
-    out_console.print(f"cluster {info['cluster']}: {info['health']['text']}")
+    # Stored messages and names are shown as they are: never read as rich markup.
+    out_console.print(f"cluster {info['cluster']}: {info['health']['text']}", markup=False)
     run = info["run"]
     if run is None:
         out_console.print("no run recorded for this cluster")
     else:
         done = sum(1 for b in run["batches"] if b["state"] == "done")
         out_console.print(f"run {run['run_id']}: {run['state']}, {done}/{len(run['batches'])} batches done"
-                          + (f" - {run['message']}" if run["message"] else ""))
+                          + (f" - {run['message']}" if run["message"] else ""), markup=False)
         out_console.print(f"journal: {run['journal']}", markup=False)
     if info["lock"]:
-        out_console.print(f"lock held by run {info['lock'].get('run_id')} on {info['lock'].get('host')}")
+        out_console.print(f"lock held by run {info['lock'].get('run_id')} on {info['lock'].get('host')}", markup=False)
     for s in info["temporary_settings"]:
         out_console.print(f"temporary setting still pending: {s['scope']} {s['key']}={s['live']} "
-                          f"(restore to {s['restore_to'] if s['restore_to'] is not None else 'unset'})")
+                          f"(restore to {s['restore_to'] if s['restore_to'] is not None else 'unset'})", markup=False)
 
 
 def unlock(cluster: str = ClusterOpt, config: Path = ConfigOpt,

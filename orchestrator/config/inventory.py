@@ -8,10 +8,11 @@ directory kept beside the inventories, as with Ansible), and the user's configur
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from orchestrator.config.loader import load_model
-from orchestrator.config.model import Inventory
+from orchestrator.config.model import NAME_RE, Inventory
 from orchestrator.errors import ConfigError
 from orchestrator.paths import config_home
 
@@ -27,7 +28,10 @@ def inventory_path(cluster: str | None, config: Path | None) -> Path:
     if not cluster:
         raise ConfigError("command line", ["give --cluster NAME (configs/NAME.yaml) or --config PATH"])
     if "/" in cluster or cluster.startswith("."):
-        raise ConfigError("command line", [f"--cluster takes a name, not a path: {cluster!r} (use --config)"])
+        raise ConfigError("command line", [f"--cluster takes a name, not a path: {cluster[:80]!r} (use --config)"])
+    if not re.fullmatch(NAME_RE, cluster):
+        raise ConfigError("command line", [f"--cluster {cluster[:80]!r}{'...' if len(cluster) > 80 else ''} is not a "
+                                           "cluster name (letters, digits, . _ -, at most 63)"])
     candidates = [d / f"{cluster}.yaml" for d in inventory_dirs()]
     for path in candidates:
         if path.is_file():

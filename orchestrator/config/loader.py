@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+import stat
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -15,24 +18,90 @@ M = TypeVar("M", bound=BaseModel)
 MAX_CONFIG_BYTES = 1_000_000
 
 
+MAX_NESTING = 64  # deeper YAML is no configuration; libyaml's C parser can crash on extreme nesting
+
+
+class _UniqueKeys:
+    """A YAML mapping with a key given twice is refused (the last one would win silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)  # type: ignore[attr-defined]
+            if isinstance(key, str | int | float | bool):
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is given twice",
+                                                            key_node.start_mark)
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)  # type: ignore[misc, no-any-return]
+
+
 # libyaml's loader when PyYAML was built with it: a 1,000-node inventory parses 10x faster.
-FastLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+FastLoader: Any = type("FastLoader", (_UniqueKeys, getattr(yaml, "CSafeLoader", yaml.SafeLoader)), {})
+
+
+def read_bytes_of(path: Path, limit: int = MAX_CONFIG_BYTES) -> bytes:
+    """The file's bytes, if it is a regular file of reasonable size: never a device, a FIFO (which
+    would hang) or a directory, and never more than ``limit`` read (a size can lie: /dev/zero)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise ConfigError(str(path), ["file not found"]) from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        raise ConfigError(repr(str(path))[:300], [f"cannot open: {getattr(exc, 'strerror', None) or exc}"]) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError(str(path), ["not a regular file (a directory, device or pipe)"])
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise ConfigError(str(path), [f"cannot read: {exc.strerror}"]) from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise ConfigError(str(path), [f"file is larger than {limit // 1_000_000} MB; is this the right file?"])
+    return b"".join(chunks)
 
 
 def read_text(path: Path | Traversable) -> str:
     if not isinstance(path, Path):
         return path.read_text(encoding="utf-8")  # shipped with the package
     try:
-        if path.stat().st_size > MAX_CONFIG_BYTES:
-            raise ConfigError(str(path), ["file is larger than 1 MB; is this the right file?"])
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(str(path), ["file not found"]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(str(path), [f"cannot read: {exc}"]) from None
+        return read_bytes_of(path).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(str(path), [f"not UTF-8 text: {exc}"]) from None
+
+
+def strict_json(data: bytes) -> Any:
+    """JSON as this tool writes it: no NaN or Infinity (json.loads accepts them by default)."""
+
+    def refuse(name: str) -> Any:
+        raise ValueError(f"{name} is not a number this tool writes")
+
+    return json.loads(data, parse_constant=refuse)
+
+
+def nesting(text: str) -> int:
+    """A cheap upper bound of the document's nesting: flow brackets open at once, or indentation levels."""
+    depth = deepest = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth = max(depth - 1, 0)
+    indents = {len(line) - len(line.lstrip(" -")) for line in text.splitlines() if line.strip()}
+    return max(deepest, len(indents))
 
 
 def parse(path: Path | Traversable, text: str) -> Any:
+    if nesting(text) > MAX_NESTING:
+        raise ConfigError(str(path), [f"nested more than {MAX_NESTING} levels deep; this is not a configuration"])
     try:
         return yaml.load(text, Loader=FastLoader)
     except yaml.YAMLError as exc:

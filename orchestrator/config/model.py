@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import os
 import re
+from collections import Counter
+from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
-BYTE_SIZE_RE = re.compile(r"^\d+(\.\d+)?(b|kb|mb|gb|tb)$")
+BYTE_SIZE_RE = re.compile(r"\d{1,12}(\.\d{1,6})?(b|kb|mb|gb|tb)")
+ABSOLUTE_PATH = r"^/[^\x00\n\r]{0,4000}$"  # never an option (-x) nor a relative or multi-line value
+DAY_S = 86_400
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class SecretSource(Model):
@@ -55,13 +59,13 @@ class ClusterSection(Model):
     username: str | None = None
     password: SecretSource | None = None
     api_key: SecretSource | None = None
-    request_timeout_s: float = Field(30.0, gt=0, le=600)
+    request_timeout_s: float = Field(30.0, ge=1, le=600)
 
     @field_validator("endpoints")
     @classmethod
     def urls(cls, v: list[str]) -> list[str]:
         for url in v:
-            if not re.match(r"^https?://[^\s/]+(:\d+)?/?$", url):
+            if not re.fullmatch(r"https?://[^\s/@]+(:\d+)?/?", url):
                 raise ValueError(f"{url!r} is not an http(s)://host:port URL")
         return v
 
@@ -81,8 +85,8 @@ class SshSection(Model):
     key_file: Path | None = None
     key_passphrase: SecretSource | None = None
     known_hosts: Path | None = None
-    connect_timeout_s: float = Field(10.0, gt=0, le=300)
-    command_timeout_s: float = Field(300.0, gt=0, le=7200)
+    connect_timeout_s: float = Field(10.0, ge=1, le=300)
+    command_timeout_s: float = Field(300.0, ge=1, le=7200)
     sudo: bool = False
 
     @model_validator(mode="after")
@@ -94,7 +98,7 @@ class SshSection(Model):
 
 class ServiceSection(Model):
     manager: Literal["systemd", "commands"] = "systemd"
-    unit: str = Field("elasticsearch", pattern=r"^[A-Za-z0-9@_.:-]+$")
+    unit: str = Field("elasticsearch", pattern=r"^[A-Za-z0-9][A-Za-z0-9@_.:-]{0,200}$")
     stop: str | None = None
     start: str | None = None
     status: str | None = None
@@ -108,11 +112,11 @@ class ServiceSection(Model):
 
 class NodeEntry(Model):
     name: str = Field(pattern=NAME_RE)
-    host: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+    host: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,252}$")
     zone: str | None = Field(None, pattern=NAME_RE)
     ssh_port: int | None = Field(None, ge=1, le=65535)
     ssh_user: str | None = Field(None, pattern=r"^[a-z_][a-z0-9_-]{0,31}$")
-    data_paths: list[str] = Field(default_factory=list)
+    data_paths: list[Annotated[str, Field(pattern=ABSOLUTE_PATH)]] = Field(default_factory=list, max_length=64)
     riak_node: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+@[A-Za-z0-9_.:-]+$")
 
     @property
@@ -122,11 +126,13 @@ class NodeEntry(Model):
 
 
 class Timeouts(Model):
-    stop_s: float = Field(180, gt=0)
-    start_s: float = Field(120, gt=0)
-    join_s: float = Field(300, gt=0)
-    recovery_s: float = Field(3600, gt=0)
-    poll_interval_s: float = Field(1.0, gt=0, le=60)
+    """Each bounded: a timeout of years or an interval of 1e-300 s is a mistake, not a setting."""
+
+    stop_s: float = Field(180, ge=1, le=DAY_S)
+    start_s: float = Field(120, ge=1, le=DAY_S)
+    join_s: float = Field(300, ge=1, le=DAY_S)
+    recovery_s: float = Field(3600, ge=1, le=7 * DAY_S)
+    poll_interval_s: float = Field(1.0, ge=0.05, le=60)
 
 
 class RecoveryLimits(Model):
@@ -134,13 +140,13 @@ class RecoveryLimits(Model):
 
     node_concurrent_recoveries: int = Field(15, ge=1, le=100)
     node_initial_primaries_recoveries: int = Field(4, ge=1, le=100)
-    max_bytes_per_sec: str = "100mb"
+    max_bytes_per_sec: str = Field("100mb", max_length=30)
     max_concurrent_file_chunks: int = Field(4, ge=1, le=8)
 
     @field_validator("max_bytes_per_sec")
     @classmethod
     def byte_size(cls, v: str) -> str:
-        if not BYTE_SIZE_RE.match(v.lower()):
+        if not BYTE_SIZE_RE.fullmatch(v.lower()):
             raise ValueError(f"{v!r} is not a byte size such as 100mb")
         return v.lower()
 
@@ -153,7 +159,7 @@ class RiakSection(Model):
     pid_command: str = Field("riak getpid", min_length=1, max_length=300)  # Riak 3.x: `riak pid`
     service: str = Field("riak_kv", pattern=r"^[a-z_]+$")
     transfer_limit: int | None = Field(8, ge=1, le=64)  # raised for the run, restored after; null: left alone
-    handoff_stall_s: float = Field(60, gt=0, le=3600)  # a transfer without progress this long is stalled
+    handoff_stall_s: float = Field(60, ge=1, le=3600)  # a transfer without progress this long is stalled
 
 
 class TuningSection(Model):
@@ -183,8 +189,8 @@ class Inventory(Model):
 
     @model_validator(mode="after")
     def unique_nodes(self) -> Inventory:
-        names = [n.name for n in self.nodes]
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        counts = Counter(n.name for n in self.nodes)
+        dupes = sorted(n for n, c in counts.items() if c > 1)
         if dupes:
             raise ValueError(f"node names must be unique; repeated: {', '.join(dupes)}")
         zoned = [n.zone is not None for n in self.nodes]
@@ -193,7 +199,8 @@ class Inventory(Model):
         return self
 
     def node(self, name: str) -> NodeEntry:
-        for n in self.nodes:
-            if n.name == name:
-                return n
-        raise KeyError(name)
+        return self._by_name[name]
+
+    @cached_property
+    def _by_name(self) -> dict[str, NodeEntry]:
+        return {n.name: n for n in self.nodes}

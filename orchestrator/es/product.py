@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from orchestrator.config.loader import read_bytes_of, strict_json
 from orchestrator.config.model import Inventory
 from orchestrator.errors import ConfigError
 from orchestrator.es import safety, steps
@@ -22,6 +22,9 @@ from orchestrator.units import human_bytes
 def _snap(snapshot: object) -> ClusterSnapshot:
     assert isinstance(snapshot, ClusterSnapshot), "an Elasticsearch decision over another product's snapshot"
     return snapshot
+
+
+MAX_SNAPSHOT_BYTES = 2_000_000_000  # 5,000 nodes and 1,000,000 shard copies take about 150 MB
 
 
 class ElasticsearchProduct:
@@ -54,10 +57,12 @@ class ElasticsearchProduct:
         return safety.gate(_snap(snapshot), plan, tuple(nodes), options)
 
     def load_snapshot(self, path: Path) -> ClusterSnapshot:
+        data = read_bytes_of(path, limit=MAX_SNAPSHOT_BYTES)
         try:
-            return ClusterSnapshot.from_json(json.loads(path.read_text()))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(str(path), [f"not a cluster snapshot written by --save-snapshot: {exc}"]) from None
+            return ClusterSnapshot.from_json(strict_json(data))
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            raise ConfigError(str(path), [f"not a cluster snapshot written by --save-snapshot: "
+                                          f"{type(exc).__name__}: {str(exc)[:200]}"]) from None
 
     def dump_snapshot(self, snapshot: object) -> dict[str, Any]:
         return _snap(snapshot).to_json()

@@ -134,7 +134,8 @@ class ClusterSnapshot:
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> ClusterSnapshot:
-        return cls(
+        """A snapshot from a saved file; every field is checked for its type (a file may be anything)."""
+        snap = cls(
             cluster_name=raw["cluster_name"],
             health=Health(**raw["health"]),
             nodes=tuple(EsNode(**{**n, "roles": tuple(n["roles"])}) for n in raw["nodes"]),
@@ -145,3 +146,19 @@ class ClusterSnapshot:
             transient=raw.get("transient", {}),
             has_shutdown_api=raw.get("has_shutdown_api", False),
         )
+        snap.check_types()
+        return snap
+
+    def check_types(self) -> None:
+        if not (isinstance(self.health.number_of_nodes, int) and isinstance(self.health.status, str)):
+            raise TypeError("health: status must be text and number_of_nodes a whole number")
+        for n in self.nodes:
+            if not all(isinstance(v, str) for v in (n.id, n.name, n.host, n.ip)) or not isinstance(n.roles, tuple):
+                raise TypeError(f"node {str(n.id)[:40]!r}: id, name, host and ip must be text")
+        shapes = {(type(c.index), type(c.shard), type(c.primary), type(c.state), type(c.size_bytes))
+                  for c in self.shards}
+        if shapes - {(str, int, bool, str, int)}:
+            raise TypeError("shards: each copy needs index (text), shard (number), primary (true/false), state "
+                            "(text) and size_bytes (number)")
+        if not all(isinstance(c.node_id, str | None) for c in self.shards):
+            raise TypeError("shards: node_id must be text or null")

@@ -60,6 +60,50 @@ class LocalTransport:
         pass
 
 
+@dataclass
+class KnownHosts:
+    """known_hosts as OpenSSH reads it. paramiko cannot read marker lines (it fails on the whole file),
+    so they are taken apart here: `@revoked` keys are refused, `@cert-authority` lines are counted (host
+    certificates cannot be checked by paramiko; a host that presents one is refused as unknown)."""
+
+    keys: paramiko.HostKeys
+    revoked: list[paramiko.PKey]
+    cert_authorities: int
+    unreadable: list[int]  # line numbers of lines that are not host keys
+
+    @classmethod
+    def load(cls, path: Path) -> KnownHosts:
+        import paramiko
+
+        keys, revoked, authorities, unreadable = paramiko.HostKeys(), [], 0, []
+        try:
+            text = path.read_text(errors="replace")
+        except OSError as exc:
+            raise ConfigError("inventory", [f"ssh.known_hosts: cannot read {path}: {exc.strerror}"]) from None
+        for number, line in enumerate(text.splitlines(), start=1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            marker = line.split(None, 1)[0] if line.startswith("@") else None
+            if marker == "@cert-authority":
+                authorities += 1
+                continue
+            try:
+                entry = paramiko.hostkeys.HostKeyEntry.from_line(line.split(None, 1)[1] if marker else line, number)
+            except (paramiko.SSHException, paramiko.hostkeys.InvalidHostKey, ValueError, IndexError, TypeError):
+                entry = None  # not a key this tool can use; counted, never fatal
+            if entry is None:
+                unreadable.append(number)
+            elif marker == "@revoked":
+                revoked.append(entry.key)
+            elif marker is None:
+                for name in entry.hostnames:
+                    keys.add(name, entry.key.get_name(), entry.key)
+            else:
+                unreadable.append(number)
+        return cls(keys, revoked, authorities, unreadable)
+
+
 class SshTransport:
     """One SSH connection per host, reused. Unknown or changed host keys are refused."""
 
@@ -69,6 +113,7 @@ class SshTransport:
             raise ConfigError("inventory", [f"ssh.known_hosts: file {self.cfg.known_hosts} not found; unknown host "
                                             "keys are refused, so the hosts' keys must be listed there"])
         self.passphrase = passphrase
+        self.known = KnownHosts.load(Path(self.cfg.known_hosts).expanduser())
         self._clients: dict[str, paramiko.SSHClient] = {}
         self._lock = threading.Lock()
 
@@ -84,7 +129,9 @@ class SshTransport:
             if client is not None and transport is not None and transport.is_active():
                 return client
             client = paramiko.SSHClient()
-            client.load_host_keys(str(Path(self.cfg.known_hosts).expanduser()))  # type: ignore[arg-type]
+            for host, by_type in self.known.keys.items():
+                for key in by_type.values():
+                    client.get_host_keys().add(host, key.get_name(), key)
             client.set_missing_host_key_policy(paramiko.RejectPolicy())
             port = node.ssh_port or self.cfg.port
             where = f"{self._user(node)}@{node.host}:{port} ({node.name})"
@@ -103,11 +150,18 @@ class SshTransport:
                                       "authorized_keys)") from exc
             except paramiko.SSHException as exc:
                 if "not found in known_hosts" in str(exc):
-                    raise HostUnreachable(f"{where}: host key unknown; it is not in {self.cfg.known_hosts}. "
+                    ca = (f" ({self.known.cert_authorities} @cert-authority line(s) there are not used: host "
+                          "certificates cannot be checked yet; list the host's own key)"
+                          if self.known.cert_authorities else "")
+                    raise HostUnreachable(f"{where}: host key unknown; it is not in {self.cfg.known_hosts}{ca}. "
                                           "Add it after checking its fingerprint (unknown keys are refused).") from exc
                 raise HostUnreachable(f"{where}: SSH failed: {exc}") from exc
             except (TimeoutError, OSError) as exc:
                 raise HostUnreachable(f"{where}: cannot connect: {exc}") from exc
+            presented = client.get_transport().get_remote_server_key()  # type: ignore[union-attr]
+            if any(presented == key for key in self.known.revoked):
+                client.close()
+                raise HostUnreachable(f"{where}: the host key is marked @revoked in {self.cfg.known_hosts}; refused")
             self._clients[node.name] = client
             return client
 

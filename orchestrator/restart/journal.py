@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import threading
 import time
@@ -25,12 +26,15 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import JournalError, OrchestratorError
+from orchestrator.config.loader import read_bytes_of, strict_json
+from orchestrator.errors import ConfigError, JournalError, OrchestratorError
 from orchestrator.paths import state_root, write_atomically
 from orchestrator.restart.phases import Phase, check_transition
 from orchestrator.restart.plan import Mode, Plan
 
 FORMAT_VERSION = 2
+MAX_JOURNAL_BYTES = 256_000_000
+RUN_ID = re.compile(r"\d{8}T\d{6}-[0-9a-f]{6}")
 
 
 class RunState(StrEnum):
@@ -263,9 +267,12 @@ class Journal:
     @classmethod
     def load(cls, path: Path) -> Journal:
         try:
-            raw = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            raise JournalError(f"cannot read journal {path}: {exc}") from exc
+            raw = strict_json(read_bytes_of(path, limit=MAX_JOURNAL_BYTES))
+        except ConfigError as exc:
+            raise JournalError(f"cannot read journal {path}: {'; '.join(exc.problems)}") from None
+        except (ValueError, RecursionError) as exc:
+            raise JournalError(f"cannot read journal {path}: not JSON written by this tool "
+                               f"({str(exc)[:200]})") from None
         if not isinstance(raw, dict) or raw.get("format") != FORMAT_VERSION:
             found = raw.get("format") if isinstance(raw, dict) else "unknown"
             raise JournalError(f"journal {path} has format {found!r}; this version of orchestrator reads format "
@@ -280,10 +287,23 @@ class Journal:
                 created=raw["created"], updated=raw["updated"], finished=raw["finished"], message=raw["message"],
                 run_setup_done=raw["run_setup_done"], preludes_done=raw["preludes_done"],
                 prelude_reports=raw["prelude_reports"], cluster_calls=raw["cluster_calls"])
+            journal.check_consistent()
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise JournalError(f"journal {path} is damaged ({exc}); it was not written by this tool") from exc
+            raise JournalError(f"journal {path} is damaged ({str(exc)[:200]}); it was not written by this tool "
+                               "or was changed since") from None
         journal.path = path
         return journal
+
+    def check_consistent(self) -> None:
+        """Progress that matches the plan: the same batches of the same nodes, a record per node."""
+        planned = [(b.number, list(b.nodes)) for b in self.spec.plan.batches]
+        if [(b.number, b.nodes) for b in self.batches] != planned:
+            raise ValueError("its batches do not match its plan")
+        if set(self.nodes) != {n for _, nodes in planned for n in nodes}:
+            raise ValueError("its node records do not match its plan")
+        if any(u.state not in UndoState for u in self.undo) or any(b.state not in ("pending", "running", "done")
+                                                                   for b in self.batches):
+            raise ValueError("a record has an unknown state")
 
 
 class RunFailed(OrchestratorError):
@@ -318,6 +338,9 @@ def latest(cluster: str, run_id: str | None = None) -> Journal | None:
     if not directory.is_dir():
         return None
     if run_id:
+        if not RUN_ID.fullmatch(run_id):
+            raise JournalError(f"--run {run_id[:80]!r} is not a run id (such as 20261122T013500-a1b2c3; "
+                               "`orchestrate status` shows the latest)")
         path = directory / f"{run_id}.json"
         if not path.exists():
             raise JournalError(f"no run {run_id} for cluster {cluster} in {directory}")

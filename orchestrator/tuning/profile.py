@@ -13,8 +13,8 @@ from orchestrator.config.model import Model
 from orchestrator.errors import ConfigError
 from orchestrator.paths import search
 
-SYSCTL_KEY = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")
-SYSCTL_VALUE = re.compile(r"^(>=)?-?\d+$")
+SYSCTL_KEY = re.compile(r"[a-z0-9_]{1,64}(\.[a-z0-9_]{1,64}){1,8}")
+SYSCTL_VALUE = re.compile(r"(>=)?-?\d{1,19}")
 
 
 class ThpSpec(Model):
@@ -31,7 +31,7 @@ class IoSchedulerSpec(Model):
 
 
 class ErlangSchedulersSpec(Model):
-    riak_conf: str = "/etc/riak/riak.conf"
+    riak_conf: str = Field("/etc/riak/riak.conf", pattern=r"^/[^\x00\n\r]{0,4000}$")
 
 
 class Knobs(Model):
@@ -45,9 +45,9 @@ class Knobs(Model):
     @classmethod
     def sysctl_values(cls, v: dict[str, str]) -> dict[str, str]:
         for key, value in v.items():
-            if not SYSCTL_KEY.match(key):
+            if not SYSCTL_KEY.fullmatch(key):
                 raise ValueError(f"{key!r} is not a sysctl name such as vm.swappiness")
-            if not SYSCTL_VALUE.match(str(value)):
+            if not SYSCTL_VALUE.fullmatch(str(value)):
                 raise ValueError(f"{key}: {value!r} is not a number or '>=N'")
         return v
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import REPO
 
-names = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)
+names = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=300)
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -35,3 +37,16 @@ def test_any_argument_mix_is_handled(args: list[str], command: str) -> None:
     proc = run(command, *args)
     assert proc.returncode in (2, 4, 5), (args, proc.stderr)
     assert "Traceback" not in proc.stderr
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.one_of(names, st.sampled_from(["../../etc/passwd", "x" * 300, "20261122T013500-a1b2c3/../../x"])))
+def test_any_run_id_is_a_clear_error(run_id: str) -> None:
+    """`--run` is a run id, never a path (no traversal out of the cluster's journals)."""
+    with tempfile.TemporaryDirectory() as d:
+        inv = Path(d) / "c.yaml"
+        inv.write_text("cluster: {name: c, endpoints: ['http://127.0.0.1:9']}\nssh: {transport: local}\n"
+                       "nodes: [{name: a, host: h}]\n")
+        proc = run("report", "--config", str(inv), "--run", run_id)
+    assert proc.returncode == 8, (run_id, proc.stderr)
+    assert "Traceback" not in proc.stderr and proc.stderr.strip()
