@@ -12,10 +12,17 @@ then what the package ships. See docs/configuration.md.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
+
+from orchestrator.errors import JournalError
+
+
+class UnsafePath(JournalError):
+    """The state directory could be tampered with by another user."""
 
 
 def state_root() -> Path:
@@ -52,6 +59,23 @@ def search(kind: str, name: str, inventory_dir: Path | None) -> tuple[Path | Tra
         places += [config_home() / kind / f"{name}.yaml", shipped(kind) / f"{name}.yaml"]
     looked = [str(p) if isinstance(p, Path) else f"(shipped) {kind}/{p.name}" for p in places]
     return next((p for p in places if p.is_file()), None), looked
+
+
+def private_dir(path: Path) -> Path:
+    """``path`` as a directory only its owner (this user) can write: made so if missing (with its parents
+    under the state root), refused if it is a symlink, someone else's, or writable by others. Journals
+    and reports written there cannot then be redirected by a planted link."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for d in (path, *[p for p in path.parents if state_root() in (p, *p.parents)]):
+        info = d.lstat()
+        if stat.S_ISLNK(info.st_mode):
+            raise UnsafePath(f"{d} is a symbolic link; refusing to keep run state through it")
+        if info.st_uid != os.geteuid():
+            raise UnsafePath(f"{d} belongs to uid {info.st_uid}, not to this user ({os.geteuid()})")
+        if info.st_mode & 0o022:
+            raise UnsafePath(f"{d} is writable by group or others (mode {stat.S_IMODE(info.st_mode):o}); "
+                             f"`chmod go-w {d}` first")
+    return path
 
 
 def write_atomically(path: Path, text: str, mode: int = 0o600) -> None:

@@ -42,12 +42,12 @@ def tune(
             for r in reports:
                 cmds = fix_commands(r)
                 if json_out:
-                    emit_json({"node": r.node, "host": r.host, "commands": cmds, "error": r.error})
+                    emit_json({"node": r.node, "host": r.host, "commands": [str(c) for c in cmds], "error": r.error})
                 else:
                     out_console.print(f"# {r.node} ({r.host}): " + ("nothing to do" if not cmds else
                                                                      f"{len(cmds)} command(s)"), markup=False)
                     for c in cmds:
-                        out_console.print(c, markup=False, highlight=False)
+                        out_console.print(str(c), markup=False, highlight=False)
             return
         reports = run_all(inv, transport, targets, apply=apply)
     finally:

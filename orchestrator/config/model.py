@@ -15,6 +15,7 @@ NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 BYTE_SIZE_RE = re.compile(r"\d{1,12}(\.\d{1,6})?(b|kb|mb|gb|tb)")
 ABSOLUTE_PATH = r"^/[^\x00\n\r]{0,4000}$"  # never an option (-x) nor a relative or multi-line value
 DAY_S = 86_400
+ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
 
 
 class Model(BaseModel):
@@ -24,7 +25,7 @@ class Model(BaseModel):
 class SecretSource(Model):
     """A secret is named, never written inline: an environment variable or a file."""
 
-    env: str | None = None
+    env: str | None = Field(None, max_length=128)
     file: Path | None = None
 
     @model_validator(mode="after")
@@ -41,6 +42,10 @@ class SecretSource(Model):
         if self.env is not None:
             value = os.environ.get(self.env)
             if value is None:
+                if not ENV_NAME.fullmatch(self.env):
+                    # Not shown: a value that is no variable name may be the secret itself, put there by mistake.
+                    raise ValueError("the environment variable named here is not set, and its name does not look "
+                                     "like a variable name (not shown: is it the secret itself?)")
                 raise ValueError(f"environment variable {self.env} is not set")
             return value
         assert self.file is not None
@@ -65,8 +70,13 @@ class ClusterSection(Model):
     @classmethod
     def urls(cls, v: list[str]) -> list[str]:
         for url in v:
+            if "@" in url:
+                # Never echo it: it holds a password.
+                raise ValueError("an endpoint holds credentials (user:password@host); they would end up in "
+                                 "messages and journals. Give cluster.username with password: {env: NAME} or "
+                                 "{file: PATH}, or api_key: {env: NAME}")
             if not re.fullmatch(r"https?://[^\s/@]+(:\d+)?/?", url):
-                raise ValueError(f"{url!r} is not an http(s)://host:port URL")
+                raise ValueError(f"{url[:100]!r} is not an http(s)://host:port URL")
         return v
 
     @model_validator(mode="after")

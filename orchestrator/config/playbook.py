@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -32,7 +32,11 @@ class CommandStep(Model):
     name: str = Field(pattern=r"^[a-z0-9_-]{1,40}$")
     run: str = Field(min_length=1, max_length=4000)
     where: Literal["host", "local"] = "host"
-    timeout_s: float = Field(120, gt=0, le=7200)
+    timeout_s: float = Field(120, ge=1, le=7200)
+    # `where: local` runs with a small environment (PATH, HOME, locale), never this process's secrets;
+    # list here the variables of this process that the command needs.
+    env: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]] = Field(default_factory=list,
+                                                                                       max_length=50)
     ignore_failure: bool = False
 
 

@@ -45,6 +45,19 @@ def match_nodes(inv: Inventory, snap: ClusterSnapshot) -> tuple[dict[str, str], 
     return mapping, problems
 
 
+def connection_warnings(inv: Inventory) -> list[str]:
+    """Said loudly in the plan (and so kept in the journal): how the cluster is reached, when unsafe."""
+    c = inv.cluster
+    out = []
+    if not c.verify_certs:
+        out.append("WARNING: TLS certificates are NOT verified (cluster.verify_certs: false): anyone in the "
+                   "middle can read the credentials and change the answers")
+    plain = [e for e in c.endpoints if e.startswith("http://")]
+    if plain and (c.password is not None or c.api_key is not None):
+        out.append(f"WARNING: credentials are sent in clear text over plain http ({', '.join(plain[:3])})")
+    return out
+
+
 def restart_order(names: list[str], nodes: dict[str, EsNode], master_id: str | None) -> list[str]:
     """Data-only nodes, then master-eligible ones, the elected master last; by name within a group."""
 
@@ -128,7 +141,7 @@ def build_plan(inv: Inventory, snap: ClusterSnapshot, mode: Mode, tuning: tuple[
                              estimate_s=round(estimate_batch_s(size, rate), 1),
                              problems=tuple(batch_problems(snap, sorted(ids), label)),
                              figures={"shard_copies": len(copies), "bytes": size}))
-    notes = master_notes(snap)
+    notes = [*connection_warnings(inv), *master_notes(snap)]
     if snap.has_shutdown_api:
         notes.append("the cluster has the node shutdown API; this version restricts allocation with "
                      "`primaries`, which works on every cluster")

@@ -14,13 +14,14 @@ from orchestrator.errors import HostError
 from orchestrator.hosts.transport import CommandResult, Transport
 
 
-def script(commands: list[str], token: str, stop_at_failure: bool) -> str:
+def script(commands: list[str], token: str, stop_at_failure: bool, reads_input: bool = False) -> str:
     """The shell script: runs the commands (all, or up to the first that fails), then prints, per
     command run, a ``token`` line, its exit code, its stdout, a token line, its stderr, a token line
     (each output with one newline added before its token)."""
     lines = ["T=$(mktemp -d) || exit 97", "S="]
     for i, cmd in enumerate(commands):
-        run = f'( {cmd}\n) >"$T/o{i}" 2>"$T/e{i}" </dev/null; echo $? >"$T/r{i}"'
+        stdin = "" if reads_input else " </dev/null"
+        run = f'( {cmd}\n) >"$T/o{i}" 2>"$T/e{i}"{stdin}; echo $? >"$T/r{i}"'
         if stop_at_failure:
             run = f'if [ -z "$S" ]; then {run}; [ "$(cat "$T/r{i}")" = 0 ] || S=1; fi'
         lines.append(run)
@@ -44,13 +45,16 @@ def parse(out: str, token: str) -> list[CommandResult]:
 
 
 def run_batch(transport: Transport, node: NodeEntry, commands: list[str], stop_at_failure: bool = False,
-              timeout_s: float | None = None) -> list[CommandResult] | None:
+              timeout_s: float | None = None, stdin: bytes | None = None) -> list[CommandResult] | None:
     """The results of ``commands`` run on ``node`` in one round trip; with ``stop_at_failure``, of those
-    up to and including the first that failed. None when the host cannot run the script (no mktemp)."""
+    up to and including the first that failed. None when the host cannot run the script (no mktemp).
+    ``stdin`` is the script's standard input: commands that read it (file writes) take their share in
+    order; every other command runs with its input closed."""
     if not commands:
         return []
     token = f"@@orchestrator-{secrets.token_hex(8)}@@"
-    result = transport.run(node, script(commands, token, stop_at_failure), timeout_s)
+    result = transport.run(node, script(commands, token, stop_at_failure, reads_input=stdin is not None), timeout_s,
+                           stdin=stdin)
     if result.rc == 97:
         return None
     results = parse(result.stdout, token)

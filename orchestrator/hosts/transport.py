@@ -32,7 +32,10 @@ class CommandResult:
 
 
 class Transport(Protocol):
-    def run(self, node: NodeEntry, command: str, timeout_s: float | None = None) -> CommandResult: ...
+    def run(self, node: NodeEntry, command: str, timeout_s: float | None = None,
+            stdin: bytes | None = None) -> CommandResult:
+        """Run ``command``; ``stdin`` (file contents, say) is sent on its standard input, never in its argv."""
+        ...
 
     def check(self, node: NodeEntry) -> None: ...
 
@@ -42,16 +45,19 @@ class Transport(Protocol):
 class LocalTransport:
     """Runs commands on this machine (sandbox local mode, or a tool run on the node itself)."""
 
-    def __init__(self, default_timeout_s: float = 300) -> None:
+    def __init__(self, default_timeout_s: float = 300, env: dict[str, str] | None = None) -> None:
         self.default_timeout_s = default_timeout_s
+        self.env = env  # None: this process's environment
 
-    def run(self, node: NodeEntry, command: str, timeout_s: float | None = None) -> CommandResult:
+    def run(self, node: NodeEntry, command: str, timeout_s: float | None = None,
+            stdin: bytes | None = None) -> CommandResult:
         try:
-            proc = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True,
-                                  timeout=timeout_s or self.default_timeout_s)
+            proc = subprocess.run(["/bin/sh", "-c", command], capture_output=True, input=stdin or b"",
+                                  timeout=timeout_s or self.default_timeout_s, env=self.env)
         except subprocess.TimeoutExpired as exc:
-            raise HostError(f"{node.name}: command did not finish in {exc.timeout:.0f} s: {command}") from exc
-        return CommandResult(proc.returncode, proc.stdout, proc.stderr)
+            raise HostError(f"{node.name}: command did not finish in {exc.timeout:.0f} s: {command[:300]}") from exc
+        return CommandResult(proc.returncode, proc.stdout.decode(errors="replace"),
+                             proc.stderr.decode(errors="replace"))
 
     def check(self, node: NodeEntry) -> None:
         self.run(node, "true", 10)
@@ -165,7 +171,8 @@ class SshTransport:
             self._clients[node.name] = client
             return client
 
-    def run(self, node: NodeEntry, command: str, timeout_s: float | None = None) -> CommandResult:
+    def run(self, node: NodeEntry, command: str, timeout_s: float | None = None,
+            stdin: bytes | None = None) -> CommandResult:
         import paramiko
 
         if self.cfg.sudo and self._user(node) != "root":
@@ -173,7 +180,10 @@ class SshTransport:
         timeout = timeout_s or self.cfg.command_timeout_s
         client = self._connect(node)
         try:
-            _stdin, stdout, stderr = client.exec_command(command, timeout=timeout)
+            to_command, stdout, stderr = client.exec_command(command, timeout=timeout)
+            if stdin:
+                to_command.write(stdin)
+            to_command.channel.shutdown_write()  # end of input: a command reading it never waits
             out = stdout.read().decode(errors="replace")
             err = stderr.read().decode(errors="replace")
             rc = stdout.channel.recv_exit_status()

@@ -14,7 +14,6 @@ yet restored, in reverse order.
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
 import threading
@@ -28,7 +27,7 @@ from typing import Any
 
 from orchestrator.config.loader import read_bytes_of, strict_json
 from orchestrator.errors import ConfigError, JournalError, OrchestratorError
-from orchestrator.paths import state_root, write_atomically
+from orchestrator.paths import private_dir, state_root, write_atomically
 from orchestrator.restart.phases import Phase, check_transition
 from orchestrator.restart.plan import Mode, Plan
 
@@ -325,9 +324,7 @@ def new_run_id() -> str:
 
 
 def create(journal: Journal) -> Journal:
-    directory = runs_dir(journal.cluster)
-    directory.mkdir(parents=True, exist_ok=True)
-    os.chmod(directory, 0o700)
+    directory = private_dir(runs_dir(journal.cluster))
     journal.path = directory / f"{journal.run_id}.json"
     journal.save()
     return journal

@@ -7,11 +7,13 @@ first) and reports through events. Per-node work of a zone batch runs in paralle
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from orchestrator.config.model import NodeEntry
 from orchestrator.config.playbook import CommandStep
 from orchestrator.errors import HostError, OrchestratorError
 from orchestrator.hosts.service import render
@@ -169,11 +171,22 @@ def wait_for_join(ctx: RunContext, batch: BatchRecord) -> None:
     for_each_node(ctx, batch, join)
 
 
+BASE_ENVIRONMENT = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "USER", "LOGNAME")
+
+
+def local_environment(step: CommandStep, node: NodeEntry) -> dict[str, str]:
+    """What a `where: local` step sees: a small base, the variables it declares, and the node."""
+    names = (*BASE_ENVIRONMENT, *step.env)
+    return {**{k: os.environ[k] for k in names if k in os.environ},
+            "ORCHESTRATOR_NODE": node.name, "ORCHESTRATOR_HOST": node.host}
+
+
 def command_step(step: CommandStep) -> StepFn:
     def run(ctx: RunContext, batch: BatchRecord) -> None:
         def one(name: str) -> None:
             node = ctx.node(name)
-            transport = ctx.transport if step.where == "host" else LocalTransport()
+            transport = ctx.transport if step.where == "host" else LocalTransport(
+                env=local_environment(step, node))
             result = transport.run(node, render(step.run, node), step.timeout_s)
             if not result.ok:
                 text = (result.stderr or result.stdout).strip()[-300:]

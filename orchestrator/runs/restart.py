@@ -157,6 +157,8 @@ def resume(target: Target, emit: EventSink, run_id: str | None = None, accept_ch
         raise JournalError(f"no run to resume for cluster {target.name}")
     if journal.state is RunState.SUCCEEDED:
         raise JournalError(f"run {journal.run_id} already succeeded; nothing to resume")
+    if journal.cluster != target.name:
+        raise JournalError(f"run {journal.run_id} belongs to cluster {journal.cluster}, not {target.name}")
     if journal.product != target.product.name:
         raise JournalError(f"run {journal.run_id} is a {journal.product} run; cluster {target.name} is now "
                            f"{target.product.name}. Check the inventory.")

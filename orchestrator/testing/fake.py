@@ -160,7 +160,8 @@ class FakeTransport:
         self.cluster = cluster
         self.commands: list[tuple[str, str]] = []
 
-    def run(self, node: NodeEntry, command: str, timeout_s: float | None = None) -> CommandResult:
+    def run(self, node: NodeEntry, command: str, timeout_s: float | None = None,
+            stdin: bytes | None = None) -> CommandResult:
         self.commands.append((node.name, command))
         words = shlex.split(command)
         fake = self.cluster.nodes[node.name]

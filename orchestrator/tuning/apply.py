@@ -13,6 +13,7 @@ from orchestrator.hosts.batch import run_batch
 from orchestrator.hosts.transport import Transport
 from orchestrator.tuning.host import Host
 from orchestrator.tuning.knobs import KnobState, knobs_for
+from orchestrator.tuning.knobs.base import FileWrite, Fix
 from orchestrator.tuning.profile import Profile, load_profile
 
 
@@ -69,12 +70,12 @@ def inspect_node(profile: Profile, transport: Transport, node: NodeEntry) -> Nod
     return NodeReport(node.name, node.host, states)
 
 
-def fix_commands(report: NodeReport) -> list[str]:
-    seen: list[str] = []
+def fix_commands(report: NodeReport) -> list[Fix]:
+    seen: list[Fix] = []
     for state in report.knobs:
-        for cmd in state.fix:
-            if cmd not in seen:
-                seen.append(cmd)
+        for fix in state.fix:
+            if fix not in seen:
+                seen.append(fix)
     return seen
 
 
@@ -89,26 +90,29 @@ def apply_node(profile: Profile, transport: Transport, node: NodeEntry) -> NodeR
         return before  # nothing drifted: nothing to change, nothing to read again
     run_in_order(transport, node, commands)
     after = inspect_node(profile, transport, node)
-    after.applied = commands
+    after.applied = [str(c) for c in commands]  # a file write is shown by its path and size, never its content
     after.fixed = [k.knob for k in before.knobs if k.drift]
     return after
 
 
-def run_in_order(transport: Transport, node: NodeEntry, commands: list[str]) -> None:
-    """Run the fix commands in one round trip, in order, stopping at the first that fails."""
-    results = run_batch(transport, node, commands, stop_at_failure=True)
-    if results is None:  # the host cannot batch: one command at a time
+def run_in_order(transport: Transport, node: NodeEntry, fixes: list[Fix]) -> None:
+    """Run the fixes in one round trip, in order, stopping at the first that fails. File contents go on
+    standard input, each write taking exactly its own bytes; other commands run with input closed."""
+    commands = [f.shell() if isinstance(f, FileWrite) else f"{{ {f}\n}} </dev/null" for f in fixes]
+    data = b"".join(f.data for f in fixes if isinstance(f, FileWrite))
+    results = run_batch(transport, node, commands, stop_at_failure=True, stdin=data)
+    if results is None:  # the host cannot batch: one at a time
         results = []
-        for cmd in commands:
-            results.append(transport.run(node, cmd))
+        for fix, cmd in zip(fixes, commands, strict=True):
+            results.append(transport.run(node, cmd, stdin=fix.data if isinstance(fix, FileWrite) else None))
             if not results[-1].ok:
                 break
-    failed = next(((cmd, r) for cmd, r in zip(commands, results, strict=False) if not r.ok), None)
+    failed = next(((fix, r) for fix, r in zip(fixes, results, strict=False) if not r.ok), None)
     if failed is not None:
-        cmd, result = failed
+        fix, result = failed
         # The kernel's own words (e.g. "Invalid argument") are the message.
         said = (result.stderr or result.stdout).strip() or f"exit {result.rc}"
-        raise HostError(f"{node.name}: tuning command failed: {cmd}\n  {said}")
+        raise HostError(f"{node.name}: tuning command failed: {fix}\n  {said}")
 
 
 def for_nodes(inv: Inventory, names: list[str] | None) -> list[NodeEntry]:

@@ -89,16 +89,17 @@ def test_wait_tolerates_transient_errors() -> None:
 
 def test_first_eta_comes_from_the_previous_succeeded_run_in_the_same_mode(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator.restart.journal import BatchRecord, RunState, measured_batch_seconds, runs_dir
+    from orchestrator.restart.journal import RunState, measured_batch_seconds, runs_dir
     from orchestrator.restart.plan import Mode
 
     monkeypatch.setenv("ORCHESTRATOR_STATE", str(tmp_path))
     runs_dir("c").mkdir(parents=True)
 
     def run(run_id: str, mode: str, state: RunState, seconds: list[float]) -> None:
-        j = journal_of(plan_of([["a"]], mode=Mode(mode)))
+        j = journal_of(plan_of([[f"a{i}"] for i in range(len(seconds))], mode=Mode(mode)))
         j.path, j.state = runs_dir("c") / f"{run_id}.json", state
-        j.batches = [BatchRecord(i, "a", ["a"], started=100.0, finished=100.0 + s) for i, s in enumerate(seconds)]
+        for batch, s in zip(j.batches, seconds, strict=True):
+            batch.started, batch.finished = 100.0, 100.0 + s
         j.save()
 
     assert measured_batch_seconds("c", "node", "20261121T120000-x") is None

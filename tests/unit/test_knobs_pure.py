@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from orchestrator.hosts.transport import CommandResult
-from orchestrator.tuning.knobs.base import Knob, KnobState
+from orchestrator.tuning.knobs.base import FileWrite, Knob, KnobState
 from orchestrator.tuning.knobs.sysctl import SYSCTL_FILES, SysctlKnob
 from orchestrator.tuning.knobs.thp import THP_FIND, THP_UNIT, TUNED_RUNNING, ThpKnob
 from orchestrator.tuning.reads import Reads
@@ -54,9 +54,9 @@ def test_thp_sees_through_a_tuned_profile_include_chain() -> None:
     enabled, defrag = evaluate(ThpKnob("never", "never"), host)
     assert (enabled.live, defrag.live, enabled.drift) == ("always", "madvise", True)
     assert "tuned profile 'db-custom' sets transparent_hugepages=always" in (enabled.note or "")
-    fixes = "\n".join(enabled.fix)
-    assert "/etc/tuned/orchestrator-db-custom/tuned.conf" in fixes and "include=db-custom" in fixes
-    assert f"systemctl enable {THP_UNIT}" in fixes
+    writes = {f.path: f.text for f in enabled.fix if isinstance(f, FileWrite)}
+    assert "include=db-custom" in writes["/etc/tuned/orchestrator-db-custom/tuned.conf"]
+    assert f"systemctl enable {THP_UNIT}" in enabled.fix
 
 
 def test_sysctl_persisted_value_is_what_a_boot_applies() -> None:
@@ -67,4 +67,5 @@ def test_sysctl_persisted_value_is_what_a_boot_applies() -> None:
     (state,) = evaluate(SysctlKnob({"vm.swappiness": "1"}), host)
     assert (state.live, state.persisted, state.live_ok, state.persisted_ok) == ("60", "10", False, False)
     assert state.note == "set in /etc/sysctl.d/50-db.conf", "/etc wins over /usr/lib for the same file name"
-    assert any("99-orchestrator.conf" in c for c in state.fix)
+    assert any(isinstance(f, FileWrite) and f.path.endswith("99-orchestrator.conf") and "vm.swappiness = 1" in f.text
+               for f in state.fix)

@@ -38,9 +38,41 @@ def test_sysctl_targets(spec: str, live: str | None, expected: tuple[str, bool])
     assert sysctl_wanted(spec, live) == expected
 
 
-def test_written_files_are_quoted() -> None:
-    cmd = write_file_command("/etc/x.conf", "a'; rm -rf / #\n")
-    assert "'a'\"'\"'; rm -rf / #" in cmd
+def test_written_files_go_on_standard_input_never_in_the_command(tmp_path: Path) -> None:
+    from orchestrator.config.model import NodeEntry
+    from orchestrator.hosts.transport import LocalTransport
+    from orchestrator.tuning.apply import run_in_order
+
+    secret = "distributed_cookie = s3cr3t-'$(id)'\n\u00e9\n"
+    first, second = write_file_command(str(tmp_path / "riak.conf"), secret, "0640"), \
+        write_file_command(str(tmp_path / "sub" / "b.conf"), "b\n")
+    assert "s3cr3t" not in first.shell() and "s3cr3t" not in str(first)
+    (tmp_path / "riak.conf.orchestrator-tmp").symlink_to(tmp_path / "victim")  # the old predictable name
+    run_in_order(LocalTransport(), NodeEntry(name="here", host="localhost"),
+                 [first, f"cat {tmp_path / 'riak.conf'} > {tmp_path / 'copy'}", second])
+    assert (tmp_path / "riak.conf").read_text() == secret and (tmp_path / "copy").read_text() == secret
+    assert (tmp_path / "sub" / "b.conf").read_text() == "b\n"
+    assert oct((tmp_path / "riak.conf").stat().st_mode & 0o777) == "0o640"
+    assert not (tmp_path / "victim").exists() and not list(tmp_path.glob(".orchestrator.*"))
+
+
+def test_a_file_is_never_written_into_a_directory_another_user_owns(tmp_path: Path) -> None:
+    import os
+
+    from orchestrator.config.model import NodeEntry
+    from orchestrator.errors import HostError
+    from orchestrator.hosts.transport import LocalTransport
+    from orchestrator.tuning.apply import run_in_order
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give the directory to another user")  # CI and the sandbox run as root
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, 65534, 65534)
+    with pytest.raises(HostError, match="belongs to uid 65534"):
+        run_in_order(LocalTransport(), NodeEntry(name="here", host="localhost"),
+                     [write_file_command(str(theirs / "riak.conf"), "x\n")])
+    assert list(theirs.iterdir()) == []
 
 
 @pytest.mark.parametrize(("facts", "include_write", "verdict"), [

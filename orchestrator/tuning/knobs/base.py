@@ -19,7 +19,7 @@ class KnobState:
     persisted_ok: bool
     error: str | None = None
     note: str | None = None
-    fix: tuple[str, ...] = field(default=(), compare=False)  # commands that would fix it
+    fix: tuple[Fix, ...] = field(default=(), compare=False)  # commands and file writes that would fix it
 
     @property
     def drift(self) -> bool:
@@ -54,8 +54,36 @@ def choices(content: str) -> list[str]:
     return [w.strip("[]") for w in content.split()]
 
 
-def write_file_command(path: str, text: str, mode: str = "0644") -> str:
-    """A shell command that writes ``text`` to ``path`` atomically (temp file, then rename)."""
-    tmp = f"{path}.orchestrator-tmp"
-    return (f"mkdir -p {shlex.quote(path.rsplit('/', 1)[0])} && printf '%s' {shlex.quote(text)} > {shlex.quote(tmp)}"
-            f" && chmod {mode} {shlex.quote(tmp)} && mv -f {shlex.quote(tmp)} {shlex.quote(path)}")
+@dataclass(frozen=True)
+class FileWrite:
+    """A file written on a host: its content goes on the command's standard input, never in its
+    arguments (`ps` shows those; riak.conf holds the cluster's cookie). Written to an unpredictable
+    temporary name in the same directory, then renamed, and only into a directory owned by root (or
+    by the SSH user): a planted symlink in a directory another account can write is never followed."""
+
+    path: str
+    text: str
+    mode: str = "0644"
+
+    @property
+    def data(self) -> bytes:
+        return self.text.encode()
+
+    def shell(self) -> str:
+        """The command; it reads exactly the file's bytes from standard input."""
+        directory, path = shlex.quote(self.path.rsplit("/", 1)[0] or "/"), shlex.quote(self.path)
+        return (f"d={directory}; mkdir -p -- \"$d\" && o=$(stat -c %u -- \"$d\") && "
+                f"{{ [ \"$o\" = 0 ] || [ \"$o\" = \"$(id -u)\" ] || {{ echo \"refusing to write into $d: it belongs "
+                f"to uid $o, not root\" >&2; exit 1; }}; }} && t=$(mktemp -- \"$d/.orchestrator.XXXXXXXX\") && "
+                f"{{ head -c {len(self.data)} > \"$t\" && chmod {self.mode} -- \"$t\" && mv -f -- \"$t\" {path} "
+                f"|| {{ rm -f -- \"$t\"; exit 1; }}; }}")
+
+    def __str__(self) -> str:  # what --dry-run shows: never the content
+        return f"write {self.path} ({len(self.data)} bytes, mode {self.mode}, content on standard input)"
+
+
+Fix = str | FileWrite
+
+
+def write_file_command(path: str, text: str, mode: str = "0644") -> FileWrite:
+    return FileWrite(path, text, mode)

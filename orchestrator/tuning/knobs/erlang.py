@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.tuning.knobs.base import Knob, KnobState, unreadable, write_file_command
+from orchestrator.tuning.knobs.base import Fix, Knob, KnobState, unreadable, write_file_command
 from orchestrator.tuning.reads import Reads, read_command
 
 
@@ -35,7 +35,7 @@ class ErlangSchedulersKnob(Knob):
         total = values.get("erlang.schedulers.total", "default")
         current = f"{total}:{values.get('erlang.schedulers.online', 'default')}"
         ok = current == f"{want}:{want}"
-        fix = []
+        fix: list[Fix] = []
         if not ok:
             kept = [ln for ln in text.splitlines()
                     if not ln.strip().startswith(("erlang.schedulers.total", "erlang.schedulers.online"))]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 
-from orchestrator.tuning.knobs.base import Knob, KnobState, choices, selected, unreadable, write_file_command
+from orchestrator.tuning.knobs.base import Fix, Knob, KnobState, choices, selected, unreadable, write_file_command
 from orchestrator.tuning.reads import Reads, read_command
 
+DEVICE_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 UDEV_RULE = "/etc/udev/rules.d/60-orchestrator-io-scheduler.rules"
 SCHEDULER_NAMES = {  # what an operator asks for -> names a kernel may offer, best first
     "noop": ["none", "noop"], "none": ["none", "noop"], "deadline": ["mq-deadline", "deadline"],
@@ -44,7 +46,12 @@ class IoSchedulerKnob(Knob):
                 states.append(unreadable(f"io_scheduler[{path}]", self.choice,
                                          f"cannot find the device of {path}: {found.stderr.strip()}"))
                 continue
-            devices.setdefault(sysdir.rsplit("/", 1)[-1], sysdir)
+            device = sysdir.rsplit("/", 1)[-1]
+            if not sysdir.startswith("/sys/") or not DEVICE_NAME.fullmatch(device):  # goes into a udev rule
+                states.append(unreadable(f"io_scheduler[{path}]", self.choice,
+                                         f"unexpected device path {sysdir[:80]!r} for {path}"))
+                continue
+            devices.setdefault(device, sysdir)
         reads.need([f"{d}/queue/scheduler" for d in devices.values()])
         for device, sysdir in devices.items():
             states.append(self._device(reads, device, f"{sysdir}/queue/scheduler", rules or ""))
@@ -66,7 +73,7 @@ class IoSchedulerKnob(Knob):
         for line in rules.splitlines():
             if f'KERNEL=="{device}"' in line and "ATTR{queue/scheduler}=" in line:
                 persisted = line.split('ATTR{queue/scheduler}="', 1)[1].split('"', 1)[0]
-        fix = []
+        fix: list[Fix] = []
         if live != want:
             fix.append(f"echo {shlex.quote(want)} > {shlex.quote(path)}")
         if persisted != want:

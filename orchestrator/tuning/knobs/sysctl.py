@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import replace
 
-from orchestrator.tuning.knobs.base import Knob, KnobState, unreadable, write_file_command
+from orchestrator.tuning.knobs.base import Fix, Knob, KnobState, unreadable, write_file_command
 from orchestrator.tuning.reads import Reads, read_command
 
 SYSCTL_FILE = "/etc/sysctl.d/99-orchestrator.conf"
@@ -36,7 +36,7 @@ class SysctlKnob(Knob):
     def evaluate(self, reads: Reads) -> list[KnobState]:
         persisted = self._persisted(reads)
         states, lines = [], []
-        live_fix: list[str] = []
+        live_fix: list[Fix] = []
         for key, spec in self.wanted.items():
             path = "/proc/sys/" + key.replace(".", "/")
             content, error = reads.read(path)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import replace
 
-from orchestrator.tuning.knobs.base import Knob, KnobState, selected, unreadable, write_file_command
+from orchestrator.tuning.knobs.base import Fix, Knob, KnobState, selected, unreadable, write_file_command
 from orchestrator.tuning.reads import Reads, read_command
 
 THP_DIRS = ("/sys/kernel/mm/transparent_hugepage", "/sys/kernel/mm/redhat_transparent_hugepage")
 THP_UNIT = "orchestrator-thp"
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 
 THP_FIND = "for d in " + " ".join(THP_DIRS) + "; do [ -d \"$d\" ] && { echo \"$d\"; break; }; done"
 TUNED_RUNNING = "systemctl is-active tuned || pgrep -x tuned"
@@ -27,13 +29,15 @@ class ThpKnob(Knob):
     def evaluate(self, reads: Reads) -> list[KnobState]:
         found = reads.run(THP_FIND)
         base = found.stdout.strip()
+        if base and base not in THP_DIRS:
+            return [unreadable("thp", "never", f"unexpected THP directory {base[:80]!r}")]
         if not base:
             return [unreadable("thp", "never", "no transparent_hugepage directory in /sys/kernel/mm "
                                                "(kernel without THP: nothing to do)")]
         unit_enabled = reads.run(f"systemctl is-enabled {THP_UNIT}").stdout.strip() == "enabled"
         unit_text, _ = reads.read(f"/etc/systemd/system/{THP_UNIT}.service")
         tuned_note, tuned_fix = self._tuned(reads)
-        fixes: list[str] = []
+        fixes: list[Fix] = []
         states = []
         for key, want in self.wanted.items():
             path = f"{base}/{key}"
@@ -53,7 +57,7 @@ class ThpKnob(Knob):
             fixes += tuned_fix
         return [replace(s, fix=tuple(fixes)) if i == 0 else s for i, s in enumerate(states)]
 
-    def _persist_commands(self, base: str) -> list[str]:
+    def _persist_commands(self, base: str) -> list[Fix]:
         writes = " && ".join(f"echo {v} > {base}/{k}" for k, v in self.wanted.items())
         unit = ("[Unit]\nDescription=Transparent Huge Pages as the database wants them (orchestrator)\n"
                 "DefaultDependencies=no\nAfter=local-fs.target\nBefore=elasticsearch.service riak.service\n\n"
@@ -62,7 +66,7 @@ class ThpKnob(Knob):
         return [write_file_command(f"/etc/systemd/system/{THP_UNIT}.service", unit),
                 "systemctl daemon-reload", f"systemctl enable {THP_UNIT}"]
 
-    def _tuned(self, reads: Reads) -> tuple[str | None, list[str]]:
+    def _tuned(self, reads: Reads) -> tuple[str | None, list[Fix]]:
         """A running tuned whose profile sets THP would undo a one-off fix: give it a drop-in profile."""
         if not reads.run(TUNED_RUNNING).ok:
             return None, []
@@ -70,6 +74,8 @@ class ThpKnob(Knob):
         profile = (active or "").strip()
         if not profile:
             return None, []
+        if not PLAIN_NAME.fullmatch(profile):  # read from the host: it goes into a file and a command
+            return f"tuned's active profile {profile[:60]!r} is not a plain name; leaving tuned alone", []
         setting = self._tuned_thp(reads, profile, depth=0)
         want = self.wanted["enabled"]
         if setting is None or setting == want:
@@ -77,7 +83,7 @@ class ThpKnob(Knob):
         ours = profile if profile.startswith("orchestrator-") else f"orchestrator-{profile}"
         conf = f"[main]\nsummary={profile} with THP {want} (orchestrator)\ninclude={profile}\n\n" \
                f"[vm]\ntransparent_hugepages={want}\n"
-        fix = [write_file_command(f"/etc/tuned/{ours}/tuned.conf", conf),
+        fix: list[Fix] = [write_file_command(f"/etc/tuned/{ours}/tuned.conf", conf),
                f"if command -v tuned-adm >/dev/null; then tuned-adm profile {shlex.quote(ours)}; else "
                f"echo {shlex.quote(ours)} > /etc/tuned/active_profile && systemctl restart tuned; fi"]
         return f"tuned profile {profile!r} sets transparent_hugepages={setting} and would undo the fix", fix
