@@ -29,7 +29,10 @@ from orchestrator.riak.status import (
     parse_transfers,
 )
 
-NOT_RUNNING = "Node is not running"
+# What riak-admin prints when the node it asks is down: 2.x, 2.x's ping, 3.x.
+# What a `riak-admin` of a Riak 3.x package prints: its admin commands are `riak admin CMD`.
+ADMIN_MISSING = ("relx_nodetool: not found", "riak-admin: command not found", "riak-admin: not found")
+NOT_RUNNING = ("Node is not running", "Node did not respond to ping", "not responding to pings")
 LOCK_DIR = "/var/lib/orchestrator-locks"  # on the first node's host
 ADMIN_TIMEOUT_S = 60
 T = TypeVar("T")
@@ -43,27 +46,41 @@ class RiakAdapter:
         self.cfg = inv.riak
         self.transport = transport
         self.calls = 0
+        self.admin_forms: dict[str, str] = {}  # node -> the admin command that works there
 
     # --- running commands ----------------------------------------------------------------------
-    def _admin(self, *args: str) -> str:
-        return " ".join([self.cfg.admin_command, *(shlex.quote(a) for a in args)])
+    def admin_form(self, node: NodeEntry) -> str:
+        return self.admin_forms.get(node.name, self.cfg.admin_command)
+
+    def _admin(self, node: NodeEntry, *args: str) -> str:
+        return " ".join([self.admin_form(node), *(shlex.quote(a) for a in args)])
 
     def _on(self, node: NodeEntry, command: str, timeout_s: float = ADMIN_TIMEOUT_S) -> tuple[int, str]:
         self.calls += 1
         result = self.transport.run(node, f"{command} 2>&1", timeout_s)
         return result.rc, result.stdout
 
-    def _outputs(self, node: NodeEntry, commands: list[str]) -> list[str]:
-        """Each command's output (stdout and stderr together, as riak-admin prints), in one round trip."""
-        self.calls += len(commands)
-        results = run_batch(self.transport, node, [f"{c} 2>&1" for c in commands], timeout_s=ADMIN_TIMEOUT_S)
-        if results is None:  # the host cannot batch: one command at a time
-            return [self._on(node, c)[1] for c in commands]
-        return [r.stdout for r in results]
+    def _outputs(self, node: NodeEntry, commands: list[tuple[str, ...]]) -> list[str]:
+        """Each admin command's output (stdout and stderr together, as riak-admin prints), in one round trip.
 
-    def _on_any(self, commands: list[str], what: str, accept: Callable[[list[str]], T],
+        Riak 3.x and OpenRiak packages run admin commands as `riak admin CMD`; their `riak-admin`, where
+        present, fails with "relx_nodetool: not found". That is detected per node, said, and kept."""
+        lines = [f"{self._admin(node, *c)} 2>&1" for c in commands]
+        self.calls += len(lines)
+        results = run_batch(self.transport, node, lines, timeout_s=ADMIN_TIMEOUT_S)
+        outputs = [r.stdout for r in results] if results is not None else [self._on(node, c)[1] for c in lines]
+        if self.admin_form(node) == "riak-admin" and any(m in out for out in outputs for m in ADMIN_MISSING):
+            self.admin_forms[node.name] = f"{self.cfg.riak_command} admin"
+            retried = self._outputs(node, commands)
+            if any(m in out for out in retried for m in ADMIN_MISSING):
+                raise HostError(f"{node.name}: neither `riak-admin` nor `{self.cfg.riak_command} admin` works there "
+                                f"({outputs[0].strip()[-150:]}); set riak.admin_command in the inventory")
+            return retried
+        return outputs
+
+    def _on_any(self, commands: list[tuple[str, ...]], what: str, accept: Callable[[list[str]], T],
                 avoid: set[str] | None = None) -> T:
-        """Run ``commands`` on the first node where ``accept(outputs)`` parses; nodes in ``avoid`` last."""
+        """Run the admin ``commands`` on the first node where ``accept(outputs)`` parses; nodes in ``avoid`` last."""
         avoid = avoid or set()
         order = [n for n in self.inv.nodes if n.name not in avoid] + [n for n in self.inv.nodes if n.name in avoid]
         tried = []
@@ -73,19 +90,19 @@ class RiakAdapter:
             except HostError as exc:
                 tried.append(str(exc))
                 continue
-            if any(NOT_RUNNING in out for out in outputs):
+            if any(said in out for out in outputs for said in NOT_RUNNING):
                 tried.append(f"{node.name}: Riak is not running there")
                 continue
             try:
                 return accept(outputs)
             except RiakOutputError as exc:
-                tried.append(f"{node.name}: {exc}")
+                tried.append(f"{node.name} (`{self.admin_form(node)}`): {exc}")
         # Transient: while a node restarts the others answer; when none does, waits retry.
         raise ClusterUnreachable(f"cannot {what}: no node answered ({'; '.join(tried)})")
 
     # --- reads -----------------------------------------------------------------------------------
     def snapshot(self, avoid: set[str] | None = None) -> RiakSnapshot:
-        commands = [self._admin(c) for c in ("member-status", "ring-status", "transfers", "transfer-limit")]
+        commands: list[tuple[str, ...]] = [("member-status",), ("ring-status",), ("transfers",), ("transfer-limit",)]
 
         def parse(out: list[str]) -> RiakSnapshot:
             return RiakSnapshot(members=parse_member_status(out[0]), ring=parse_ring_status(out[1]),
@@ -94,11 +111,10 @@ class RiakAdapter:
         return self._on_any(commands, "read the Riak cluster status", parse, avoid)
 
     def transfers(self, avoid: set[str] | None = None) -> Transfers:
-        return self._on_any([self._admin("transfers")], "read Riak transfers", lambda out: parse_transfers(out[0]),
-                            avoid)
+        return self._on_any([("transfers",)], "read Riak transfers", lambda out: parse_transfers(out[0]), avoid)
 
     def limits(self) -> dict[str, int | None]:
-        return self._on_any([self._admin("transfer-limit")], "read Riak transfer limits",
+        return self._on_any([("transfer-limit",)], "read Riak transfer limits",
                             lambda out: parse_transfer_limit(out[0]))
 
     def pid(self, node: NodeEntry) -> str | None:
@@ -113,9 +129,15 @@ class RiakAdapter:
 
     def wait_for_service(self, node: NodeEntry, timeout_s: float) -> tuple[bool, str]:
         """`riak-admin wait-for-service SERVICE NODE` on the node's host, bounded by ``timeout_s``."""
-        command = f"timeout {max(int(timeout_s), 1)} " + self._admin("wait-for-service", self.cfg.service,
-                                                                      node.riak_name)
-        rc, out = self._on(node, command, timeout_s + 30)
+        def ask() -> tuple[int, str]:
+            command = f"timeout {max(int(timeout_s), 1)} " + self._admin(node, "wait-for-service", self.cfg.service,
+                                                                          node.riak_name)
+            return self._on(node, command, timeout_s + 30)
+
+        rc, out = ask()
+        if self.admin_form(node) == "riak-admin" and any(m in out for m in ADMIN_MISSING):
+            self.admin_forms[node.name] = f"{self.cfg.riak_command} admin"  # Riak 3.x: see _outputs
+            rc, out = ask()
         up = rc == 0 and f"{self.cfg.service} is up" in out
         return up, out.strip().splitlines()[-1] if out.strip() else f"exit {rc}"
 
@@ -133,7 +155,7 @@ class RiakAdapter:
         if value is None:
             return  # nothing was known before: nothing to put back
         expected = f"Set transfer limit for '{scope}' to {int(value)}"
-        said = self._on_any([self._admin("transfer-limit", scope, str(int(value)))],
+        said = self._on_any([("transfer-limit", scope, str(int(value)))],
                             f"set the transfer limit of {scope}", lambda out: out[0].strip())
         if expected not in said:
             raise ClusterError(f"setting the transfer limit of {scope} to {value} failed: {said[-300:]}")

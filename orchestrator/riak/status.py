@@ -1,8 +1,11 @@
 """What `riak-admin` prints, parsed into an immutable snapshot. Pure functions, no I/O.
 
-The formats are those of riak_core's console (`riak_core_console.erl`), unchanged from Riak KV
-2.0 through 3.0: `member-status`, `ring-status`, `transfers` and `transfer-limit`. Examples of
-each are in tests/unit/test_riak.py and docs/riak.md.
+The formats are those of riak_core's console (`riak_core_console.erl`) from Riak KV 2.0 through
+3.x and OpenRiak 3.4: `member-status` (with a location after the node since riak_kv 3.0.10),
+`ring-status`, `transfers` (hinted, ownership and repair transfers) and `transfer-limit`. Long
+lists that Erlang's `~p` wraps over several lines are joined first, and the `ok` that 3.x prints
+after a command is dropped. Riak 1.x output (no transfer type) is refused, never guessed from.
+Examples of each are in tests/unit/test_riak.py and docs/riak.md.
 """
 
 from __future__ import annotations
@@ -10,7 +13,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-MEMBER_RE = re.compile(r"^(\S+)\s+([\d.]+)%\s+(--|[\d.]+%)\s+'?([^'\s]+)'?\s*$")
+MEMBER_RE = re.compile(r"^(\S+)\s+([\d.]+)%\s+(--|[\d.]+%)\s+'?([^'\s]+)'?(?:\s+\(([^)]*)\))?\s*$")
+FOOTER_RE = re.compile(r"Valid:\s*(\d+)\s*/\s*Leaving:\s*(\d+)\s*/\s*Exiting:\s*(\d+)\s*/\s*Joining:\s*(\d+)"
+                       r"\s*/\s*Down:\s*(\d+)")
 LIMIT_RE = re.compile(r"^\s*(\d+|\(offline\))\s+'?([^'\s]+)'?\s*$")
 WAITING_RE = re.compile(r"^'?([^'\s]+)'? waiting to handoff (\d+) partitions")
 STOPPED_RE = re.compile(r"^'?([^'\s]+)'? does not have (\d+) primary partitions running")
@@ -31,6 +36,7 @@ class Member:
     status: str  # valid, joining, leaving, exiting, down, (legacy)
     ring_pct: float
     pending_pct: float | None
+    location: str | None = None  # riak_kv 3.0.10+: the node's location (rack, zone)
 
 
 @dataclass(frozen=True)
@@ -95,16 +101,36 @@ def _atom_list(text: str) -> tuple[str, ...]:
     return tuple(a.strip().strip("'") for a in text.split(",") if a.strip())
 
 
+def cleaned(text: str) -> list[str]:
+    """The output's lines, with the `ok` that Riak 3.x prints after a command's output dropped, and an
+    Erlang list that `~p` wrapped over several lines (`['a',` / `'b']`) joined back into one line."""
+    lines = text.rstrip("\n").splitlines()
+    while lines and lines[-1].strip() in ("ok", ""):
+        lines.pop()
+    joined: list[str] = []
+    for line in lines:
+        if joined and joined[-1].count("[") > joined[-1].count("]"):
+            joined[-1] = joined[-1].rstrip() + " " + line.strip()
+        else:
+            joined.append(line)
+    return joined
+
+
 def parse_member_status(text: str) -> tuple[Member, ...]:
     if "Membership" not in text:
         raise RiakOutputError(f"not member-status output: {text.strip()[:200]!r}")
-    members = []
-    for line in text.splitlines():
-        m = MEMBER_RE.match(line.strip())
-        if m:
+    members, footer = [], None
+    for line in cleaned(text):
+        if m := MEMBER_RE.match(line.strip()):
             pending = None if m.group(3) == "--" else float(m.group(3).rstrip("%"))
             members.append(Member(node=m.group(4), status=m.group(1), ring_pct=float(m.group(2)),
-                                  pending_pct=pending))
+                                  pending_pct=pending, location=m.group(5)))
+        elif f := FOOTER_RE.search(line):
+            footer = sum(int(n) for n in f.groups())
+    # A row in a format not understood would vanish from the gate's view (a down member, say).
+    if footer is not None and footer != len(members):
+        raise RiakOutputError(f"member-status counts {footer} member(s) in its footer but {len(members)} row(s) "
+                              "could be read; refusing to guess which are missing")
     return tuple(members)
 
 
@@ -113,7 +139,7 @@ def parse_ring_status(text: str) -> RingStatus:
         raise RiakOutputError(f"not ring-status output: {text.strip()[:200]!r}")
     claimant, ready, pending = None, None, True
     unreachable: tuple[str, ...] = ()
-    for line in text.splitlines():
+    for line in cleaned(text):
         line = line.strip()
         if line.startswith("Claimant:"):
             claimant = line.split(":", 1)[1].strip().strip("'") or None
@@ -152,12 +178,14 @@ def _transfer_block(lines: list[str]) -> ActiveTransfer:
         elif ":" in line:
             key, value = line.split(":", 1)
             fields[key.strip()] = value.strip()
-    if not source or not target or "partition" not in fields:
+    # A repair transfer names a source and a target partition; the others, one partition.
+    partition = fields.get("partition") or fields.get("target partition")
+    if not source or not target or not partition:
         raise RiakOutputError("an active transfer without partition, source or target: " + " | ".join(lines)[:300])
     objects = fields.get("objects transferred", "unknown")
     ago = AGO_RE.search(fields.get("last update", ""))
     return ActiveTransfer(kind=fields.get("transfer type", "unknown").replace("_handoff", ""),
-                          vnode=fields.get("vnode type", "unknown"), partition=fields["partition"],
+                          vnode=fields.get("vnode type", "unknown"), partition=partition,
                           source=source, target=target, objects=int(objects) if objects.isdigit() else None,
                           percent=percent, last_update_s=_seconds(*ago.groups()) if ago else None)
 
@@ -165,7 +193,10 @@ def _transfer_block(lines: list[str]) -> ActiveTransfer:
 def parse_transfers(text: str) -> Transfers:
     if "Active Transfers:" not in text:
         raise RiakOutputError(f"not transfers output: {text.strip()[:200]!r}")
-    head, _, tail = text.partition("Active Transfers:")
+    head, _, tail = "\n".join(cleaned(text)).partition("Active Transfers:")
+    if re.search(r"^target node:", tail, re.MULTILINE):
+        raise RiakOutputError("this is Riak 1.x transfer output (no transfer type, progress or source); Riak "
+                              "before 2.0 is not supported")
     waiting: dict[str, int] = {}
     stopped: dict[str, int] = {}
     down: tuple[str, ...] = ()
@@ -196,7 +227,7 @@ def parse_transfer_limit(text: str) -> dict[str, int | None]:
     if "Transfer Limit" not in text:
         raise RiakOutputError(f"not transfer-limit output: {text.strip()[:200]!r}")
     limits: dict[str, int | None] = {}
-    for line in text.splitlines():
+    for line in cleaned(text):
         m = LIMIT_RE.match(line)
         if m:
             limits[m.group(2)] = None if m.group(1) == "(offline)" else int(m.group(1))

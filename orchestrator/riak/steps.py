@@ -64,6 +64,10 @@ def wait_for_service(ctx: RunContext, batch: BatchRecord) -> None:
                    hint=f"Check `riak-admin services` and the Riak logs on {node.host}; `orchestrate resume` "
                         "waits again.")
         ctx.timed(name, "service", ctx.clock.monotonic() - started)
+        if admin.admin_form(node) != ctx.inv.riak.admin_command:
+            ctx.emit(Event("step", f"{name}: admin commands run as `{admin.admin_form(node)}` there (a Riak 3.x "
+                                   f"package: `{ctx.inv.riak.admin_command}` is not usable)", node=name,
+                           batch=batch.number))
         for record in ctx.journal.pending_undo():
             if record.key == TRANSFER_LIMIT and record.scope == node.riak_name and record.state is UndoState.APPLIED:
                 admin.put_setting(record.scope, record.key, record.applied)

@@ -45,7 +45,8 @@ def data_dir(host_paths: HostPaths) -> Path:
     return host_paths.root / "riak-data"
 
 
-def _install_standin(hp: HostPaths, address: str, standin: Path, shared: Path) -> None:
+def _install_standin(hp: HostPaths, address: str, standin: Path, shared: Path, form: str) -> None:
+    """``form``: "2.x" (`riak-admin CMD`) or "3.x" (`riak admin CMD`, a location, `ok` after commands)."""
     shutil.copy2(standin / "riak_standin.py", hp.bin_upper / "riak_standin.py")
     for tool in ("riak", "riak-admin"):
         wrapper = hp.bin_upper / tool
@@ -57,8 +58,9 @@ def _install_standin(hp: HostPaths, address: str, standin: Path, shared: Path) -
         f"## riak.conf of the sandbox stand-in\nnodename = riak@{address}\n"
         f"transfer_limit = {CONFIGURED_TRANSFER_LIMIT}\nring_size = {RING_SIZE}\n"
         f"platform_data_dir = {data_dir(hp)}\n")
-    (conf_dir / "standin.json").write_text(json.dumps({"cluster_dir": str(shared), "run_dir": "/run/riak",
-                                                       **STANDIN_TIMES}))
+    (conf_dir / "standin.json").write_text(json.dumps({
+        "cluster_dir": str(shared), "run_dir": "/run/riak", **STANDIN_TIMES, "form": form,
+        **({"location": f"rack_{address.rsplit('.', 1)[-1]}"} if form == "3.x" else {})}))
     data_dir(hp).mkdir(parents=True, exist_ok=True)
     units = hp.etc_upper / "systemd" / "system"
     units.mkdir(parents=True, exist_ok=True)
@@ -97,7 +99,8 @@ def up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: int
         hp = paths.host(host.name)
         knobs = hosts.seed_knobs(hp, scheduler)
         host_keys.append(hosts.prepare_host_files(hp, host, knobs, paths.authorized_keys, None))
-        _install_standin(hp, host.address, standin, shared)
+        # The last host runs as a Riak 3.x package does (`riak admin`), as in a cluster being upgraded.
+        _install_standin(hp, host.address, standin, shared, "3.x" if host is test_hosts[-1] and nodes > 1 else "2.x")
         hosts.create_network(host)
     hosts.boot_all(paths, st, test_hosts, host_keys, "riak", say)
     return members

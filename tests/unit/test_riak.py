@@ -189,7 +189,8 @@ def test_riak_plan_orders_the_claimant_last_and_raises_the_transfer_limit(tmp_pa
 
 def test_riak_plan_is_unsafe_with_an_unknown_member_or_in_zone_mode(tmp_path: Path) -> None:
     inv = inventory(tmp_path)
-    extra_member = MEMBER_STATUS.replace("leaving", "valid  ") + "valid      0.0%      --      'riak@10.0.1.104'\n"
+    extra_member = MEMBER_STATUS.replace("leaving", "valid  ").replace("Valid:2 / Leaving:1", "Valid:4 / Leaving:0") \
+        + "valid      0.0%      --      'riak@10.0.1.104'\n"
     plan = build_riak_plan(inv, snapshot(member_status=extra_member), Mode.NODE)
     assert not plan.safe and "riak@10.0.1.104" in " ".join(plan.problems)
     assert "zone mode" in " ".join(build_riak_plan(inv, snapshot(), Mode.ZONE).problems)
@@ -234,3 +235,90 @@ def test_partitions_waiting_with_no_transfer_running_are_stalled_after_the_limit
 def test_riak_plan_leaves_the_transfer_limit_alone_when_asked(tmp_path: Path) -> None:
     plan = build_riak_plan(inventory(tmp_path, "riak: {transfer_limit: null}\n"), snapshot(), Mode.NODE)
     assert plan.safe and plan.settings == ()
+
+
+# --- Riak 3.x and OpenRiak forms (riak_core_console of riak_kv 3.0.10+ and OpenRiak 3.4) ---------------
+MEMBER_STATUS_LOCATIONS = """\
+================================= Membership ==================================
+Status     Ring    Pending    Node
+-------------------------------------------------------------------------------
+valid      34.4%      --      'riak@10.0.1.101' (rack_a)
+valid      32.8%      --      'riak@10.0.1.102' (rack_b)
+down       32.8%      --      'riak@10.0.1.103' (rack_c)
+-------------------------------------------------------------------------------
+Valid:2 / Leaving:0 / Exiting:0 / Joining:0 / Down:1
+ok
+"""
+
+
+def test_member_rows_with_locations_are_read_and_counted_against_the_footer() -> None:
+    members = parse_member_status(MEMBER_STATUS_LOCATIONS)
+    assert [(m.node, m.status, m.location) for m in members] == [
+        ("riak@10.0.1.101", "valid", "rack_a"), ("riak@10.0.1.102", "valid", "rack_b"),
+        ("riak@10.0.1.103", "down", "rack_c")]
+    unreadable = MEMBER_STATUS_LOCATIONS.replace("'riak@10.0.1.103' (rack_c)", "'riak@10.0.1.103' {rack c}")
+    with pytest.raises(RiakOutputError, match="counts 3 member"):
+        parse_member_status(unreadable)  # the down member would otherwise vanish from the gate's view
+
+
+def test_a_repair_transfer_names_its_target_partition() -> None:
+    repair = TRANSFERS_ACTIVE.replace("transfer type: hinted_handoff", "transfer type: repair").replace(
+        "partition: 1210306043414653979137426502093171875652569137152",
+        "source partition: 1187470080331358621040493926581979953470445191168\n"
+        "target partition: 1210306043414653979137426502093171875652569137152")
+    t = parse_transfers(repair)
+    assert t.active[0].kind == "repair"
+    assert t.active[0].partition == "1210306043414653979137426502093171875652569137152"
+
+
+def test_wrapped_lists_and_a_trailing_ok_are_read_as_riak_meant_them() -> None:
+    ring = RING_READY.replace("All nodes are up and reachable\n", "The following nodes are unreachable: "
+                              "['riak@10.0.1.103',\n                                      'riak@10.0.1.104']\n")
+    assert parse_ring_status(ring + "ok\n").unreachable == ("riak@10.0.1.103", "riak@10.0.1.104")
+    down = ("Nodes ['riak@long-hostname-number-one.example.com',\n       'riak@long-hostname-number-two.example.com']"
+            " are currently down.\n" + TRANSFERS_NONE + "ok\n")
+    t = parse_transfers(down)
+    assert t.down == ("riak@long-hostname-number-one.example.com", "riak@long-hostname-number-two.example.com")
+    assert parse_transfers(TRANSFERS_ACTIVE + "ok\n").active[0].target == "riak@10.0.1.103"
+
+
+def test_riak_1x_transfer_output_is_refused_clearly() -> None:
+    old = "No transfers active\n\nActive Transfers:\n\nvnode type: riak_kv_vnode\npartition: 0\n" \
+          "target node: 'riak@10.0.1.102'\n\n"
+    with pytest.raises(RiakOutputError, match=r"Riak 1\.x"):
+        parse_transfers(old)
+
+
+@pytest.mark.parametrize("said", ["Node is not running!", "Node did not respond to ping!",
+                                  "Node 'riak@10.0.1.101' not responding to pings."])
+def test_every_version_of_node_down_is_recognised(said: str) -> None:
+    from orchestrator.riak.adapter import NOT_RUNNING
+
+    assert any(marker in said for marker in NOT_RUNNING)
+
+
+def test_a_riak_3_node_is_asked_with_riak_admin_and_said_so(tmp_path: Path) -> None:
+    """On a Riak 3.x package `riak-admin` fails ("relx_nodetool: not found"): the adapter switches that
+    node to `riak admin`, through a real shell and the real batching of commands."""
+    import os
+    import stat
+
+    from orchestrator.hosts.transport import LocalTransport
+    from orchestrator.riak.adapter import RiakAdapter
+
+    outputs = {"member-status": MEMBER_STATUS_LOCATIONS.replace("down ", "valid").replace("Down:1", "Down:0")
+               .replace("Valid:2", "Valid:3"), "ring-status": RING_READY, "transfers": TRANSFERS_NONE,
+               "transfer-limit": "Transfer Limit\n   2   'riak@10.0.1.101'\n   2   'riak@10.0.1.102'\n"
+                                 "   2   'riak@10.0.1.103'\n"}
+    for name, text in outputs.items():
+        (tmp_path / f"{name}.out").write_text(text + "ok\n")
+    scripts = {"riak-admin": 'echo "/usr/lib/riak/bin/riak-admin: 1: relx_nodetool: not found"; exit 127\n',
+               "riak": f'[ "$1" = admin ] && exec cat "{tmp_path}/$2.out"; exit 1\n'}
+    for name, body in scripts.items():
+        (tmp_path / name).write_text("#!/bin/sh\n" + body)
+        (tmp_path / name).chmod(stat.S_IRWXU)
+    adapter = RiakAdapter(inventory(tmp_path), LocalTransport(env={"PATH": f"{tmp_path}:{os.environ['PATH']}"}))
+    snap = adapter.snapshot()
+    assert [m.location for m in snap.members] == ["rack_a", "rack_b", "rack_c"]
+    assert snap.limits == {"riak@10.0.1.101": 2, "riak@10.0.1.102": 2, "riak@10.0.1.103": 2}
+    assert adapter.admin_forms == {"a": "riak admin"}
