@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -15,7 +16,8 @@ EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 failure (tune: drift found); 2 bad configuration or usage; 3 sandbox problem; "
     "4 a cluster or host call failed; 5 preflight failed (nothing was changed); 6 unsafe to go on, or a wait "
     "timed out (the journal keeps what to undo; `resume` continues); 7 another run holds the lock; "
-    "8 journal problem; 10 partial success; 130 aborted by the operator (settings restored)."
+    "8 journal problem; 10 partial success; 70 internal error (a bug; the traceback is in a file it names); "
+    "130 aborted by the operator (settings restored)."
 )
 
 app = typer.Typer(
@@ -60,4 +62,23 @@ def run() -> None:
         if callable(show) and hasattr(exc, "exit_code") and type(exc).__module__.startswith(("click", "typer")):
             show()
             sys.exit(2)
-        raise
+        if os.environ.get("ORCHESTRATOR_DEBUG"):
+            raise
+        # A bug of ours: a short message for the operator, the whole traceback in a file for the report.
+        where = crash_report(exc)
+        say(f"internal error: {type(exc).__name__}: {str(exc)[:300]}. This is a bug in orchestrator; a run in "
+            f"progress is marked failed in its journal (`orchestrate status`, then `resume`). Details: {where}")
+        sys.exit(70)
+
+
+def crash_report(exc: BaseException) -> str:
+    import tempfile
+    import traceback
+
+    try:
+        fd, path = tempfile.mkstemp(prefix="orchestrator-crash-", suffix=".txt")
+        with os.fdopen(fd, "w") as f:
+            f.write("".join(traceback.format_exception(exc)))
+        return path
+    except OSError:
+        return "(could not be written; run again with ORCHESTRATOR_DEBUG=1)"

@@ -34,6 +34,19 @@ class SecretSource(Model):
             raise ValueError("give exactly one of `env` (variable name) or `file` (path)")
         return self
 
+    def warnings(self, label: str) -> list[str]:
+        """What is unsafe about where the secret is kept (said in the plan, never the secret)."""
+        if self.file is None:
+            return []
+        try:
+            mode = self.file.expanduser().stat().st_mode
+        except OSError:
+            return []
+        if mode & 0o077:
+            return [f"WARNING: {label}: the secret file {self.file} is readable by others (mode {mode & 0o777:o}); "
+                    f"`chmod 600 {self.file}`"]
+        return []
+
     def describe(self) -> str:
         return f"environment variable {self.env}" if self.env else f"file {self.file}"
 

@@ -195,3 +195,33 @@ def test_any_known_hosts_file_loads_or_is_a_config_error(lines: list[str]) -> No
     with file_with("\n".join(lines)) as path:
         known = KnownHosts.load(path)
     assert known.cert_authorities == sum(1 for line in lines if line.strip().startswith("@cert-authority"))
+
+
+def test_a_secret_file_readable_by_others_is_said_in_the_plan(tmp_path: Path) -> None:
+    from orchestrator.es.plan import connection_warnings
+
+    secret = tmp_path / "pw"
+    secret.write_text("s3cr3t\n")
+    secret.chmod(0o644)
+    inv = Inventory.model_validate({**GOOD, "cluster": {**GOOD["cluster"], "password": {"file": str(secret)},
+                                                        "endpoints": ["https://es1:9200"]}})
+    said = " ".join(connection_warnings(inv))
+    assert "readable by others (mode 644)" in said and "s3cr3t" not in said
+    secret.chmod(0o600)
+    assert connection_warnings(inv) == []
+
+
+def test_an_internal_error_is_a_short_message_with_the_traceback_in_a_file(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.argv = ['orchestrate', 'version']\n"
+            "import orchestrator.cli.main as m\n"
+            "def boom(*a, **k): raise ZeroDivisionError('a bug')\n"
+            "m.app = boom\nm.run()\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)})
+    assert proc.returncode == 70 and "Traceback" not in proc.stderr
+    assert "internal error: ZeroDivisionError: a bug" in proc.stderr
+    reports = list(tmp_path.glob("orchestrator-crash-*.txt"))
+    assert len(reports) == 1 and "ZeroDivisionError" in reports[0].read_text()
