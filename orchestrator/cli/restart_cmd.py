@@ -124,7 +124,7 @@ def show_and_confirm(target: Target, the_plan: Plan, json_out: bool, yes: bool, 
     if not json_out:
         out_console.print(plan_table(the_plan, step_names(target), target.product.plan_columns))
     if not the_plan.safe:
-        raise PreflightFailed(the_plan.all_problems())
+        raise PreflightFailed(runs.other_runs(target) + the_plan.all_problems())
     if yes:
         return
     if not sys.stdin.isatty():

@@ -56,6 +56,20 @@ def unfinished_run(cluster: str) -> Journal | None:
     return last if last is not None and last.state is not RunState.SUCCEEDED else None
 
 
+def other_runs(target: Target) -> list[str]:
+    """Runs that forbid a new one: an unfinished run of this cluster, or another run's lock. Said first:
+    while another run is restarting nodes, the plan's complaints (a node away) are its doing."""
+    problems = []
+    previous = unfinished_run(target.name)
+    if previous is not None:
+        problems.append(f"run {previous.run_id} on this cluster is {previous.state.value} and not finished: "
+                        f"`orchestrate resume --cluster {target.name}` finishes it")
+    holder = target.cluster.read_lock(LOCK_INDEX, target.name)
+    if holder is not None:
+        problems.append(f"another run holds this cluster's lock: run {holder.get('run_id')} on {holder.get('host')}")
+    return problems
+
+
 def new_journal(target: Target, plan: Plan, options: RunOptions, prelude: dict[str, dict[str, Any]]) -> Journal:
     spec = RunSpec(mode=plan.mode, options=options, playbook=target.playbook.model_dump(mode="json"),
                    inventory_path=str(target.inventory_path), inventory=target.inv.model_dump(mode="json"),
@@ -120,16 +134,9 @@ def execute(target: Target, journal: Journal, playbook: Playbook, transport: Tra
 def start(target: Target, plan: Plan, options: RunOptions, emit: EventSink,
           prelude: dict[str, dict[str, Any]] | None = None, abort: AbortFlag | None = None) -> Journal:
     """Preflight, then a new run. Nothing is changed when preflight fails."""
-    problems = plan.all_problems()
-    previous = unfinished_run(target.name)
-    if previous is not None:
-        problems.append(f"run {previous.run_id} on this cluster is {previous.state.value} and not finished: "
-                        f"`orchestrate resume --cluster {target.name}` finishes it")
+    problems = other_runs(target) + plan.all_problems()
     transport = make_transport(target.inv)
     problems += check_hosts(target.inv, transport)
-    holder = target.cluster.read_lock(LOCK_INDEX, target.name)
-    if holder is not None:
-        problems.append(f"another run holds this cluster's lock: run {holder.get('run_id')} on {holder.get('host')}")
     if problems:
         transport.close()
         raise PreflightFailed(problems)

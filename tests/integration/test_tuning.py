@@ -103,7 +103,7 @@ def test_active_tuned_profile_is_handled_not_overwritten(sandboxes: SandboxManag
 def test_hostile_data_path_cannot_run_commands(sandboxes: SandboxManager, tmp_path: Path) -> None:
     info = sandboxes.get(Shape())
     inv = yaml.safe_load(Path(info["inventory"]).read_text())
-    inv["nodes"][0]["data_paths"] = ["/tmp/x; touch /tmp/pwned #", "$(touch /tmp/pwned2)"]
+    inv["nodes"][0]["data_paths"] = ["/tmp/x; touch /tmp/pwned #", "/$(touch /tmp/pwned2)"]
     path = tmp_path / "inv.yaml"
     path.write_text(yaml.safe_dump(inv))
     proc = orchestrate("tune", "--config", str(path), "--nodes", "es-1", "--json")
@@ -112,6 +112,10 @@ def test_hostile_data_path_cannot_run_commands(sandboxes: SandboxManager, tmp_pa
     errors = [k["error"] for k in report["knobs"] if k["knob"].startswith("io_scheduler")]
     assert errors and all("cannot find the device" in e for e in errors)
     assert ssh(info, "es-1", "ls /tmp/pwned /tmp/pwned2").returncode != 0
+    inv["nodes"][0]["data_paths"] = ["-x"]  # an option, not a path: refused before anything runs
+    path.write_text(yaml.safe_dump(inv))
+    refused = orchestrate("tune", "--config", str(path), "--nodes", "es-1", "--json")
+    assert refused.returncode == 2 and "data_paths" in refused.stderr, refused.stderr
 
 
 def test_unreadable_knob_is_reported_not_guessed(sandboxes: SandboxManager, tmp_path: Path) -> None:
