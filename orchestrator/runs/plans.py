@@ -7,6 +7,7 @@ from pathlib import Path
 
 from orchestrator import products
 from orchestrator.config.inventory import load_inventory
+from orchestrator.errors import ConfigError
 from orchestrator.paths import write_atomically
 from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.plan import Mode, Plan
@@ -23,7 +24,11 @@ def make_plan(target: Target, mode: Mode, options: RunOptions, save_snapshot: Pa
     """Plan from the live cluster (reads only); optionally keep the snapshot it was made from."""
     snapshot = target.cluster.snapshot()
     if save_snapshot is not None:
-        write_atomically(save_snapshot, json.dumps(target.product.dump_snapshot(snapshot)), mode=0o644)
+        try:
+            write_atomically(save_snapshot, json.dumps(target.product.dump_snapshot(snapshot)), mode=0o644)
+        except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+            raise ConfigError(repr(str(save_snapshot))[:300], [f"cannot write the snapshot: "
+                                                               f"{getattr(exc, 'strerror', None) or exc}"]) from None
     return target.product.plan(target.inv, snapshot, mode, options, profile_summary(target.inv))
 
 

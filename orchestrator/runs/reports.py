@@ -30,8 +30,9 @@ def write_page(journal: Journal, path: Path, mode: int = 0o644) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
         with os.fdopen(fd, "w") as f:
             f.write(page(journal))
-    except OSError as exc:
-        raise ConfigError(str(path), [f"cannot write the report: {exc.strerror}"]) from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        said = getattr(exc, "strerror", None) or exc
+        raise ConfigError(repr(str(path))[:300], [f"cannot write the report: {said}"]) from None
 
 
 def find_run(cluster: str, run_id: str | None) -> Journal:

@@ -225,3 +225,16 @@ def test_an_internal_error_is_a_short_message_with_the_traceback_in_a_file(tmp_p
     assert "internal error: ZeroDivisionError: a bug" in proc.stderr
     reports = list(tmp_path.glob("orchestrator-crash-*.txt"))
     assert len(reports) == 1 and "ZeroDivisionError" in reports[0].read_text()
+
+
+def test_a_report_path_that_cannot_be_written_is_a_config_error(tmp_path: Path) -> None:
+    from orchestrator.runs.reports import write_page
+
+    journal = journal_of(plan_of([["a"]]))
+    for path in (tmp_path / "missing" / "r.html", Path("/proc/nope.html"), Path(str(tmp_path) + "/x\x00.html")):
+        with pytest.raises(ConfigError, match="cannot write the report"):
+            write_page(journal, path)
+    (tmp_path / "link.html").symlink_to(tmp_path / "elsewhere.html")
+    with pytest.raises(ConfigError):
+        write_page(journal, tmp_path / "link.html")  # never through a planted link
+    assert not (tmp_path / "elsewhere.html").exists()
