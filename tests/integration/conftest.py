@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -81,6 +82,18 @@ class PreviousTest:
     name = "(none: this is the first integration test)"
 
 
+def status_of_sandbox(timeout_s: float = 180) -> dict[str, Any]:
+    """`status --json`, once the cluster answers: a test may have just rebooted a host or started a fresh
+    sandbox, whose cluster state is still being recovered (HTTP 503) for a few seconds."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = orchestrate("status", "--cluster", "sandbox", "--json", timeout=120)
+        if status.returncode == 0:
+            return dict(json.loads(status.stdout))
+        assert time.monotonic() < deadline, f"`status` kept failing for {timeout_s:.0f} s: {status.stderr[-1500:]}"
+        time.sleep(2)
+
+
 def settle(sandboxes: SandboxManager) -> None:
     """Bring the running sandbox to a known state: no unfinished run (it is resumed), no lock, no
     temporary setting left, healthy. Raises AssertionError saying what could not be settled."""
@@ -88,18 +101,14 @@ def settle(sandboxes: SandboxManager) -> None:
     if not info.get("running"):
         sandboxes.forget()  # a test stopped it; the next test starts the shape it needs
         return
-    status = orchestrate("status", "--cluster", "sandbox", "--json", timeout=120)
-    assert status.returncode == 0, f"`status` failed: {status.stderr[-1500:]}"
-    run = json.loads(status.stdout)["run"]
+    run = status_of_sandbox()["run"]
     if run is not None and run["state"] != "succeeded":
         # --yes: a test may have run with its own inventory; the journal's own spec is what resumes.
         resumed = orchestrate("resume", "--cluster", "sandbox", "--yes", "--json", timeout=900)
         assert resumed.returncode == 0, (f"run {run['run_id']} was left {run['state']} and `resume` could not "
                                          f"finish it: {resumed.stderr[-1500:]}")
     orchestrate("unlock", "--cluster", "sandbox", "--yes", timeout=120)
-    status = orchestrate("status", "--cluster", "sandbox", "--json", timeout=120)
-    assert status.returncode == 0, f"`status` failed: {status.stderr[-1500:]}"
-    now = json.loads(status.stdout)
+    now = status_of_sandbox()
     assert now["temporary_settings"] == [], f"temporary settings left: {now['temporary_settings']}"
     assert now["lock"] is None, f"a lock is still held: {now['lock']}"
     if info.get("product") == "riak":
