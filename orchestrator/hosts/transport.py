@@ -179,6 +179,13 @@ class SshTransport:
             command = "sudo -n /bin/sh -c " + shlex.quote(command)
         timeout = timeout_s or self.cfg.command_timeout_s
         client = self._connect(node)
+        # paramiko bounds only the channel's opening and each read: the wait for the server to accept
+        # the command and the wait for its exit status have no timeout, so a link cut at the wrong
+        # moment hangs forever. At the deadline the watchdog closes the connection, which ends those
+        # waits with an error.
+        watchdog = threading.Timer(timeout, client.close)
+        watchdog.daemon = True
+        watchdog.start()
         try:
             to_command, stdout, stderr = client.exec_command(command, timeout=timeout)
             if stdin:
@@ -187,10 +194,14 @@ class SshTransport:
             out = stdout.read().decode(errors="replace")
             err = stderr.read().decode(errors="replace")
             rc = stdout.channel.recv_exit_status()
-        except (TimeoutError, paramiko.SSHException, OSError) as exc:
+            if watchdog.finished.is_set():
+                raise TimeoutError("the command did not end in time; the connection was closed")
+        except (TimeoutError, EOFError, paramiko.SSHException, OSError) as exc:
             self._drop(node)
             raise HostUnreachable(f"{node.name} ({node.host}): SSH command failed or timed out after "
                                   f"{timeout:.0f} s: {exc or type(exc).__name__}") from exc
+        finally:
+            watchdog.cancel()
         return CommandResult(rc, out, err)
 
     def _drop(self, node: NodeEntry) -> None:
