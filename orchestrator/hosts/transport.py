@@ -186,20 +186,24 @@ class SshTransport:
         watchdog = threading.Timer(timeout, client.close)
         watchdog.daemon = True
         watchdog.start()
+        stage = "opening a session"
         try:
             to_command, stdout, stderr = client.exec_command(command, timeout=timeout)
+            stage = "sending its input"
             if stdin:
                 to_command.write(stdin)
             to_command.channel.shutdown_write()  # end of input: a command reading it never waits
+            stage = "reading its output"
             out = stdout.read().decode(errors="replace")
             err = stderr.read().decode(errors="replace")
+            stage = "waiting for its exit status"
             rc = stdout.channel.recv_exit_status()
             if watchdog.finished.is_set():
                 raise TimeoutError("the command did not end in time; the connection was closed")
         except (TimeoutError, EOFError, paramiko.SSHException, OSError) as exc:
             self._drop(node)
             raise HostUnreachable(f"{node.name} ({node.host}): SSH command failed or timed out after "
-                                  f"{timeout:.0f} s: {exc or type(exc).__name__}") from exc
+                                  f"{timeout:.0f} s ({stage}): {exc or type(exc).__name__}") from exc
         finally:
             watchdog.cancel()
         return CommandResult(rc, out, err)

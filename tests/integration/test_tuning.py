@@ -49,9 +49,9 @@ def test_check_apply_idempotent_and_persistent(sandboxes: SandboxManager) -> Non
     assert rc == 0, reports
     assert all(not r["drift"] and r["applied"] for r in reports)
     rc, reports = tune("--check")
-    assert rc == 0 and not any(r["drift"] for r in reports)
+    assert rc == 0 and not any(r["drift"] for r in reports), reports
     rc, reports = tune("--apply")
-    assert rc == 0 and all(r["applied"] == [] for r in reports), "a second apply must change nothing"
+    assert rc == 0 and all(r["applied"] == [] for r in reports), f"a second apply must change nothing: {reports}"
     human = orchestrate("tune", "--cluster", "sandbox", "--apply")
     assert "nothing to change, already tuned" in human.stderr
 

@@ -1,0 +1,179 @@
+"""Hooks, over the fake cluster, calling a small HTTP server of the test's own on 127.0.0.1 and
+local commands: their order, what they are told, their failure policies, and secrets kept out."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.config.playbook import Playbook
+from orchestrator.errors import ConfigError, HookFailed
+from orchestrator.restart.events import Event
+from orchestrator.restart.journal import Journal, RunState
+from orchestrator.restart.procedure import resolve
+from orchestrator.testing.fake import PRODUCT, FakeCluster
+from tests.helpers import Receiver
+from tests.unit.test_engine import (
+    ORIGINAL,
+    PLAYBOOK,
+    assert_finished_cleanly,
+    engine,
+    inventory,
+    new_journal,
+    state_dir,
+)
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    with Receiver() as r:
+        yield r
+
+
+def playbook_with(hooks: dict[str, Any]) -> Playbook:
+    return Playbook.model_validate({**PLAYBOOK.model_dump(mode="json"), "hooks": hooks})
+
+
+def run_with(playbook: Playbook, names: list[str], events: list[Event] | None = None,
+             cluster: FakeCluster | None = None) -> tuple[FakeCluster, Journal]:
+    inv = inventory(names)
+    cluster = cluster or FakeCluster.of(names, settings=dict(ORIGINAL))
+    journal = new_journal(inv, cluster)
+    eng = engine(inv, cluster, journal, events if events is not None else [])
+    eng.procedure = resolve(playbook, PRODUCT)
+    eng.run()
+    return cluster, journal
+
+
+def test_hooks_run_in_order_with_the_documented_facts(receiver: Receiver, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "commands.log"
+    monkeypatch.setenv("HOOK_LOG", str(log))
+    monkeypatch.setenv("ALERT_TOKEN", "tok-S3cr3t")
+    record = ('echo "$ORCHESTRATOR_POINT run=$ORCHESTRATOR_RUN_ID cluster=$ORCHESTRATOR_CLUSTER '
+              'batch=$ORCHESTRATOR_BATCH nodes=$ORCHESTRATOR_NODES node=$ORCHESTRATOR_NODE '
+              'silence=$ORCHESTRATOR_SAVED_SILENCE" >> "$HOOK_LOG"')
+    hooks = {
+        "before_run": [{"name": "silence", "http": {
+            "method": "POST", "url": receiver.url + "/api/v2/silences",
+            "secret_headers": {"Authorization": {"env": "ALERT_TOKEN"}},
+            "body": {"comment": "rolling restart {run_id} of {cluster}", "matchers": []},
+            "save": {"silence": "silenceID"}}}],
+        "before_batch": [{"name": "batch-start", "run": record, "env": ["HOOK_LOG"]}],
+        "before_stop": [{"name": "lb-drain", "http": {"method": "PUT", "url": receiver.url + "/lb/{node}/drain"}}],
+        "after_start": [{"name": "lb-back", "run": record, "env": ["HOOK_LOG"]}],
+        "after_batch": [{"name": "chat", "http": {"url": receiver.url + "/chat",
+                                                  "body": {"text": "batch {batch} ({batch_label}) done"}}}],
+        "after_run": [{"name": "unsilence", "http": {"method": "DELETE",
+                                                     "url": receiver.url + "/api/v2/silence/{saved.silence}"}}],
+    }
+    with state_dir():
+        events: list[Event] = []
+        cluster, journal = run_with(playbook_with(hooks), ["a", "b"], events)
+        assert_finished_cleanly(cluster, journal)
+        calls = [(c["method"], c["path"]) for c in receiver.calls]
+        assert calls == [("POST", "/api/v2/silences"), ("PUT", "/lb/a/drain"), ("POST", "/chat"),
+                         ("PUT", "/lb/b/drain"), ("POST", "/chat"), ("DELETE", "/api/v2/silence/sil-42")]
+        assert json.loads(receiver.calls[0]["body"])["comment"] == f"rolling restart {journal.run_id} of fake"
+        assert receiver.calls[0]["auth"] == "tok-S3cr3t"
+        assert json.loads(receiver.calls[2]["body"]) == {"text": "batch 1 (a) done"}
+        lines = log.read_text().splitlines()
+        assert lines == [
+            f"before_batch run={journal.run_id} cluster=fake batch=1 nodes=a node= silence=sil-42",
+            f"after_start run={journal.run_id} cluster=fake batch=1 nodes=a node=a silence=sil-42",
+            f"before_batch run={journal.run_id} cluster=fake batch=2 nodes=b node= silence=sil-42",
+            f"after_start run={journal.run_id} cluster=fake batch=2 nodes=b node=b silence=sil-42"]
+        assert Journal.load(journal.path).hook_values == {"silence": "sil-42"}  # type: ignore[arg-type]
+        said = " ".join(e.message for e in events) + Path(journal.path).read_text()  # type: ignore[arg-type]
+        assert "tok-S3cr3t" not in said
+
+
+def test_a_failing_abort_hook_stops_the_run_with_every_setting_restored(receiver: Receiver) -> None:
+    hooks = {"before_stop": [{"name": "lb-drain", "http": {"url": receiver.url + "/fail/lb/{node}"}}],
+             "on_failure": [{"name": "page", "http": {"url": receiver.url + "/page",
+                                                      "body": {"text": "{cluster}: run {run_id} stopped"}}}]}
+    with state_dir():
+        events: list[Event] = []
+        with pytest.raises(HookFailed, match=r"hook before_stop/lb-drain for a failed: POST http://127\.0\.0\.1:"
+                                             r"\d+ answered 500 \(on_failure: abort\)") as err:
+            run_with(playbook_with(hooks), ["a", "b"], events)
+        assert err.value.exit_code == 6
+        assert [c["path"] for c in receiver.calls] == ["/fail/lb/a", "/page"]
+        journal = Journal.load(latest_journal())
+        assert journal.state is RunState.ABORTED and "temporary settings restored" in journal.message
+        assert journal.batches[0].state == "pending", "the batch starts over on resume"
+
+
+def latest_journal() -> Path:
+    return max(Path(os.environ["ORCHESTRATOR_STATE"], "runs", "fake").glob("*.json"), key=lambda p: p.stat().st_mtime)
+
+
+def test_a_failing_warn_hook_is_said_and_the_run_goes_on(receiver: Receiver) -> None:
+    hooks = {"after_batch": [{"name": "chat", "on_failure": "warn", "http": {"url": receiver.url + "/fail/chat"}},
+                             {"name": "never", "on_failure": "warn", "run": "exit 3"}]}
+    with state_dir():
+        events: list[Event] = []
+        cluster, journal = run_with(playbook_with(hooks), ["a"], events)
+        assert_finished_cleanly(cluster, journal)
+        warnings = [e.message for e in events if e.kind == "warning"]
+        assert any("hook after_batch/chat for batch 1 failed" in w and "answered 500" in w for w in warnings)
+        assert any("hook after_batch/never for batch 1 failed: exit 3" in w for w in warnings)
+
+
+def test_a_secret_url_is_never_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHAT_WEBHOOK", "http://127.0.0.1:9/services/T0/B0/s3cr3t-path")
+    hooks = {"after_batch": [{"name": "chat", "on_failure": "warn", "timeout_s": 2,
+                              "http": {"url_from": {"env": "CHAT_WEBHOOK"}, "body": {"text": "x"}}}]}
+    with state_dir():
+        events: list[Event] = []
+        run_with(playbook_with(hooks), ["a"], events)
+        warning = next(e.message for e in events if e.kind == "warning")
+        assert "POST http://127.0.0.1:9 failed" in warning and "s3cr3t" not in warning
+
+
+@pytest.mark.parametrize(("hooks", "says"), [
+    ({"before_run": [{"name": "x", "run": "true", "where": "host"}]}, "a run-level hook has no node"),
+    ({"after_batch": [{"name": "x"}]}, "exactly one of `run`"),
+    ({"after_batch": [{"name": "x", "run": "true", "http": {"url": "http://h/"}}]}, "exactly one of `run`"),
+    ({"after_batch": [{"name": "x", "http": {"url": "http://h/{secret}"}}]}, "unknown template {secret}"),
+    ({"after_batch": [{"name": "x", "http": {"url": "file:///etc/passwd"}}]}, "url"),
+    ({"after_batch": [{"name": "x", "run": "a"}], "before_stop": [{"name": "x", "run": "b"}]}, "used twice"),
+    ({"after_batch": [{"name": "x", "http": {"url": "http://h/", "url_from": {"env": "U"}}}]}, "exactly one of `url`"),
+    ({"on_the_moon": []}, "on_the_moon"),
+])
+def test_a_bad_hook_is_refused_when_the_playbook_is_loaded(hooks: dict[str, Any], says: str,
+                                                           tmp_path: Path) -> None:
+    import yaml
+
+    from orchestrator.config.loader import load_model
+
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump({**PLAYBOOK.model_dump(mode="json", exclude={"hooks"}), "hooks": hooks}))
+    with pytest.raises(ConfigError) as err:
+        load_model(path, Playbook)
+    assert says in " ".join(err.value.problems)
+
+
+def test_a_batch_hook_on_the_host_runs_on_each_node_of_the_batch() -> None:
+    from orchestrator.restart.plan import Mode
+    from tests.unit.test_engine import FakeTransport
+
+    hooks = {"after_batch": [{"name": "mark", "where": "host", "run": "touch /tmp/marked"}]}
+    with state_dir():
+        names, zones = ["a", "b", "c"], ["z1", "z1", "z2"]
+        inv = inventory(names, zones)
+        cluster = FakeCluster.of(names, zones, settings=dict(ORIGINAL))
+        journal = new_journal(inv, cluster, Mode.ZONE)
+        eng = engine(inv, cluster, journal, [])
+        eng.procedure = resolve(playbook_with(hooks), PRODUCT)
+        eng.run()
+        assert isinstance(eng.ctx.transport, FakeTransport)
+        marked = [(node, cmd) for node, cmd in eng.ctx.transport.commands if cmd.endswith("touch /tmp/marked")]
+        assert [node for node, _ in marked] == ["a", "b", "c"]
+        assert "export ORCHESTRATOR_NODE=a;" in marked[0][1] and "export ORCHESTRATOR_NODES=a,b;" in marked[0][1]
+        assert "export ORCHESTRATOR_BATCH=2;" in marked[2][1]

@@ -1,0 +1,70 @@
+"""Preflight findings are pure: what was left in a cluster, over built snapshots."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from orchestrator.es.plan import build_plan
+from orchestrator.es.preflight import DiskUsage, Preflight, preflight_findings, watermark_exceeded
+from orchestrator.restart.plan import Mode
+from tests.unit.snapshots import copies, inventory, node, snapshot
+
+GIB = 2**30
+
+
+@pytest.mark.parametrize(("watermark", "used", "free", "expected"), [
+    ("85%", 85.0, 100 * GIB, True), ("85%", 84.9, 100 * GIB, False),
+    ("0.9", 90.0, GIB, True), ("0.9", 89.0, GIB, False),
+    ("50gb", 10.0, 40 * GIB, True), ("50gb", 99.0, 60 * GIB, False), ("500MB", 1.0, 100, True),
+    ("lots", 99.0, 0, None), ("%", 1.0, 1, None),
+])
+def test_watermarks_as_percent_ratio_or_free_bytes(watermark: str, used: float, free: int,
+                                                   expected: bool | None) -> None:
+    assert watermark_exceeded(watermark, used, free) is expected
+
+
+def findings(**pre: object) -> tuple[list[str], list[str]]:
+    settings = pre.pop("settings", {})
+    return preflight_findings(Preflight(**pre), settings)  # type: ignore[arg-type]
+
+
+def test_disk_past_the_high_watermark_refuses_past_the_low_one_warns() -> None:
+    disk = (DiskUsage("a", 92.0, 8 * GIB), DiskUsage("b", 86.0, 14 * GIB), DiskUsage("c", 40.0, 60 * GIB))
+    problems, warnings = findings(disk=disk)
+    assert len(problems) == 1 and "node a" in problems[0] and "high disk watermark (90%)" in problems[0]
+    assert len(warnings) == 1 and "node b" in warnings[0] and "low disk watermark (85%)" in warnings[0]
+    custom = {"cluster.routing.allocation.disk.watermark.low": "95%",
+              "cluster.routing.allocation.disk.watermark.high": "97%"}
+    assert findings(disk=disk, disk_settings=custom) == ([], [])
+    off = {"cluster.routing.allocation.disk.threshold_enabled": "false"}
+    assert findings(disk=disk, disk_settings=off) == ([], []), "Elasticsearch ignores watermarks then; so do we"
+
+
+def test_each_thing_left_behind_is_named() -> None:
+    problems, warnings = findings(
+        index_blocks={"logs-1": ("index read-only / allow delete (api)",)}, global_blocks=("cluster read-only",),
+        shutdowns=("nodeid1 (remove)",), running_snapshots=("backups:nightly (STARTED)",),
+        settings={"cluster.routing.allocation.exclude._name": "es-3", "cluster.routing.allocation.enable": "all",
+                  "cluster.routing.allocation.include._ip": ""})
+    said = " ".join(problems)
+    assert "global block: cluster read-only" in said
+    assert "nodeid1 (remove)" in said and "DELETE _nodes/NODE_ID/shutdown" in said
+    assert "backups:nightly (STARTED)" in said
+    assert any("logs-1 (index read-only / allow delete (api))" in w for w in warnings)
+    assert any("cluster.routing.allocation.exclude._name=es-3" in w for w in warnings)
+    assert not any("include._ip" in w or "allocation.enable" in w for w in warnings), "only filters that filter"
+    assert findings() == ([], []), "a clean cluster has nothing to say"
+
+
+def test_the_plan_refuses_on_a_problem_and_notes_a_warning() -> None:
+    nodes = [node("a"), node("b"), node("c")]
+    shards = copies("i", 0, ["a", "b"]) + copies("i", 1, ["b", "c"])
+    clean = snapshot(nodes, shards, "c")
+    assert build_plan(inventory(["a", "b", "c"]), clean, Mode.NODE).safe
+    left = replace(clean, preflight=Preflight(running_snapshots=("r:s (STARTED)",)),
+                   persistent={"cluster.routing.allocation.exclude._name": "x"})
+    plan = build_plan(inventory(["a", "b", "c"]), left, Mode.NODE)
+    assert not plan.safe and any("a snapshot is running: r:s (STARTED)" in p for p in plan.problems)
+    assert any("exclude._name=x" in n for n in plan.notes)
