@@ -94,3 +94,10 @@ class JournalError(OrchestratorError):
 
 class Aborted(OrchestratorError):
     exit_code = 130
+
+
+class HookFailed(Aborted):
+    """A hook whose failure policy is `abort` failed: the run stops at once, as on Ctrl-C (settings
+    restored), but it is a failure, not the operator's stop."""
+
+    exit_code = 6

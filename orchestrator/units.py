@@ -23,3 +23,15 @@ def human_bytes(n: int) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{n} B"
+
+
+BYTE_UNITS = {"b": 1, "kb": 1024, "mb": 1024**2, "gb": 1024**3, "tb": 1024**4, "pb": 1024**5}
+
+
+def parse_size(size: str) -> int:
+    """Bytes in an Elasticsearch byte size (`100mb`, `1.5gb`, `512`); ValueError when it is not one."""
+    text = size.strip().lower()
+    for suffix in ("kb", "mb", "gb", "tb", "pb", "b"):
+        if text.endswith(suffix):
+            return int(float(text[: -len(suffix)]) * BYTE_UNITS[suffix])
+    return int(text)

@@ -1,4 +1,4 @@
-"""Helpers shared by the test layers: running the CLI as a user would."""
+"""Helpers shared by the test layers: running the CLI as a user would, receiving a hook's HTTP calls."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -26,3 +28,43 @@ def json_lines(stdout: str) -> list[dict[str, Any]]:
 def assert_no_traceback(proc: subprocess.CompletedProcess[str]) -> None:
     assert "Traceback" not in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stdout, proc.stdout
+
+
+class Receiver:
+    """An HTTP server on 127.0.0.1 that records each call; paths starting /fail answer 500."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_any(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length).decode() if length else ""
+                receiver.calls.append({"method": self.command, "path": self.path, "body": body,
+                                       "auth": self.headers.get("Authorization")})
+                status = 500 if self.path.startswith("/fail") else 200
+                answer = json.dumps({"silenceID": "sil-42"}).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_any
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def __enter__(self) -> Receiver:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)

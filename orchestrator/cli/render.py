@@ -38,6 +38,9 @@ def plan_table(plan: Plan, steps: list[str], columns: Sequence[Column]) -> Group
         before = "unset" if s.before is None else str(s.before)
         lines.append(Text(f"  {s.key} ({s.scope}): {before} -> {s.during}, {s.when}"))
     lines.append(Text("Host tuning: " + "; ".join(plan.tuning)))
+    if "gate_stable_samples" in plan.figures:
+        lines.append(Text(f"Before each batch: {plan.figures['gate_stable_samples']:.0f} healthy sample(s) in a row; "
+                          f"the run stops after {human_duration(plan.figures['gate_unhealthy_s'])} unhealthy"))
     lines += [Text(f"Note: {n}") for n in plan.notes]
     for p in plan.all_problems():
         lines.append(Text(f"UNSAFE: {p}", style="red"))

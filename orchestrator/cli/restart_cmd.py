@@ -35,6 +35,21 @@ YellowOpt = typer.Option(False, "--allow-yellow", help="Accept a settled yellow 
                                                        "waits until no more copies are unassigned than at the start. "
                                                        "Recorded in the run, so `resume` keeps it.")
 
+UnavailableOpt = typer.Option(None, "--allow-unavailable", metavar="PATTERN",
+                              help="Accept that indices matching PATTERN (shell-style: logs-*, may be repeated) "
+                                   "have no started copy while their node restarts (0 replicas, say): their "
+                                   "searches and writes fail meanwhile. Recorded in the run. Without it, such a "
+                                   "batch is refused, in the plan and again just before its nodes stop.")
+
+NodesOpt = typer.Option(None, "--nodes", metavar="PATTERN", help="Restart only the nodes whose inventory name "
+                                                                 "matches (shell-style: es-data-*, may be "
+                                                                 "repeated); the batches keep their order.")
+ExcludeOpt = typer.Option(None, "--exclude", metavar="PATTERN", help="Leave out the nodes whose name matches "
+                                                                     "(may be repeated).")
+CanaryOpt = typer.Option(False, "--canary", help="After the first batch, pause until `orchestrate continue` (check "
+                                                 "the canary node first).")
+PauseBetweenOpt = typer.Option(0.0, "--pause-between", metavar="SECONDS", help="Wait this long between batches.")
+
 
 def register(app: typer.Typer) -> None:
     app.command()(plan)
@@ -42,11 +57,14 @@ def register(app: typer.Typer) -> None:
     app.command()(resume)
     app.command()(status)
     app.command()(unlock)
+    app.command()(pause)
+    app.command("continue")(continue_run)
     app.command()(report)
 
 
 def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, json_out: bool = JsonOpt,
-         allow_yellow: bool = YellowOpt,
+         allow_yellow: bool = YellowOpt, allow_unavailable: list[str] = UnavailableOpt,
+         nodes: list[str] = NodesOpt, exclude: list[str] = ExcludeOpt,
          snapshot: Path = typer.Option(None, "--snapshot", help="Plan from a saved cluster state (JSON, as written "
                                                                 "by --save-snapshot) instead of the live cluster."),
          save_snapshot: Path = typer.Option(None, "--save-snapshot", help="Write the live cluster state used for "
@@ -59,11 +77,15 @@ def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, 
     from orchestrator import products
 
     if snapshot is not None:
-        the_plan, steps = plans.plan_from_file(cluster, config, snapshot, by, allow_yellow)
+        control = plans.control_options(nodes, exclude, False, 0)
+        the_plan, steps = plans.plan_from_file(cluster, config, snapshot, by,
+                                               plans.options_for(False, allow_yellow, allow_unavailable, control))
         columns = products.get(the_plan.product).plan_columns
     else:
         target = open_target(cluster, config)
-        the_plan = plans.make_plan(target, by, options(target, allow_yellow), save_snapshot)
+        control = plans.control_options(nodes, exclude, False, 0)
+        the_plan = plans.make_plan(target, by, options(target, allow_yellow, allow_unavailable, control),
+                                   save_snapshot)
         steps, columns = step_names(target), target.product.plan_columns
     if json_out:
         emit_json(the_plan.to_json())
@@ -73,8 +95,9 @@ def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, 
         raise typer.Exit(UnsafeToProceed.exit_code)
 
 
-def options(target: Target, allow_yellow: bool) -> RunOptions:
-    return plans.options_for(target.inv.allow_yellow, allow_yellow)
+def options(target: Target, allow_yellow: bool, allow_unavailable: list[str] | None = None,
+            control: RunOptions | None = None) -> RunOptions:
+    return plans.options_for(target.inv.allow_yellow, allow_yellow, allow_unavailable, control)
 
 
 def step_names(target: Target) -> list[str]:
@@ -98,7 +121,10 @@ def _finish(journal: Journal, json_out: bool) -> None:
 
 def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt,
             yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
-            json_out: bool = JsonOpt, allow_yellow: bool = YellowOpt) -> None:
+            json_out: bool = JsonOpt, allow_yellow: bool = YellowOpt,
+            allow_unavailable: list[str] = UnavailableOpt, nodes: list[str] = NodesOpt,
+            exclude: list[str] = ExcludeOpt, canary: bool = CanaryOpt,
+            pause_between: float = PauseBetweenOpt) -> None:
     """Rolling restart: shows the plan, asks to confirm (unless --yes), then runs it batch by batch.
 
     Preflight checks everything before the first change (safe plan, every node matched, SSH with
@@ -106,8 +132,9 @@ def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOp
     node is brought back first), restores every temporary setting and exits 130. A failure
     leaves allocation restricted and the journal says what is pending: `orchestrate resume`.
     """
+    control = plans.control_options(nodes, exclude, canary, pause_between)
     target = open_target(cluster, config)
-    run_options = options(target, allow_yellow)
+    run_options = options(target, allow_yellow, allow_unavailable, control)
     the_plan = plans.make_plan(target, by, run_options)
     show_and_confirm(target, the_plan, json_out, yes,
                      f"Restart {len(the_plan.batches)} batch(es) of {target.name}?")
@@ -147,13 +174,15 @@ def run_and_report(json_out: bool, nodes: list[str], action: Callable[[RunView],
 def resume(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool = JsonOpt,
            run_id: str = typer.Option(None, "--run", help="Run id (default: the latest run of the cluster)."),
            yes: bool = typer.Option(False, "--yes", "-y", help="Resume even if the inventory changed since the "
-                                    "run started (the run's recorded procedure is kept).")) -> None:
+                                    "run started (the run's recorded procedure is kept)."),
+           allow_unavailable: list[str] = UnavailableOpt) -> None:
     """Continue an interrupted or failed run from its journal. A node already restarted (it runs as a
     new process) is never restarted again; pending temporary settings are restored at the end."""
+    accepted = plans.patterns(allow_unavailable)
     target = open_target(cluster, config)
 
     def action(view: RunView) -> Journal:
-        return runs.resume(target, view, run_id, accept_changes=yes)
+        return runs.resume(target, view, run_id, accept_changes=yes, accept_unavailable=accepted)
 
     run_and_report(json_out, [n.name for n in target.inv.nodes], action)
 
@@ -174,6 +203,9 @@ def status(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool =
         out_console.print(f"run {run['run_id']}: {run['state']}, {done}/{len(run['batches'])} batches done"
                           + (f" - {run['message']}" if run["message"] else ""), markup=False)
         out_console.print(f"journal: {run['journal']}", markup=False)
+    if info["pause"]:
+        out_console.print(f"PAUSE asked ({info['pause'].get('reason')}); `orchestrate continue --cluster "
+                          f"{info['cluster']}` removes it", markup=False)
     if info["lock"]:
         out_console.print(f"lock held by run {info['lock'].get('run_id')} on {info['lock'].get('host')}", markup=False)
     for s in info["temporary_settings"]:
@@ -194,6 +226,30 @@ def unlock(cluster: str = ClusterOpt, config: Path = ConfigOpt,
         raise typer.Exit(1)
     target.cluster.delete_lock(LOCK_INDEX, target.name)
     say(f"lock of run {holder.get('run_id')} removed")
+
+
+def pause(cluster: str = ClusterOpt, config: Path = ConfigOpt,
+          reason: str = typer.Option("paused by an operator", "--reason",
+                                     help="Said by the run and by `status`.")) -> None:
+    """Ask the cluster's run to pause at its next batch boundary (every node up), from any machine.
+
+    The request is kept in the cluster beside the run lock: a run started later, or resumed, pauses
+    too. `orchestrate continue` removes it."""
+    target = open_target(cluster, config)
+    if not runs.request_pause(target, reason[:300]):
+        say(f"a pause is already asked for {target.name}; `orchestrate continue` removes it")
+        return
+    say(f"pause asked: the run on {target.name} holds at its next batch boundary; `orchestrate continue "
+        f"--cluster {target.name}` goes on")
+
+
+def continue_run(cluster: str = ClusterOpt, config: Path = ConfigOpt) -> None:
+    """Let a paused run (by `orchestrate pause` or --canary) go on with its next batch."""
+    target = open_target(cluster, config)
+    if not runs.clear_pause(target):
+        say(f"no pause is asked for {target.name}; nothing to continue")
+        return
+    say(f"pause removed: the run on {target.name} goes on within a few seconds")
 
 
 def report(cluster: str = ClusterOpt, config: Path = ConfigOpt,

@@ -156,6 +156,14 @@ class Timeouts(Model):
     join_s: float = Field(300, ge=1, le=DAY_S)
     recovery_s: float = Field(3600, ge=1, le=7 * DAY_S)
     poll_interval_s: float = Field(1.0, ge=0.05, le=60)
+    # The gate before each batch: this many healthy samples in a row (poll_interval_s apart), and
+    # the run stops after unhealthy_s of waiting for them (None: recovery_s).
+    stable_samples: int = Field(1, ge=1, le=100)
+    unhealthy_s: float | None = Field(None, ge=1, le=7 * DAY_S)
+
+    @property
+    def gate_give_up_s(self) -> float:
+        return self.unhealthy_s if self.unhealthy_s is not None else self.recovery_s
 
 
 class RecoveryLimits(Model):

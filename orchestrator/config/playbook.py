@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from orchestrator.config.hooks import Hooks
 from orchestrator.config.loader import load_model
 from orchestrator.config.model import Model
 from orchestrator.errors import ConfigError
@@ -57,6 +58,7 @@ class Playbook(Model):
     description: str = ""
     before_run: list[str] = Field(default_factory=list)
     batch: list[str | dict[str, CommandStep]] = Field(min_length=1)
+    hooks: Hooks = Field(default_factory=Hooks)  # the operator's commands and calls at points of a run
 
     @model_validator(mode="after")
     def well_formed(self) -> Playbook:

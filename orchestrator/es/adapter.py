@@ -10,6 +10,7 @@ import elasticsearch
 
 from orchestrator.errors import ClusterError
 from orchestrator.es.connect import Connection, make_client, translated
+from orchestrator.es.preflight import PREFLIGHT_SETTINGS, DiskUsage, Preflight
 from orchestrator.es.snapshot import ClusterSnapshot, EsNode, Health, ShardCopy
 from orchestrator.restart.plan import Plan
 
@@ -75,26 +76,56 @@ class ElasticsearchAdapter:
         return [ShardCopy(index=r["index"], shard=int(r["shard"]), primary=r["prirep"] == "p", state=r["state"],
                           node_id=r.get("id") or None, size_bytes=int(r.get("store") or 0)) for r in rows]
 
-    def cluster_settings(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        raw = self._do("read cluster settings", self.es.cluster.get_settings, flat_settings=True)
-        return dict(raw.get("persistent", {})), dict(raw.get("transient", {}))
+    def cluster_settings(self, include_defaults: bool = False) -> tuple[dict[str, Any], ...]:
+        """(persistent, transient), and the defaults in force (node settings included) when asked."""
+        raw = self._do("read cluster settings", self.es.cluster.get_settings, flat_settings=True,
+                       include_defaults=include_defaults)
+        found = dict(raw.get("persistent", {})), dict(raw.get("transient", {}))
+        return (*found, dict(raw.get("defaults", {}))) if include_defaults else found
 
-    def has_shutdown_api(self) -> bool:
-        """Without the shutdown plugin, GET /_nodes/shutdown is node info for a node named 'shutdown'
-        (a dict of nodes); the shutdown API answers a list of shutdown records."""
+    def shutdown_records(self) -> list[dict[str, Any]] | None:
+        """Node shutdown records, or None without the shutdown API. Without its plugin, GET
+        /_nodes/shutdown is node info for a node named 'shutdown' (a dict of nodes); the shutdown
+        API answers a list of records."""
         self.calls += 1
         try:
             resp = self.es.perform_request("GET", "/_nodes/shutdown", headers={"accept": "application/json"})
         except (elasticsearch.ApiError, elasticsearch.TransportError):
-            return False
+            return None
         body = resp.body if hasattr(resp, "body") else resp
-        return isinstance(body, dict) and isinstance(body.get("nodes"), list)
+        records = body.get("nodes") if isinstance(body, dict) else None
+        return [r for r in records if isinstance(r, dict)] if isinstance(records, list) else None
+
+    def preflight(self, settings_in_force: dict[str, Any], shutdowns: list[dict[str, Any]]) -> Preflight:
+        """What the plan checks before a run besides nodes and shards (four requests, never per batch)."""
+        rows = self._do("read disk use", self.es.cat.allocation, format="json", bytes="b",
+                        h="node,disk.percent,disk.avail")
+        disk = tuple(DiskUsage(str(r["node"]), float(r["disk.percent"]), int(r["disk.avail"])) for r in rows
+                     if r.get("disk.percent") not in (None, "") and r.get("disk.avail") not in (None, ""))
+        blocks = self._do("read blocks", self.es.cluster.state, metric="blocks").get("blocks") or {}
+        running = self._do("read running snapshots", self.es.snapshot.status).get("snapshots") or []
+        return Preflight(
+            disk=disk,
+            disk_settings={k: str(settings_in_force[k]) for k in PREFLIGHT_SETTINGS if k in settings_in_force},
+            index_blocks={index: tuple(sorted({str(b.get("description", i)) for i, b in found.items()}))
+                          for index, found in (blocks.get("indices") or {}).items()},
+            global_blocks=tuple(str(b.get("description", i)) for i, b in (blocks.get("global") or {}).items()),
+            shutdowns=tuple(f"{r.get('node_id')} ({str(r.get('type', '?')).lower()})" for r in shutdowns),
+            running_snapshots=tuple(f"{s.get('repository')}:{s.get('snapshot')} ({s.get('state')})" for s in running),
+        )
 
     def snapshot(self, for_gate: bool = False) -> ClusterSnapshot:
         """The cluster's state. ``for_gate``: only what the batch gate reads (health, nodes, shards),
-        two requests fewer per batch."""
+        the rest (settings, preflight) is read once, for the plan."""
         h = self.health()
-        persistent, transient = ({}, {}) if for_gate else self.cluster_settings()
+        persistent: dict[str, Any] = {}
+        transient: dict[str, Any] = {}
+        shutdowns = None
+        preflight = Preflight()
+        if not for_gate:
+            persistent, transient, defaults = self.cluster_settings(include_defaults=True)
+            shutdowns = self.shutdown_records()
+            preflight = self.preflight({**defaults, **persistent, **transient}, shutdowns or [])
         return ClusterSnapshot(
             cluster_name=h["cluster_name"],
             health=Health(status=h["status"], number_of_nodes=h["number_of_nodes"],
@@ -106,7 +137,8 @@ class ElasticsearchAdapter:
             shards=tuple(self.shards()),
             persistent=persistent,
             transient=transient,
-            has_shutdown_api=False if for_gate else self.has_shutdown_api(),
+            has_shutdown_api=shutdowns is not None,
+            preflight=preflight,
         )
 
     def recoveries(self) -> list[dict[str, Any]]:

@@ -11,9 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.config.model import Inventory
-from orchestrator.es.safety import ACCEPTED_UNASSIGNED, batch_problems, cluster_problems, master_notes
+from orchestrator.es.preflight import preflight_findings
+from orchestrator.es.safety import ACCEPTED_UNASSIGNED, batch_problems, cluster_problems, master_notes, unavailability
 from orchestrator.es.snapshot import ClusterSnapshot, EsNode
 from orchestrator.restart.plan import EST_START_TO_JOIN_S, EST_STOP_S, Batch, Mode, Plan, SettingChange
+from orchestrator.units import parse_size
 
 ALLOCATION_ENABLE = "cluster.routing.allocation.enable"
 EST_EXPECTED_REUSE = 0.9  # after a flush, most replica files are reused, not copied
@@ -80,17 +82,27 @@ def zone_order(zones: dict[str, list[str]], nodes: dict[str, EsNode], master_id:
     return sorted(zones, key=rank)
 
 
+def split_for_master_quorum(label: str, members: list[str], nodes: dict[str, EsNode],
+                            master_count: int) -> tuple[list[tuple[str, list[str]]], str | None]:
+    """A zone's batches: the zone itself, or, when it holds half or more of the master-eligible
+    nodes, several batches each holding fewer than that (the elected master stays last). Returns
+    the batches and the reason for a split, if any."""
+    most = (master_count - 1) // 2  # the most master-eligible nodes one batch may take down
+    masters = [m for m in members if nodes[m].is_master_eligible]
+    if master_count < 3 or len(masters) <= most:
+        return [(label, members)], None
+    others = [m for m in members if not nodes[m].is_master_eligible]
+    chunks = [masters[i:i + most] for i in range(0, len(masters), most)]
+    groups = [others + chunks[0], *chunks[1:]]
+    reason = (f"zone {label} holds {len(masters)} of the {master_count} master-eligible nodes: restarting them "
+              f"together would lose the master quorum, so it is restarted in {len(groups)} batches of at most "
+              f"{most} master-eligible node(s) each")
+    return [(f"{label} ({i}/{len(groups)})", g) for i, g in enumerate(groups, start=1)], reason
+
+
 def estimate_batch_s(copy_bytes: int, max_bytes_per_sec: int) -> float:
     recovery = copy_bytes * (1 - EST_EXPECTED_REUSE) / max(max_bytes_per_sec, 1)
     return EST_STOP_S + EST_START_TO_JOIN_S + max(recovery, 2.0)
-
-
-def parse_bytes(size: str) -> int:
-    units = {"b": 1, "kb": 1024, "mb": 1024**2, "gb": 1024**3, "tb": 1024**4}
-    for suffix in ("kb", "mb", "gb", "tb", "b"):
-        if size.endswith(suffix):
-            return int(float(size[: -len(suffix)]) * units[suffix])
-    return int(size)
 
 
 def setting_changes(inv: Inventory, snap: ClusterSnapshot) -> list[SettingChange]:
@@ -112,15 +124,19 @@ def setting_changes(inv: Inventory, snap: ClusterSnapshot) -> list[SettingChange
 
 
 def build_plan(inv: Inventory, snap: ClusterSnapshot, mode: Mode, tuning: tuple[str, ...] = (),
-               allow_yellow: bool = False, only: list[str] | None = None) -> Plan:
+               allow_yellow: bool = False, only: list[str] | None = None,
+               allow_unavailable: tuple[str, ...] = ()) -> Plan:
     mapping, problems = match_nodes(inv, snap)
     problems += cluster_problems(snap, allow_yellow or inv.allow_yellow)
+    found, warnings = preflight_findings(snap.preflight, {**snap.persistent, **snap.transient})
+    problems += found
     nodes = {name: snap.node_by_id(node_id) for name, node_id in mapping.items()}
     es_nodes = {k: v for k, v in nodes.items() if v is not None}
     names = [n.name for n in inv.nodes if n.name in es_nodes and (only is None or n.name in only)]
-    rate = parse_bytes(inv.recovery.max_bytes_per_sec)
+    rate = parse_size(inv.recovery.max_bytes_per_sec)
 
     groups: list[tuple[str, list[str]]]
+    splits: list[str] = []
     if mode is Mode.ZONE:
         zones: dict[str, list[str]] = {}
         for name in names:
@@ -129,21 +145,27 @@ def build_plan(inv: Inventory, snap: ClusterSnapshot, mode: Mode, tuning: tuple[
                 problems.append(f"zone mode: node {name} has no zone (inventory `zone` or node attribute `zone`)")
                 continue
             zones.setdefault(zone, []).append(name)
-        groups = [(z, restart_order(zones[z], es_nodes, snap.master_id))
-                  for z in zone_order(zones, es_nodes, snap.master_id)]
+        groups = []
+        for zone in zone_order(zones, es_nodes, snap.master_id):
+            parts, why = split_for_master_quorum(zone, restart_order(zones[zone], es_nodes, snap.master_id),
+                                                 es_nodes, len(snap.master_eligible))
+            groups += parts
+            splits += [why] if why else []
     else:
         groups = [(n, [n]) for n in restart_order(names, es_nodes, snap.master_id)]
 
     batches = []
+    accepted: list[str] = []
     for number, (label, members) in enumerate(groups, start=1):
         ids = {es_nodes[m].id for m in members}
+        accepted += unavailability(snap, sorted(ids), label, allow_unavailable)[1]
         copies = [c for node_id in ids for c in snap.copies_by_node.get(node_id, ())]
         size = sum(c.size_bytes for c in copies)
         batches.append(Batch(number=number, label=label, nodes=tuple(members),
                              estimate_s=round(estimate_batch_s(size, rate), 1),
-                             problems=tuple(batch_problems(snap, sorted(ids), label)),
+                             problems=tuple(batch_problems(snap, sorted(ids), label, allow_unavailable)),
                              figures={"shard_copies": len(copies), "bytes": size}))
-    notes = [*connection_warnings(inv), *master_notes(snap)]
+    notes = [*connection_warnings(inv), *master_notes(snap), *warnings, *splits, *accepted]
     if snap.has_shutdown_api:
         notes.append("the cluster has the node shutdown API; this version restricts allocation with "
                      "`primaries`, which works on every cluster")

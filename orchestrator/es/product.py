@@ -32,6 +32,7 @@ class ElasticsearchProduct:
     default_playbook = "elasticsearch-rolling"
     batch_steps = steps.STEPS
     run_steps = steps.RUN_STEPS
+    checks_before_stop = True
     order_rules = (("restrict_allocation", "restore_allocation"), ("restrict_allocation", "stop_service"),
                    ("flush", "stop_service"), ("wait_for_join", "restore_allocation"),
                    ("restore_allocation", "wait_for_recovery"))
@@ -51,10 +52,14 @@ class ElasticsearchProduct:
 
     def plan(self, inv: Inventory, snapshot: object, mode: Mode, options: RunOptions,
              tuning: tuple[str, ...]) -> Plan:
-        return build_plan(inv, _snap(snapshot), mode, tuning=tuning, allow_yellow=options.allow_yellow)
+        return build_plan(inv, _snap(snapshot), mode, tuning=tuning, allow_yellow=options.allow_yellow,
+                          allow_unavailable=options.allow_unavailable)
 
     def gate(self, snapshot: object, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
         return safety.gate(_snap(snapshot), plan, tuple(nodes), options)
+
+    def stop_check(self, snapshot: object, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
+        return safety.stop_check(_snap(snapshot), plan, tuple(nodes), options)
 
     def load_snapshot(self, path: Path) -> ClusterSnapshot:
         data = read_bytes_of(path, limit=MAX_SNAPSHOT_BYTES)

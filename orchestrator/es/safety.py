@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from fnmatch import fnmatchcase
 from itertools import chain
 
 from orchestrator.es.snapshot import ClusterSnapshot
@@ -46,19 +47,43 @@ def replica_counts(snap: ClusterSnapshot) -> dict[str, int]:
     return {index: n - 1 for index, n in fewest.items()}
 
 
-def batch_problems(snap: ClusterSnapshot, node_ids: list[str], label: str) -> list[str]:
-    """Reasons restarting these nodes together is unsafe, with what to do about it."""
-    problems = []
+def accepted_unavailable(index: str, patterns: Iterable[str]) -> str | None:
+    """The --allow-unavailable pattern that accepts ``index`` being unavailable, if any."""
+    return next((p for p in patterns if fnmatchcase(index, p)), None)
+
+
+def unavailability(snap: ClusterSnapshot, node_ids: list[str], label: str,
+                   accepted: Iterable[str] = ()) -> tuple[list[str], list[str]]:
+    """(problems, acknowledgements): shards that stopping these nodes leaves with no started copy,
+    as refusals with what to do, and, for indices matching an accepted pattern, as notes."""
     lonely = shards_without_other_copy(snap, node_ids)
-    if lonely:
-        indices = sorted({s.split("]")[0].lstrip("[") for s in lonely})
-        replicas = replica_counts(snap)
-        no_replicas = [i for i in indices if replicas.get(i, 0) == 0]
-        shown = ", ".join(lonely[:5]) + (f" and {len(lonely) - 5} more" if len(lonely) > 5 else "")
-        hint = (f"index(es) {', '.join(no_replicas[:5])} have 0 replicas: add a replica "
-                f"(index.number_of_replicas: 1) before the restart" if no_replicas else
-                "every copy of these shards is in this batch: check allocation awareness")
-        problems.append(f"{label}: restarting it leaves shard(s) {shown} with no started copy; {hint}.")
+    if not lonely:
+        return [], []
+    patterns = tuple(accepted)
+    by_index: dict[str, list[str]] = {}
+    for shard in lonely:
+        by_index.setdefault(shard.split("]")[0].lstrip("["), []).append(shard)
+    acknowledged = {i: p for i in by_index if (p := accepted_unavailable(i, patterns)) is not None}
+    notes = [f"{label}: index {i} will be unavailable while it restarts (accepted by --allow-unavailable {p!r})"
+             for i, p in sorted(acknowledged.items())]
+    refused = [s for i, shards in by_index.items() if i not in acknowledged for s in shards]
+    if not refused:
+        return [], notes
+    indices = sorted({s.split("]")[0].lstrip("[") for s in refused})
+    replicas = replica_counts(snap)
+    no_replicas = [i for i in indices if replicas.get(i, 0) == 0]
+    shown = ", ".join(refused[:5]) + (f" and {len(refused) - 5} more" if len(refused) > 5 else "")
+    hint = (f"index(es) {', '.join(no_replicas[:5])} have 0 replicas: add a replica "
+            f"(index.number_of_replicas: 1) before the restart, or accept it with --allow-unavailable PATTERN"
+            if no_replicas else "every copy of these shards is in this batch: check allocation awareness")
+    return [f"{label}: restarting it leaves shard(s) {shown} of index(es) {', '.join(indices[:10])} with no "
+            f"started copy; {hint}."], notes
+
+
+def batch_problems(snap: ClusterSnapshot, node_ids: list[str], label: str,
+                   accepted: Iterable[str] = ()) -> list[str]:
+    """Reasons restarting these nodes together is unsafe, with what to do about it."""
+    problems, _ = unavailability(snap, node_ids, label, accepted)
     masters = snap.master_eligible
     leaving_masters = [n for n in masters if n.id in node_ids]
     # With fewer than 3 master-eligible nodes a master restart cannot keep a quorum: see master_notes.
@@ -95,7 +120,15 @@ def gate(snap: ClusterSnapshot, plan: Plan, nodes: list[str] | tuple[str, ...], 
         accepted = plan.figures.get(ACCEPTED_UNASSIGNED, 0)
         problems.append(f"{extra} shard copies are unassigned beyond the {accepted:.0f} accepted when the run "
                         "started: the previous batch has not recovered")
-    return problems + batch_problems(snap, [plan.node_ids[n] for n in nodes], label_of(plan, nodes))
+    return problems + batch_problems(snap, [plan.node_ids[n] for n in nodes], label_of(plan, nodes),
+                                     options.allow_unavailable)
+
+
+def stop_check(snap: ClusterSnapshot, plan: Plan, nodes: list[str] | tuple[str, ...], options: RunOptions) -> list[str]:
+    """The last look before the batch stops: from the live routing table, data it would make unavailable."""
+    problems, _ = unavailability(snap, [plan.node_ids[n] for n in nodes], label_of(plan, nodes),
+                                 options.allow_unavailable)
+    return problems
 
 
 def label_of(plan: Plan, nodes: list[str] | tuple[str, ...]) -> str:

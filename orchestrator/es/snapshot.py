@@ -13,6 +13,8 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any, NamedTuple
 
+from orchestrator.es.preflight import Preflight
+
 
 @dataclass(frozen=True)
 class EsNode:
@@ -74,6 +76,7 @@ class ClusterSnapshot:
     persistent: dict[str, Any] = field(default_factory=dict)
     transient: dict[str, Any] = field(default_factory=dict)
     has_shutdown_api: bool = False
+    preflight: Preflight = field(default_factory=Preflight)  # read for the plan only, not for each gate
 
     # Indexes built once per snapshot: planning 1,000 nodes must not rescan 100,000 shards per batch.
     @cached_property
@@ -145,6 +148,7 @@ class ClusterSnapshot:
             persistent=raw.get("persistent", {}),
             transient=raw.get("transient", {}),
             has_shutdown_api=raw.get("has_shutdown_api", False),
+            preflight=Preflight.from_json(raw.get("preflight") or {}),
         )
         snap.check_types()
         return snap

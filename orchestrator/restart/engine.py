@@ -16,13 +16,23 @@ from orchestrator.errors import Aborted, OrchestratorError, UnsafeToProceed
 from orchestrator.restart import steps
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
+from orchestrator.restart.hooks import run_hooks
 from orchestrator.restart.journal import BatchRecord, RunState, measured_batch_seconds
+from orchestrator.restart.lock import pause_request, request_pause
+from orchestrator.restart.phases import Phase, reached
 from orchestrator.restart.procedure import Procedure
 from orchestrator.restart.product import Product, RunStepFn
+from orchestrator.restart.steps import StepFn
 from orchestrator.retry import Seen, wait_until
 
 # Steps between these two leave a node down: an abort waits until the node is back.
 NODE_DOWN_FROM, NODE_BACK_AT = "stop_service", "wait_for_join"
+# Steps the engine adds around the playbook's, journaled like them (so a resume runs what is not done).
+LAST_LOOK = "last_look"  # the product's stop_check, just before the stop
+BEFORE_BATCH, BEFORE_STOP, AFTER_START, AFTER_BATCH = ("hooks:before_batch", "hooks:before_stop",
+                                                       "hooks:after_start", "hooks:after_batch")
+PAUSE_POLL_S = 2.0  # how often a paused run looks for `continue`
+MAX_PAUSE_S = 7 * 24 * 3600.0  # a pause older than a week ends the run (resume goes on)
 
 
 class Engine:
@@ -40,6 +50,7 @@ class Engine:
         ctx, journal = self.ctx, self.ctx.journal
         journal.set_state(RunState.RUNNING)
         try:
+            self.hooks("before_run")
             self.run_preludes()
             if not journal.run_setup_done:
                 for _name, run_step in self.procedure.before_run:
@@ -47,15 +58,22 @@ class Engine:
                 journal.setup_done()
             for batch in journal.batches:
                 if batch.state != "done":
+                    if batch.state == "pending":
+                        self.honour_pause(batch)
                     self.run_batch(batch)
+                    self.after_batch(batch)
             steps.restore_settings(ctx)
+            self.hooks("after_run", never_abort=True)
             self.finish(RunState.SUCCEEDED, f"all {len(journal.batches)} batches restarted")
         except Aborted as exc:
-            raise self.stop_safely(exc) from None
+            stopped = self.stop_safely(exc)
+            self.hooks("on_failure", never_abort=True)
+            raise stopped from None
         except OrchestratorError as exc:
             # Temporary settings stay in force (allocation restricted): with a node in trouble, restoring
             # them would start copying its shards elsewhere. The journal keeps them for `resume`.
             self.finish(RunState.FAILED, str(exc))
+            self.hooks("on_failure", never_abort=True)
             raise
         except BaseException as exc:
             # Not ours (a bug, or the interpreter stopping): the journal must not say "running" forever.
@@ -78,16 +96,26 @@ class Engine:
         self.ctx.emit(Event("run", f"run {state.value}: {message}", data={"result": state.value}))
 
     def stop_safely(self, exc: Aborted) -> Aborted:
-        """After an abort: put every temporary setting back, so nothing is left half-set."""
+        """After an abort: put every temporary setting back, so nothing is left half-set. What `resume`
+        needs is then made again: a batch whose nodes have not begun to stop starts over (its setting
+        is set again before any stop), and the run's `before_run` steps run again."""
         try:
             steps.restore_settings(self.ctx)
         except OrchestratorError as restore_error:
             message = (f"{exc}; restoring settings FAILED ({restore_error}): `orchestrate status` shows what is "
                        "pending, `orchestrate resume` restores it")
         else:
+            journal = self.ctx.journal
+            for batch in journal.batches:
+                if batch.state == "running" and not self.any_node_stopping(batch):
+                    journal.reopen_batch(batch)
+            journal.setup_undone()
             message = f"{exc}; temporary settings restored. `orchestrate resume` continues the remaining batches"
         self.finish(RunState.ABORTED, message)
-        return Aborted(message)
+        return exc.__class__(message)
+
+    def any_node_stopping(self, batch: BatchRecord) -> bool:
+        return any(reached(self.ctx.record(name).phase, Phase.STOPPING) for name in batch.nodes)
 
     # --- a batch ---------------------------------------------------------------------------------
     def run_batch(self, batch: BatchRecord) -> None:
@@ -100,7 +128,7 @@ class Engine:
         else:
             ctx.emit(Event("batch", f"batch {batch.number}: resuming {batch.label} after "
                                     f"{', '.join(batch.steps_done) or 'nothing'}", batch=batch.number))
-        for name, step in self.procedure.batch:
+        for name, step in self.batch_steps():
             if name in batch.steps_done:
                 continue
             self.check_abort(batch)
@@ -112,6 +140,71 @@ class Engine:
         ctx.emit(Event("batch", f"batch {batch.number} done in {took:.1f} s", batch=batch.number, eta_s=self.eta_s()))
         self.check_abort(batch)
 
+    def batch_steps(self) -> list[tuple[str, StepFn]]:
+        """The playbook's steps with the engine's own around them: hooks, and the last look before the stop."""
+        names = [name for name, _ in self.procedure.batch]
+        back = NODE_BACK_AT if NODE_BACK_AT in names else "start_service"
+        out: list[tuple[str, StepFn]] = [(BEFORE_BATCH, self.batch_hooks("before_batch"))]
+        for name, step in self.procedure.batch:
+            if name == NODE_DOWN_FROM:
+                out += [(LAST_LOOK, lambda ctx, batch: self.check_before_stop(batch)),
+                        (BEFORE_STOP, self.node_hooks("before_stop"))]
+            out.append((name, step))
+            if name == back:
+                out.append((AFTER_START, self.node_hooks("after_start")))
+        return [*out, (AFTER_BATCH, self.batch_hooks("after_batch"))]
+
+    # --- hooks -----------------------------------------------------------------------------------
+    def hooks(self, point: str, never_abort: bool = False) -> None:
+        run_hooks(self.ctx, point, self.procedure.playbook.hooks.at(point), never_abort=never_abort)
+
+    def batch_hooks(self, point: str) -> StepFn:
+        def run(ctx: RunContext, batch: BatchRecord) -> None:
+            run_hooks(ctx, point, self.procedure.playbook.hooks.at(point), batch.number, batch.label,
+                      tuple(batch.nodes))
+        return run
+
+    def node_hooks(self, point: str) -> StepFn:
+        def run(ctx: RunContext, batch: BatchRecord) -> None:
+            for name in batch.nodes:  # in the batch's order, one node after the other
+                run_hooks(ctx, point, self.procedure.playbook.hooks.at(point), batch.number, batch.label,
+                          tuple(batch.nodes), ctx.node(name))
+        return run
+
+    # --- between batches: the operator's control ----------------------------------------------
+    def after_batch(self, batch: BatchRecord) -> None:
+        ctx = self.ctx
+        if all(b.state == "done" for b in ctx.journal.batches):
+            return
+        if ctx.options.canary and batch.number == 1:
+            reason = (f"canary: batch 1 ({batch.label}) is done; check it, then `orchestrate continue "
+                      f"--cluster {ctx.journal.cluster}`")
+            request_pause(ctx.cluster, ctx.journal.cluster, reason)
+        if ctx.options.pause_between_s:
+            ctx.emit(Event("wait", f"pausing {ctx.options.pause_between_s:.0f} s between batches (--pause-between)"))
+            waited_until = ctx.clock.monotonic() + ctx.options.pause_between_s
+            while ctx.clock.monotonic() < waited_until and not ctx.abort.requested:
+                ctx.clock.sleep(min(1.0, waited_until - ctx.clock.monotonic()))
+            self.check_abort(batch)
+
+    def honour_pause(self, batch: BatchRecord) -> None:
+        """At a batch boundary, a pause asked by `orchestrate pause` (or by --canary) holds the run, nodes
+        all up, until `orchestrate continue` removes it (checked every few seconds; Ctrl-C still stops)."""
+        ctx, cluster = self.ctx, self.ctx.journal.cluster
+        request = pause_request(ctx.cluster, cluster)
+        if request is None:
+            return
+        reason = str(request.get("reason") or "paused")
+        ctx.journal.set_paused(reason)
+        ctx.emit(Event("run", f"paused before batch {batch.number} ({batch.label}): {reason}. "
+                              f"`orchestrate continue --cluster {cluster}` goes on", batch=batch.number))
+        wait_until(lambda seen: True if pause_request(ctx.cluster, cluster) is None else None,
+                   what=f"`orchestrate continue --cluster {cluster}`", timeout_s=MAX_PAUSE_S,
+                   interval_s=max(ctx.inv.timeouts.poll_interval_s, PAUSE_POLL_S), clock=ctx.clock,
+                   should_stop=lambda: ctx.abort.requested)
+        ctx.journal.set_paused(None)
+        ctx.emit(Event("run", f"continued: batch {batch.number} ({batch.label}) next", batch=batch.number))
+
     def check_abort(self, batch: BatchRecord) -> None:
         if not self.ctx.abort.requested:
             return
@@ -121,19 +214,42 @@ class Engine:
             return
         raise Aborted(f"stopped by the operator ({self.ctx.abort.reason}) at a safe point")
 
-    def wait_until_safe(self, batch: BatchRecord) -> None:
-        """Never start a batch while the cluster is unsafe: wait (up to the recovery timeout), then say why."""
+    def check_before_stop(self, batch: BatchRecord) -> None:
+        """The last look, from the live cluster, just before the batch's nodes stop: data placed since
+        the gate (a new index's only copy, say) would become unavailable. Refused, the batch is put
+        back as it was (its own settings restored) and starts over on `resume`."""
         ctx = self.ctx
+        if not self.product.checks_before_stop or self.any_node_stopping(batch):
+            return  # a node is already stopping or down (a resumed run): bring it back, do not refuse now
+        snapshot = ctx.cluster.gate_snapshot(batch.nodes)
+        problems = self.product.stop_check(snapshot, ctx.journal.plan, batch.nodes, ctx.options)
+        if not problems:
+            return
+        steps.restore_settings(ctx, batch=batch.number)
+        ctx.journal.reopen_batch(batch)
+        raise UnsafeToProceed(f"not stopping batch {batch.number} ({batch.label}): {' '.join(problems)} Nothing was "
+                              "stopped and the batch's own settings are restored. Fix it (add a replica), or accept "
+                              "it with `orchestrate resume --allow-unavailable PATTERN`.")
+
+    def wait_until_safe(self, batch: BatchRecord) -> None:
+        """Never start a batch while the cluster is unsafe: wait for `stable_samples` healthy samples in a
+        row (one unhealthy sample starts the count again), up to `unhealthy_s`, then say why not."""
+        ctx = self.ctx
+        needed = ctx.inv.timeouts.stable_samples
+        healthy_in_a_row = 0
 
         def safe(seen: Seen[bool]) -> bool | None:
+            nonlocal healthy_in_a_row
             snapshot = ctx.cluster.gate_snapshot(batch.nodes)
             problems = self.product.gate(snapshot, ctx.journal.plan, batch.nodes, ctx.options)
-            seen.text = " ".join(problems)
-            return True if not problems else None
+            healthy_in_a_row = 0 if problems else healthy_in_a_row + 1
+            seen.text = " ".join(problems) or f"healthy {healthy_in_a_row} of {needed} samples in a row"
+            return True if healthy_in_a_row >= needed else None
 
         try:
             wait_until(safe, what=f"the cluster to be safe for batch {batch.number} ({batch.label})",
-                       timeout_s=ctx.inv.timeouts.recovery_s, interval_s=max(ctx.inv.timeouts.poll_interval_s, 1),
+                       timeout_s=ctx.inv.timeouts.gate_give_up_s,
+                       interval_s=max(ctx.inv.timeouts.poll_interval_s, 1),
                        clock=ctx.clock, should_stop=lambda: ctx.abort.requested)
         except OrchestratorError as exc:
             if isinstance(exc, Aborted):

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,21 @@ class RunOptions:
     """Every option that changes how a run behaves; recorded, so `resume` behaves the same."""
 
     allow_yellow: bool = False
+    # Index patterns (shell-style) the operator accepted to be unavailable while their node restarts.
+    allow_unavailable: tuple[str, ...] = ()
+    canary: bool = False  # after the first batch, pause until `orchestrate continue`
+    pause_between_s: float = 0.0  # a wait between batches
+    nodes: tuple[str, ...] = ()  # the subset restarted (--nodes), as patterns; empty: all
+    exclude: tuple[str, ...] = ()  # nodes left out (--exclude), as patterns
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> RunOptions:
+        def texts(key: str) -> tuple[str, ...]:
+            return tuple(str(p) for p in raw.get(key, ()))
+
+        return cls(allow_yellow=bool(raw.get("allow_yellow", False)), allow_unavailable=texts("allow_unavailable"),
+                   canary=bool(raw.get("canary", False)), pause_between_s=float(raw.get("pause_between_s", 0)),
+                   nodes=texts("nodes"), exclude=texts("exclude"))
 
 
 @dataclass(frozen=True)
@@ -75,7 +90,7 @@ class RunSpec:
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> RunSpec:
-        return cls(mode=Mode(raw["mode"]), options=RunOptions(**raw["options"]), playbook=raw["playbook"],
+        return cls(mode=Mode(raw["mode"]), options=RunOptions.from_json(raw["options"]), playbook=raw["playbook"],
                    inventory_path=raw["inventory_path"], inventory=raw["inventory"],
                    plan=Plan.from_json(raw["plan"]), prelude=raw.get("prelude", {}))
 
@@ -132,6 +147,8 @@ class Journal:
     preludes_done: list[str] = field(default_factory=list)
     prelude_reports: dict[str, Any] = field(default_factory=dict)
     cluster_calls: int = 0
+    paused: str | None = None  # why the run is holding at a batch boundary, while it is
+    hook_values: dict[str, str] = field(default_factory=dict)  # saved by hooks for later ones (a silence id)
     format: int = FORMAT_VERSION
     path: Path | None = field(default=None, compare=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, compare=False, repr=False)
@@ -173,9 +190,22 @@ class Journal:
             self.message = message
             self.finished = None if state is RunState.RUNNING else time.time()
 
+    def save_hook_values(self, values: dict[str, str]) -> None:
+        with self.change():
+            self.hook_values.update(values)
+
+    def set_paused(self, reason: str | None) -> None:
+        with self.change():
+            self.paused = reason
+
     def setup_done(self) -> None:
         with self.change():
             self.run_setup_done = True
+
+    def setup_undone(self) -> None:
+        """The run's settings were restored before its end (a stop): a resume makes them again."""
+        with self.change():
+            self.run_setup_done = False
 
     def prelude_done(self, name: str, report: Any) -> None:
         with self.change():
@@ -186,6 +216,20 @@ class Journal:
         with self.change():
             batch.state = "running"
             batch.started = time.time()
+
+    def reopen_batch(self, batch: BatchRecord) -> None:
+        """A batch refused at its last check, before any of its nodes stopped: it starts over."""
+        with self.change():
+            batch.state = "pending"
+            batch.steps_done.clear()
+            batch.started = None
+
+    def accept_unavailable(self, patterns: tuple[str, ...]) -> None:
+        """Patterns given to `resume --allow-unavailable`: from now on part of the run's options."""
+        with self.change():
+            known = self.spec.options.allow_unavailable
+            options = replace(self.spec.options, allow_unavailable=known + tuple(p for p in patterns if p not in known))
+            self.spec = replace(self.spec, options=options)
 
     def step_done(self, batch: BatchRecord, step: str) -> None:
         with self.change():
@@ -251,7 +295,8 @@ class Journal:
             "format": self.format, "run_id": self.run_id, "cluster": self.cluster, "spec": self.spec.to_json(),
             "state": self.state.value, "created": self.created, "updated": self.updated, "finished": self.finished,
             "message": self.message, "run_setup_done": self.run_setup_done, "preludes_done": self.preludes_done,
-            "prelude_reports": self.prelude_reports, "cluster_calls": self.cluster_calls,
+            "prelude_reports": self.prelude_reports, "cluster_calls": self.cluster_calls, "paused": self.paused,
+            "hook_values": self.hook_values,
             "batches": [asdict(b) for b in self.batches], "nodes": {k: asdict(v) for k, v in self.nodes.items()},
             "undo": [asdict(u) for u in self.undo],
         }
@@ -285,7 +330,9 @@ class Journal:
                                                     for u in raw["undo"]],
                 created=raw["created"], updated=raw["updated"], finished=raw["finished"], message=raw["message"],
                 run_setup_done=raw["run_setup_done"], preludes_done=raw["preludes_done"],
-                prelude_reports=raw["prelude_reports"], cluster_calls=raw["cluster_calls"])
+                prelude_reports=raw["prelude_reports"], cluster_calls=raw["cluster_calls"],
+                paused=None if raw.get("paused") is None else str(raw["paused"]),
+                hook_values={str(k): str(v) for k, v in dict(raw.get("hook_values", {})).items()})
             journal.check_consistent()
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise JournalError(f"journal {path} is damaged ({str(exc)[:200]}); it was not written by this tool "

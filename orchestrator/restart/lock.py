@@ -67,3 +67,22 @@ class RunLock:
             if holder and holder.get("run_id") == self.run_id:
                 self.adapter.delete_lock(LOCK_INDEX, self.doc_id)
             self.held = False
+
+
+# --- a pause request: a document beside the lock, so `pause` works from any machine ------------------
+def pause_doc(cluster: str) -> str:
+    return f"{cluster}.pause"
+
+
+def request_pause(adapter: ClusterAdapter, cluster: str, reason: str) -> bool:
+    """Ask the cluster's run to pause at its next batch boundary; False when a pause is already asked."""
+    body = {"reason": reason, "host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
+    return adapter.create_lock(LOCK_INDEX, pause_doc(cluster), body)
+
+
+def pause_request(adapter: ClusterAdapter, cluster: str) -> dict[str, Any] | None:
+    return adapter.read_lock(LOCK_INDEX, pause_doc(cluster))
+
+
+def clear_pause(adapter: ClusterAdapter, cluster: str) -> None:
+    adapter.delete_lock(LOCK_INDEX, pause_doc(cluster))

@@ -39,6 +39,7 @@ class Product(Protocol):
     batch_steps: Mapping[str, StepFn]  # besides the generic ones (stop, tune, start, rejoin)
     run_steps: Mapping[str, RunStepFn]  # for `before_run`
     order_rules: tuple[tuple[str, str], ...]  # (first, then) among its steps and the generic ones
+    checks_before_stop: bool  # whether `stop_check` can refuse (if not, no snapshot is taken for it)
     plan_columns: tuple[Column, ...]
     report_columns: tuple[Column, ...]
 
@@ -53,6 +54,11 @@ class Product(Protocol):
 
     def gate(self, snapshot: object, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
         """Why the batch of ``nodes`` must not start now, from a gate snapshot; empty when it may. Pure."""
+        ...
+
+    def stop_check(self, snapshot: object, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
+        """Why the batch of ``nodes`` must not stop at this very moment, from a gate snapshot taken just
+        before (data whose only available copy is on them, not accepted in ``options``). Pure."""
         ...
 
     def load_snapshot(self, path: Path) -> object:

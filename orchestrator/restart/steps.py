@@ -64,10 +64,11 @@ def set_temporarily(ctx: RunContext, key: str, scope: str, live: Any, value: Any
                    batch=batch, data={"key": key, "scope": scope, "before": before, "value": value}))
 
 
-def restore_settings(ctx: RunContext, keys: set[str] | None = None) -> None:
-    """Put back, newest first, every temporary setting still pending (all, or only ``keys``)."""
+def restore_settings(ctx: RunContext, keys: set[str] | None = None, batch: int | None = None) -> None:
+    """Put back, newest first, every temporary setting still pending (all, only ``keys``, or only those
+    set for ``batch``)."""
     for record in reversed(ctx.journal.pending_undo()):
-        if keys is not None and record.key not in keys:
+        if (keys is not None and record.key not in keys) or (batch is not None and record.batch != batch):
             continue
         ctx.cluster.put_setting(record.scope, record.key, record.before)
         ctx.journal.undo_state(record, UndoState.RESTORED)

@@ -3,21 +3,74 @@
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import replace
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 from orchestrator import products
 from orchestrator.config.inventory import load_inventory
+from orchestrator.config.model import Inventory
 from orchestrator.errors import ConfigError
 from orchestrator.paths import write_atomically
 from orchestrator.restart.journal import RunOptions
-from orchestrator.restart.plan import Mode, Plan
+from orchestrator.restart.plan import Batch, Mode, Plan
 from orchestrator.runs.target import Target, load_procedure
 from orchestrator.tuning.apply import profile_summary
 
+# An index or node name, or a shell-style pattern of them (`logs-*`, `es-?`).
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_.*?+\-]{1,255}")
 
-def options_for(target_allow_yellow: bool, allow_yellow: bool) -> RunOptions:
-    """The run's options: a flag given on the command line, or set in the inventory."""
-    return RunOptions(allow_yellow=allow_yellow or target_allow_yellow)
+
+def patterns(values: list[str] | None, option: str = "--allow-unavailable") -> tuple[str, ...]:
+    """Name patterns given to ``option``, checked: names, or shell-style patterns of them."""
+    bad = [p for p in values or () if not NAME_PATTERN.fullmatch(p)]
+    if bad:
+        raise ConfigError(option, [f"{p[:80]!r} is not a name or pattern (letters, digits, _ . + - and the "
+                                   "wildcards * ?)" for p in bad[:5]])
+    return tuple(dict.fromkeys(values or ()))
+
+
+
+def options_for(target_allow_yellow: bool, allow_yellow: bool, allow_unavailable: list[str] | None = None,
+                control: RunOptions | None = None) -> RunOptions:
+    """The run's options: flags given on the command line, or set in the inventory. ``control``: the
+    operator's control options (subset, canary, pause), already checked."""
+    return replace(control or RunOptions(), allow_yellow=allow_yellow or target_allow_yellow,
+                   allow_unavailable=patterns(allow_unavailable))
+
+
+def control_options(nodes: list[str] | None, exclude: list[str] | None, canary: bool,
+                    pause_between_s: float) -> RunOptions:
+    if not 0 <= pause_between_s <= 24 * 3600:
+        raise ConfigError("--pause-between", [f"{pause_between_s} s: give 0 to 86400 seconds"])
+    return RunOptions(nodes=patterns(nodes, "--nodes"), exclude=patterns(exclude, "--exclude"), canary=canary,
+                      pause_between_s=pause_between_s)
+
+
+def select_nodes(plan: Plan, options: RunOptions) -> Plan:
+    """The plan for the nodes chosen by --nodes and --exclude: the same batches and order, each keeping
+    only its chosen nodes; batches left empty are dropped. The journal keeps it, so `resume` does too."""
+    if not options.nodes and not options.exclude:
+        return plan
+
+    def chosen(name: str) -> bool:
+        return ((not options.nodes or any(fnmatchcase(name, p) for p in options.nodes))
+                and not any(fnmatchcase(name, p) for p in options.exclude))
+
+    batches: list[Batch] = []
+    for b in plan.batches:
+        kept = tuple(n for n in b.nodes if chosen(n))
+        if kept:
+            batches.append(replace(b, number=len(batches) + 1, nodes=kept))
+    everyone = [n for b in plan.batches for n in b.nodes]
+    if not batches:
+        raise ConfigError("--nodes/--exclude", [f"no node is left to restart of {', '.join(everyone[:10])}"])
+    left_out = [n for n in everyone if not chosen(n)]
+    note = (f"restarting {len(everyone) - len(left_out)} of {len(everyone)} nodes; left out (--nodes/--exclude): "
+            + ", ".join(left_out[:20]) + (f" and {len(left_out) - 20} more" if len(left_out) > 20 else ""))
+    return replace(plan, batches=tuple(batches), estimate_s=round(sum(b.estimate_s for b in batches), 1),
+                   notes=(*plan.notes, note))
 
 
 def make_plan(target: Target, mode: Mode, options: RunOptions, save_snapshot: Path | None = None) -> Plan:
@@ -29,15 +82,24 @@ def make_plan(target: Target, mode: Mode, options: RunOptions, save_snapshot: Pa
         except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
             raise ConfigError(repr(str(save_snapshot))[:300], [f"cannot write the snapshot: "
                                                                f"{getattr(exc, 'strerror', None) or exc}"]) from None
-    return target.product.plan(target.inv, snapshot, mode, options, profile_summary(target.inv))
+    plan = target.product.plan(target.inv, snapshot, mode, options, profile_summary(target.inv))
+    return with_gate(select_nodes(plan, options), target.inv)
+
+
+def with_gate(plan: Plan, inv: Inventory) -> Plan:
+    """The plan with the engine's gate before each batch, as the inventory sets it (for every product)."""
+    t = inv.timeouts
+    return replace(plan, figures={**plan.figures, "gate_stable_samples": t.stable_samples,
+                                  "gate_unhealthy_s": t.gate_give_up_s})
 
 
 def plan_from_file(cluster: str | None, config: Path | None, snapshot: Path, mode: Mode,
-                   allow_yellow: bool) -> tuple[Plan, list[str]]:
+                   options: RunOptions) -> tuple[Plan, list[str]]:
     """Plan from a saved cluster state: the same decisions, no cluster needed."""
     inv, _path = load_inventory(cluster, config)
     product = products.get(inv.cluster.product)
     procedure = load_procedure(inv, product)
     snap = product.load_snapshot(snapshot)
-    plan = product.plan(inv, snap, mode, options_for(inv.allow_yellow, allow_yellow), profile_summary(inv))
+    options = replace(options, allow_yellow=options.allow_yellow or inv.allow_yellow)
+    plan = with_gate(select_nodes(product.plan(inv, snap, mode, options, profile_summary(inv)), options), inv)
     return plan, [name for name, _ in procedure.batch]

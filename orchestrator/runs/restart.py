@@ -23,6 +23,7 @@ from orchestrator.forcemerge.prelude import PRELUDES
 from orchestrator.hosts.service import ServiceControl
 from orchestrator.hosts.transport import Transport, make_transport
 from orchestrator.restart import journal as journals
+from orchestrator.restart import lock
 from orchestrator.restart.context import AbortFlag, RunContext
 from orchestrator.restart.engine import Engine
 from orchestrator.restart.events import Event, EventSink
@@ -107,10 +108,15 @@ def abort_on_signals(abort: AbortFlag, emit: EventSink) -> Iterator[None]:
 
 
 def execute(target: Target, journal: Journal, playbook: Playbook, transport: Transport, emit: EventSink,
-            takeover: bool, abort: AbortFlag | None = None) -> Journal:
+            takeover: bool, abort: AbortFlag | None = None, accept_unavailable: tuple[str, ...] = ()) -> Journal:
     inv = target.inv
     lock = RunLock(target.cluster, inv.cluster.name, journal.run_id)
     lock.acquire(takeover=takeover)
+    if accept_unavailable:  # under the lock: the journal has one writer
+        journal.accept_unavailable(accept_unavailable)
+        emit(Event("run", "accepted for the rest of the run: indices matching "
+                          f"{', '.join(journal.spec.options.allow_unavailable)} may be unavailable while their "
+                          "node restarts"))
     abort = abort or AbortFlag()
     ctx = RunContext(inv=inv, cluster=target.cluster, transport=transport,
                      service=ServiceControl(transport, inv.service, inv.timeouts.stop_s + inv.timeouts.start_s),
@@ -157,8 +163,9 @@ def inventory_changes(recorded: Any, current: Any, where: str = "") -> list[str]
 
 
 def resume(target: Target, emit: EventSink, run_id: str | None = None, accept_changes: bool = False,
-           abort: AbortFlag | None = None) -> Journal:
-    """Finish an interrupted or failed run with its recorded procedure, options and plan."""
+           abort: AbortFlag | None = None, accept_unavailable: tuple[str, ...] = ()) -> Journal:
+    """Finish an interrupted or failed run with its recorded procedure, options and plan (plus any index
+    patterns now accepted as unavailable, recorded in it)."""
     journal = journals.latest(target.name, run_id)
     if journal is None:
         raise JournalError(f"no run to resume for cluster {target.name}")
@@ -185,4 +192,18 @@ def resume(target: Target, emit: EventSink, run_id: str | None = None, accept_ch
                       "batches done" + (f"; inventory changed: {'; '.join(changed[:3])}" if changed else ""),
                data={"run_id": journal.run_id, "journal": str(journal.path)}))
     playbook = Playbook.model_validate(journal.spec.playbook)
-    return execute(target, journal, playbook, transport, emit, takeover=True, abort=abort)
+    return execute(target, journal, playbook, transport, emit, takeover=True, abort=abort,
+                   accept_unavailable=accept_unavailable)
+
+
+def request_pause(target: Target, reason: str) -> bool:
+    """`orchestrate pause`: False when a pause is already asked."""
+    return lock.request_pause(target.cluster, target.name, reason)
+
+
+def clear_pause(target: Target) -> bool:
+    """`orchestrate continue`: False when no pause was asked."""
+    if lock.pause_request(target.cluster, target.name) is None:
+        return False
+    lock.clear_pause(target.cluster, target.name)
+    return True

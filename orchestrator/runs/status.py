@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from typing import Any
 
 from orchestrator.errors import JournalError
 from orchestrator.restart import journal as journals
 from orchestrator.restart.journal import Journal, RunState
-from orchestrator.restart.lock import LOCK_INDEX
+from orchestrator.restart.lock import LOCK_INDEX, pause_request
 from orchestrator.runs.target import Target
 
 
@@ -25,13 +26,14 @@ def status(target: Target) -> dict[str, Any]:
         "product": target.product.name,
         "health": health,
         "lock": target.cluster.read_lock(LOCK_INDEX, target.name),
+        "pause": pause_request(target.cluster, target.name),
         "run": None,
         "temporary_settings": [],
     }
     if last_error:
         out["journal_error"] = last_error
     if last is not None:
-        out["run"] = {"run_id": last.run_id, "state": last.state.value, "message": last.message,
+        out["run"] = {"run_id": last.run_id, "state": last.state.value, "message": last.message, "paused": last.paused,
                       "journal": str(last.path), "created": last.created, "finished": last.finished,
                       "batches": [{"number": b.number, "label": b.label, "state": b.state, "steps_done": b.steps_done}
                                   for b in last.batches],
@@ -52,7 +54,7 @@ def summary(journal: Journal) -> dict[str, Any]:
         "product": journal.product,
         "run_id": journal.run_id,
         "mode": journal.mode,
-        "options": {"allow_yellow": journal.spec.options.allow_yellow},
+        "options": asdict(journal.spec.options),
         "message": journal.message,
         "journal": str(journal.path),
         "batches": [{"number": b.number, "label": b.label, "nodes": b.nodes, "state": b.state,

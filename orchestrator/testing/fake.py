@@ -8,6 +8,7 @@ import threading
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -59,6 +60,7 @@ class FakeSnapshot:
     down: frozenset[str]
     settings: dict[tuple[str, str], Any]
     zones: dict[str, str | None]
+    sole_copies: dict[str, tuple[str, ...]] = field(default_factory=dict)  # node -> indices only it holds
 
 
 @dataclass
@@ -73,6 +75,8 @@ class FakeCluster:
     operations: int = 0  # points passed: two per operation
     calls: int = 0
     stop_barrier: threading.Barrier | None = None  # nodes of a zone batch must stop together
+    sole_copies: dict[str, tuple[str, ...]] = field(default_factory=dict)  # node -> indices only it holds
+    settings_at_stop: dict[str, dict[tuple[str, str], Any]] = field(default_factory=dict)  # node -> settings then
     _pids: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -105,7 +109,8 @@ class FakeCluster:
         self.calls += 1
         with self._lock:
             down = frozenset(n.name for n in self.nodes.values() if not n.up or n.polls_to_join > 0)
-            return FakeSnapshot(down, dict(self.settings), {n.name: n.zone for n in self.nodes.values()})
+            return FakeSnapshot(down, dict(self.settings), {n.name: n.zone for n in self.nodes.values()},
+                                dict(self.sole_copies))
 
     def gate_snapshot(self, restarting: Collection[str]) -> FakeSnapshot:
         return self.snapshot()
@@ -178,6 +183,7 @@ class FakeTransport:
         if verb == "stop":
             if self.cluster.stop_barrier is not None:
                 self.cluster.stop_barrier.wait(timeout=5)  # raises if the batch's nodes do not stop together
+            self.cluster.settings_at_stop[fake.name] = dict(self.cluster.settings)
             fake.up = False
             return CommandResult(0, "", "")
         if verb == "start":
@@ -222,6 +228,7 @@ class FakeProduct:
     default_playbook = "fake-rolling"
     batch_steps: ClassVar[dict[str, StepFn]] = {"hold_setting": hold, "release_setting": release}
     run_steps: ClassVar[dict[str, RunStepFn]] = {"raise_limit": raise_limit}
+    checks_before_stop = True
     order_rules = (("hold_setting", "stop_service"), ("wait_for_join", "release_setting"))
     plan_columns = (Column("nodes", lambda f: str(int(f.get("nodes", 0)))),)
     report_columns: tuple[Column, ...] = ()
@@ -253,6 +260,12 @@ class FakeProduct:
 
     def gate(self, snapshot: object, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
         return self.problems(_snap(snapshot))
+
+    def stop_check(self, snapshot: object, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
+        sole = _snap(snapshot).sole_copies
+        lost = sorted(i for n in nodes for i in sole.get(n, ())
+                      if not any(fnmatchcase(i, p) for p in options.allow_unavailable))
+        return [f"stopping it leaves index(es) {', '.join(lost)} with no copy."] if lost else []
 
     def load_snapshot(self, path: Path) -> FakeSnapshot:
         raise ConfigError(str(path), ["the fake product has no saved snapshots"])

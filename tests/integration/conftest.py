@@ -101,7 +101,10 @@ def settle(sandboxes: SandboxManager) -> None:
     if not info.get("running"):
         sandboxes.forget()  # a test stopped it; the next test starts the shape it needs
         return
-    run = status_of_sandbox()["run"]
+    before = status_of_sandbox()
+    if before.get("pause"):  # a pause left asked would hold every later run at its first batch
+        orchestrate("continue", "--cluster", "sandbox", timeout=120)
+    run = before["run"]
     if run is not None and run["state"] != "succeeded":
         # --yes: a test may have run with its own inventory; the journal's own spec is what resumes.
         resumed = orchestrate("resume", "--cluster", "sandbox", "--yes", "--json", timeout=900)
@@ -111,6 +114,7 @@ def settle(sandboxes: SandboxManager) -> None:
     now = status_of_sandbox()
     assert now["temporary_settings"] == [], f"temporary settings left: {now['temporary_settings']}"
     assert now["lock"] is None, f"a lock is still held: {now['lock']}"
+    assert now.get("pause") is None, f"a pause is still asked: {now['pause']}"
     if info.get("product") == "riak":
         return
     es = es_client(info)

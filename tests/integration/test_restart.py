@@ -132,6 +132,10 @@ def test_plan_says_unsafe_for_an_index_without_replicas(sandboxes: SandboxManage
         assert "no-replica" in proc.stdout and "0 replicas" in proc.stdout
         refused = orchestrate("restart", "--cluster", "sandbox", "--yes")
         assert refused.returncode == 5 and "no-replica" in refused.stderr
+        accepted = orchestrate("plan", "--cluster", "sandbox", "--allow-unavailable", "no-repl*")
+        assert accepted.returncode == 0, accepted.stdout
+        assert "index no-replica will be unavailable while it restarts (accepted by --allow-unavailable" in \
+            accepted.stdout.replace("\n", " ")
     finally:
         es.indices.delete(index="no-replica")
 

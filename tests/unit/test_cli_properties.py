@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tempfile
@@ -50,3 +51,20 @@ def test_any_run_id_is_a_clear_error(run_id: str) -> None:
         proc = run("report", "--config", str(inv), "--run", run_id)
     assert proc.returncode == 8, (run_id, proc.stderr)
     assert "Traceback" not in proc.stderr and proc.stderr.strip()
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.one_of(names.filter(lambda p: p and not p.startswith("-")),
+                 st.sampled_from(["logs-* ; rm -rf /", "a/b", "*,*", "x" * 300, "$(id)", "logs\n"])),
+       st.sampled_from(["plan", "restart", "resume"]))
+def test_an_index_pattern_that_is_not_one_is_refused_before_the_cluster_is_asked(pattern: str, command: str) -> None:
+    """--allow-unavailable takes index names and shell-style patterns; anything else is exit 2, said."""
+    if re.fullmatch(r"[A-Za-z0-9_.*?+\-]{1,255}", pattern):
+        return  # a valid pattern: nothing to refuse
+    with tempfile.TemporaryDirectory() as d:
+        inv = Path(d) / "c.yaml"
+        inv.write_text("cluster: {name: c, endpoints: ['http://127.0.0.1:9']}\nssh: {transport: local}\n"
+                       "nodes: [{name: a, host: h}]\n")
+        proc = run(command, "--config", str(inv), "--allow-unavailable", pattern, *(["--yes"] * (command != "plan")))
+    assert proc.returncode == 2, (pattern, proc.stderr)
+    assert "--allow-unavailable" in proc.stderr and "Traceback" not in proc.stderr

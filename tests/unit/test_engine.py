@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,16 +20,17 @@ from hypothesis import strategies as st
 
 from orchestrator.config.model import Inventory
 from orchestrator.config.playbook import Playbook
-from orchestrator.errors import HostError, OrchestratorError, WaitTimeout
+from orchestrator.errors import Aborted, HostError, OrchestratorError, UnsafeToProceed, WaitTimeout
 from orchestrator.hosts.service import ServiceControl
 from orchestrator.restart import journal as journals
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.engine import Engine
 from orchestrator.restart.events import Event
 from orchestrator.restart.journal import BatchRecord, Journal, NodeRecord, RunOptions, RunSpec, RunState, UndoState
+from orchestrator.restart.lock import request_pause
 from orchestrator.restart.plan import Mode
 from orchestrator.restart.procedure import resolve
-from orchestrator.testing.fake import HELD, LIMIT, PRODUCT, Crash, FakeClock, FakeCluster, FakeTransport
+from orchestrator.testing.fake import HELD, LIMIT, PRODUCT, Crash, FakeClock, FakeCluster, FakeSnapshot, FakeTransport
 
 PLAYBOOK = Playbook.model_validate({
     "name": "fake-rolling", "product": "fake", "before_run": ["raise_limit"],
@@ -51,16 +53,18 @@ def state_dir() -> Iterator[Path]:
                 os.environ["ORCHESTRATOR_STATE"] = before
 
 
-def inventory(names: list[str], zones: list[str] | None = None, join_s: float = 30) -> Inventory:
+def inventory(names: list[str], zones: list[str] | None = None, join_s: float = 30, **timeouts: float) -> Inventory:
     return Inventory.model_validate({
         "cluster": {"name": "fake", "product": "fake"}, "ssh": {"transport": "local"},
         "nodes": [{"name": n, "host": f"h-{n}", **({"zone": zones[i]} if zones else {})} for i, n in enumerate(names)],
-        "timeouts": {"join_s": join_s, "recovery_s": 60, "poll_interval_s": 1}})
+        "timeouts": {"join_s": join_s, "recovery_s": 60, "poll_interval_s": 1, **timeouts}})
 
 
-def new_journal(inv: Inventory, cluster: FakeCluster, mode: Mode = Mode.NODE) -> Journal:
-    plan = PRODUCT.plan(inv, cluster.snapshot(), mode, RunOptions(), ())
-    spec = RunSpec(mode=mode, options=RunOptions(), playbook=PLAYBOOK.model_dump(mode="json"), inventory_path="-",
+def new_journal(inv: Inventory, cluster: FakeCluster, mode: Mode = Mode.NODE,
+                options: RunOptions | None = None) -> Journal:
+    options = options or RunOptions()
+    plan = PRODUCT.plan(inv, cluster.snapshot(), mode, options, ())
+    spec = RunSpec(mode=mode, options=options, playbook=PLAYBOOK.model_dump(mode="json"), inventory_path="-",
                    inventory=inv.model_dump(mode="json"), plan=plan)
     return journals.create(Journal(
         run_id=journals.new_run_id(), cluster="fake", spec=spec,
@@ -75,6 +79,17 @@ def engine(inv: Inventory, cluster: FakeCluster, journal: Journal, events: list[
     return Engine(ctx, PRODUCT, resolve(Playbook.model_validate(journal.spec.playbook), PRODUCT))
 
 
+def after_hold(eng: Engine, then: Callable[[RunContext, BatchRecord], None]) -> None:
+    """The batch's first step (hold_setting) followed by ``then``: something happens at that moment."""
+    real_hold = eng.procedure.batch[0][1]
+
+    def hold_then(ctx: RunContext, batch: BatchRecord) -> None:
+        real_hold(ctx, batch)
+        then(ctx, batch)
+
+    eng.procedure = replace(eng.procedure, batch=(("hold_setting", hold_then), *eng.procedure.batch[1:]))
+
+
 def run(inv: Inventory, cluster: FakeCluster, journal: Journal) -> list[Event]:
     events: list[Event] = []
     engine(inv, cluster, journal, events).run()
@@ -86,6 +101,9 @@ def assert_finished_cleanly(cluster: FakeCluster, journal: Journal) -> None:
     assert {n.name: n.starts for n in cluster.nodes.values()} == dict.fromkeys(cluster.nodes, 1), \
         "every node restarted exactly once"
     assert cluster.settings == ORIGINAL, "every temporary setting back as it was"
+    for name, at_stop in cluster.settings_at_stop.items():
+        assert at_stop.get(("cluster", HELD)) == "held", f"{name} stopped without its batch's setting held"
+        assert at_stop.get(("cluster", LIMIT)) == "raised", f"{name} stopped without the run's limit raised"
     assert all(u.state is UndoState.RESTORED for u in journal.undo)
     assert all(n.restarted and n.phase == "joined" for n in journal.nodes.values())
 
@@ -205,3 +223,210 @@ def test_resume_of_a_run_that_failed_for_a_reason_outside_the_tool_is_refused_wh
         assert journal.product == "fake"
         with pytest.raises(OrchestratorError):
             resolve(Playbook.model_validate({**journal.spec.playbook, "product": "riak"}), PRODUCT)
+
+
+def test_data_placed_on_a_node_after_planning_stops_the_run_before_that_node_stops() -> None:
+    """The last look before a stop reads the live cluster: an index whose only copy landed on batch 2's
+    node after the plan (and after batch 2's gate) refuses the stop, nothing of batch 2 is left behind,
+    and `resume --allow-unavailable` (recorded in the journal) goes on."""
+    with state_dir():
+        inv, cluster = inventory(["a", "b", "c"]), FakeCluster.of(["a", "b", "c"], settings=dict(ORIGINAL))
+        journal = new_journal(inv, cluster)
+        events: list[Event] = []
+        eng = engine(inv, cluster, journal, events)
+
+        def new_index_lands(ctx: RunContext, batch: BatchRecord) -> None:
+            if batch.number == 2:  # between batch 2's gate and its stop
+                cluster.sole_copies["b"] = ("logs-new",)
+
+        after_hold(eng, new_index_lands)
+        with pytest.raises(OrchestratorError, match=r"not stopping batch 2 .*logs-new") as err:
+            eng.run()
+        assert err.value.exit_code == 6
+        on_disk = Journal.load(journal.path)  # type: ignore[arg-type]
+        assert on_disk.state is RunState.FAILED
+        assert cluster.nodes["b"].starts == 0 and cluster.nodes["b"].up, "batch 2's node was never stopped"
+        assert ("cluster", HELD) not in cluster.settings, "batch 2's own setting is restored"
+        assert on_disk.batches[1].state == "pending" and on_disk.batches[1].steps_done == []
+        assert on_disk.nodes["b"].phase == "pending"
+
+        with pytest.raises(OrchestratorError, match="logs-new"):
+            run(inv, cluster, Journal.load(journal.path))  # type: ignore[arg-type]  # still refused
+        resumed = Journal.load(journal.path)  # type: ignore[arg-type]
+        resumed.accept_unavailable(("logs-*",))
+        assert Journal.load(journal.path).spec.options.allow_unavailable == ("logs-*",)  # type: ignore[arg-type]
+        run(inv, cluster, resumed)
+        assert_finished_cleanly(cluster, resumed)
+
+
+def test_a_stop_check_is_not_repeated_for_a_batch_whose_node_is_already_down() -> None:
+    """Resumed with its node already stopped, a batch brings it back; refusing then would strand it."""
+    with state_dir():
+        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        journal = new_journal(inv, cluster)
+        cluster.crash_at = next(i for i in range(1, 200) if crashes_after_stopping(inv, i))
+        with pytest.raises(Crash):
+            run(inv, cluster, journal)
+        assert not cluster.nodes["a"].up
+        cluster.sole_copies["a"] = ("only-here",)
+        resumed = Journal.load(journal.path)  # type: ignore[arg-type]
+        run(inv, cluster, resumed)
+        assert cluster.nodes["a"].up and resumed.state is RunState.SUCCEEDED
+
+
+def crashes_after_stopping(inv: Inventory, point: int) -> bool:
+    """Whether a crash at ``point`` finds node a stopped (the first point where it is)."""
+    with state_dir():
+        cluster = FakeCluster.of(["a", "b"], settings=dict(ORIGINAL), crash_at=point)
+        try:
+            run(inv, cluster, new_journal(inv, cluster))
+        except Crash:
+            return not cluster.nodes["a"].up
+        return False
+
+
+def scripted_gate(cluster: FakeCluster, healthy: list[bool]) -> list[bool]:
+    """The gate's samples follow ``healthy`` (then the real cluster); returns the samples taken."""
+    taken: list[bool] = []
+    real = cluster.gate_snapshot
+
+    def sample(restarting: Collection[str]) -> FakeSnapshot:
+        snap = real(restarting)
+        if len(taken) < len(healthy):
+            taken.append(healthy[len(taken)])
+            return snap if taken[-1] else replace(snap, down=frozenset({"somebody"}))
+        taken.append(True)
+        return snap
+
+    cluster.gate_snapshot = sample  # type: ignore[method-assign]
+    return taken
+
+
+def test_a_batch_starts_only_after_the_stable_samples_in_a_row() -> None:
+    """stable_samples: 3 -- an unhealthy sample starts the count again."""
+    with state_dir():
+        inv = inventory(["a"], stable_samples=3)
+        cluster = FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        taken = scripted_gate(cluster, [True, False, True, True, False, True, True])
+        journal = new_journal(inv, cluster)
+        run(inv, cluster, journal)
+        assert taken[:8] == [True, False, True, True, False, True, True, True], "started at the third in a row"
+        assert len(taken) == 9, "8 samples for the gate, then the last look before the stop"
+        assert_finished_cleanly(cluster, journal)
+
+
+def test_the_run_stops_after_unhealthy_s_of_waiting_and_says_why() -> None:
+    with state_dir():
+        inv = inventory(["a", "b"], unhealthy_s=45)
+        cluster = FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        scripted_gate(cluster, [False] * 1000)
+        journal = new_journal(inv, cluster)
+        eng = engine(inv, cluster, journal, [])
+        with pytest.raises(UnsafeToProceed, match=r"not going on with batch 1 .*timed out after 45 s.*somebody"):
+            eng.run()
+        assert 45 <= eng.ctx.clock.monotonic() < 50  # type: ignore[attr-defined]
+        assert cluster.nodes["a"].starts == 0 and journal.state is RunState.FAILED
+
+
+def continue_after(cluster: FakeCluster, polls: int) -> list[str]:
+    """`orchestrate continue` from another terminal, after the run has looked ``polls`` times at a pause
+    asked for it. Returns the journal's `paused` reason as each look found it."""
+    seen: list[str] = []
+    real = cluster.read_lock
+
+    def read_lock(index: str, doc_id: str) -> dict[str, object] | None:
+        found = real(index, doc_id)
+        if doc_id.endswith(".pause") and found is not None:
+            seen.append(str(found.get("reason")))
+            if len(seen) >= polls:
+                cluster.delete_lock(index, doc_id)
+        return real(index, doc_id)
+
+    cluster.read_lock = read_lock  # type: ignore[method-assign]
+    return seen
+
+
+def test_canary_pauses_after_the_first_batch_until_continue() -> None:
+    with state_dir():
+        inv, cluster = inventory(["a", "b", "c"]), FakeCluster.of(["a", "b", "c"], settings=dict(ORIGINAL))
+        journal = new_journal(inv, cluster, options=RunOptions(canary=True))
+        looks = continue_after(cluster, polls=4)
+        events: list[Event] = []
+        eng = engine(inv, cluster, journal, events)
+        eng.run()
+        said = [e.message for e in events]
+        paused = next(i for i, m in enumerate(said) if m.startswith("paused before batch 2"))
+        assert "canary: batch 1 (a) is done" in said[paused] and "orchestrate continue --cluster fake" in said[paused]
+        assert any(m.startswith("continued: batch 2") for m in said[paused:])
+        first_of_batch_2 = next(i for i, m in enumerate(said) if m.startswith("batch 2/"))
+        assert paused < first_of_batch_2, "batch 2 starts only after continue"
+        assert len(looks) == 4 and all(r.startswith("canary") for r in looks)
+        assert not any("paused" in m for m in said[first_of_batch_2:] if m.startswith("paused")), "paused once"
+        assert_finished_cleanly(cluster, journal)
+        assert journal.paused is None
+
+
+def test_a_pause_asked_from_elsewhere_holds_at_the_next_boundary_and_ctrl_c_still_stops() -> None:
+    with state_dir():
+        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        journal = new_journal(inv, cluster)
+        events: list[Event] = []
+        eng = engine(inv, cluster, journal, events)
+
+        def someone_pauses(ctx: RunContext, batch: BatchRecord) -> None:
+            if batch.number == 1:
+                request_pause(cluster, "fake", "maintenance window over")
+
+        after_hold(eng, someone_pauses)
+        polls = 0
+        real_read = cluster.read_lock
+
+        def read_lock(index: str, doc_id: str) -> dict[str, object] | None:
+            nonlocal polls
+            found = real_read(index, doc_id)
+            if found is not None and doc_id.endswith(".pause"):
+                polls += 1
+                if polls > 1:  # the first look finds it; from then on the journal says the run is paused
+                    assert Journal.load(journal.path).paused == "maintenance window over"  # type: ignore[arg-type]
+                if polls == 3:
+                    eng.ctx.abort.request("SIGINT")
+            return found
+
+        cluster.read_lock = read_lock  # type: ignore[method-assign]
+        with pytest.raises(Aborted, match="temporary settings restored"):
+            eng.run()
+        assert cluster.nodes["a"].starts == 1 and cluster.nodes["b"].starts == 0 and cluster.nodes["b"].up
+        assert cluster.settings == ORIGINAL
+        assert any(e.message.startswith("paused before batch 2 (b): maintenance window over") for e in events)
+
+
+def test_pause_between_waits_between_batches_only() -> None:
+    with state_dir():
+        inv, cluster = inventory(["a", "b", "c"]), FakeCluster.of(["a", "b", "c"], settings=dict(ORIGINAL))
+        journal = new_journal(inv, cluster, options=RunOptions(pause_between_s=300))
+        eng = engine(inv, cluster, journal, [])
+        eng.run()
+        assert_finished_cleanly(cluster, journal)
+        assert eng.ctx.clock.monotonic() >= 600  # type: ignore[attr-defined]  # two gaps, none after the last
+        assert eng.ctx.clock.monotonic() < 900  # type: ignore[attr-defined]
+
+
+def test_stopped_by_the_operator_between_a_batchs_setting_and_its_stop_then_resumed_sets_it_again() -> None:
+    """Ctrl-C after a batch's setting is made but before its node stops: the safe stop restores every
+    setting, so `resume` must make them again (the batch's, and the run's raised limit) before stopping."""
+    with state_dir():
+        inv, cluster = inventory(["a", "b", "c"]), FakeCluster.of(["a", "b", "c"], settings=dict(ORIGINAL))
+        journal = new_journal(inv, cluster)
+        eng = engine(inv, cluster, journal, [])
+
+        def ctrl_c(ctx: RunContext, batch: BatchRecord) -> None:
+            if batch.number == 2:
+                ctx.abort.request("SIGINT")
+
+        after_hold(eng, ctrl_c)
+        with pytest.raises(Aborted):
+            eng.run()
+        assert cluster.settings == ORIGINAL and cluster.nodes["b"].up and cluster.nodes["b"].starts == 0
+        resumed = Journal.load(journal.path)  # type: ignore[arg-type]
+        run(inv, cluster, resumed)
+        assert_finished_cleanly(cluster, resumed)

@@ -123,7 +123,11 @@ def test_a_key_given_twice_is_refused(section: str | None, key_index: int) -> No
 
 def saved_snapshot() -> dict[str, Any]:
     nodes = [node("a1"), node("a2")]
-    return snapshot(nodes, copies("i", 0, ["a1", "a2"]), master="a1").to_json()
+    raw = snapshot(nodes, copies("i", 0, ["a1", "a2"]), master="a1").to_json()
+    raw["preflight"] = {"disk": [{"node": "a1", "used_percent": 50.0, "available_bytes": 10}],
+                        "disk_settings": {"cluster.routing.allocation.disk.watermark.low": "85%"},
+                        "index_blocks": {"i": ["index write (api)"]}, "shutdowns": ["id-a1 (restart)"]}
+    return raw
 
 
 def mutations() -> st.SearchStrategy[Any]:
@@ -134,7 +138,8 @@ def mutations() -> st.SearchStrategy[Any]:
 @quick
 @given(where=st.sampled_from(["health.status", "health.number_of_nodes", "nodes.0.id", "nodes.0.roles",
                               "shards.0.size_bytes", "shards.0.shard", "shards.0.node_id", "shards", "nodes",
-                              "master_id"]),
+                              "master_id", "preflight", "preflight.disk", "preflight.disk.0.used_percent",
+                              "preflight.disk_settings", "preflight.index_blocks.i", "preflight.shutdowns"]),
        value=mutations())
 def test_a_damaged_snapshot_is_a_config_error(where: str, value: Any) -> None:
     raw = saved_snapshot()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from orchestrator.es.plan import ALLOCATION_ENABLE, build_plan, match_nodes
 from orchestrator.es.safety import batch_problems, cluster_problems, shards_without_other_copy
@@ -40,10 +42,45 @@ def test_zone_mode_batches_one_zone_each_master_zone_last() -> None:
     assert plan.safe, plan.all_problems()
 
 
+def test_a_zone_holding_half_the_masters_is_split_and_the_plan_says_why() -> None:
+    # Three master-eligible nodes in two zones: z1 holds two of them, so z1 restarts in two batches.
+    names = ["m1", "m2", "m3", "d1", "d2", "d3"]
+    zones = ["z1", "z2", "z1", "z1", "z2", "z2"]
+    roles = {"m": ("master", "data"), "d": ("data",)}
+    nodes = [node(n, zone=z, roles=roles[n[0]]) for n, z in zip(names, zones, strict=True)]
+    shards = copies("i", 0, ["m1", "m2"]) + copies("i", 1, ["d1", "d2"]) + copies("i", 2, ["m3", "d3"])
+    plan = build_plan(inventory(names, zones), snapshot(nodes, shards, "m3"), Mode.ZONE)
+    assert [b.label for b in plan.batches] == ["z2", "z1 (1/2)", "z1 (2/2)"]
+    assert [b.nodes for b in plan.batches] == [("d2", "d3", "m2"), ("d1", "m1"), ("m3",)]  # elected master last
+    assert plan.safe, plan.all_problems()
+    assert any("zone z1 holds 2 of the 3 master-eligible nodes" in n and "2 batches" in n for n in plan.notes)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["z1", "z2", "z3"]), st.booleans()), min_size=1, max_size=12),
+       st.data())
+def test_no_zone_batch_ever_holds_half_the_master_eligible_nodes(layout: list[tuple[str, bool]],
+                                                                  data: st.DataObject) -> None:
+    names = [f"n{i}" for i in range(len(layout))]
+    zones = [z for z, _ in layout]
+    nodes = [node(n, zone=z, roles=("master", "data") if m else ("data",))
+             for n, (z, m) in zip(names, layout, strict=True)]
+    masters = {n.name for n in nodes if n.is_master_eligible}
+    master = data.draw(st.sampled_from(sorted(masters) or names))  # the elected one is master-eligible
+    plan = build_plan(inventory(names, zones), snapshot(nodes, [], master), Mode.ZONE)
+    assert sorted(n for b in plan.batches for n in b.nodes) == sorted(names), "every node exactly once"
+    if len(masters) >= 3:
+        assert all(len(masters & set(b.nodes)) * 2 < len(masters) for b in plan.batches)
+    if masters:
+        assert plan.batches[-1].nodes[-1] == master, "the elected master is restarted last"
+    assert plan.safe, plan.all_problems()
+
+
 def test_zone_whose_loss_leaves_a_shard_without_copy_is_unsafe() -> None:
     names = ["n1", "n2", "n3", "n4"]
     zones = ["z1", "z2", "z1", "z2"]
-    nodes = [node(n, zone=z) for n, z in zip(names, zones, strict=True)]
+    nodes = [node(n, zone=z, roles=("master", "data") if n in ("n1", "n2") else ("data",))
+             for n, z in zip(names, zones, strict=True)]
     shards = copies("logs", 0, ["n1", "n3"]) + copies("logs", 1, ["n2", "n4"])  # both copies in one zone
     plan = build_plan(inventory(names, zones), snapshot(nodes, shards, "n1"), Mode.ZONE)
     assert not plan.safe
@@ -107,3 +144,26 @@ def test_shards_without_other_copy_ignores_unassigned() -> None:
     snap = snapshot([node("a"), node("b")], copies("i", 0, ["a", "b"]), "a")
     assert shards_without_other_copy(snap, ["id-a"]) == []
     assert shards_without_other_copy(snap, ["id-a", "id-b"]) == ["[i][0]"]
+
+
+def test_nodes_and_exclude_choose_a_subset_in_the_plans_order() -> None:
+    from orchestrator.errors import ConfigError
+    from orchestrator.restart.journal import RunOptions
+    from orchestrator.runs.plans import select_nodes
+
+    names = ["d1", "d2", "m1", "m2", "m3"]
+    zones = ["z1", "z2", "z1", "z2", "z3"]
+    roles = {"d": ("data",), "m": ("master", "data")}
+    nodes = [node(n, zone=z, roles=roles[n[0]]) for n, z in zip(names, zones, strict=True)]
+    shards = copies("i", 0, ["d1", "d2"]) + copies("i", 1, ["m1", "m2"]) + copies("i", 2, ["m3", "d1"])
+    full = build_plan(inventory(names, zones), snapshot(nodes, shards, "m3"), Mode.NODE)
+    assert [b.label for b in full.batches] == ["d1", "d2", "m1", "m2", "m3"]
+    some = select_nodes(full, RunOptions(nodes=("d*", "m3"), exclude=("d2",)))
+    assert [b.nodes for b in some.batches] == [("d1",), ("m3",)] and [b.number for b in some.batches] == [1, 2]
+    assert "restarting 2 of 5 nodes; left out (--nodes/--exclude): d2, m1, m2" in some.notes[-1]
+    zoned = select_nodes(build_plan(inventory(names, zones), snapshot(nodes, shards, "m3"), Mode.ZONE),
+                         RunOptions(exclude=("m1",)))
+    assert [(b.label, b.nodes) for b in zoned.batches] == [("z1", ("d1",)), ("z2", ("d2", "m2")), ("z3", ("m3",))]
+    assert select_nodes(full, RunOptions()) is full
+    with pytest.raises(ConfigError, match="no node is left"):
+        select_nodes(full, RunOptions(nodes=("x*",)))
