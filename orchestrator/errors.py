@@ -18,6 +18,8 @@ errors and chooses exit codes.
     ├── RunLocked              another run holds this cluster's lock
     ├── JournalError           the run's journal is missing, corrupt or of another version
     ├── Aborted                the operator interrupted the run (Ctrl-C / SIGTERM)
+    │   ├── HookFailed         a hook with the `abort` policy failed
+    │   └── StoppedAfter       the run stopped after the batches asked (--stop-after)
     └── RunFailed              a run that had started failed: its cause and its journal
                                (restart/journal.py; exit code of the cause)
 """
@@ -101,3 +103,10 @@ class HookFailed(Aborted):
     restored), but it is a failure, not the operator's stop."""
 
     exit_code = 6
+
+
+class StoppedAfter(Aborted):
+    """The run did the number of batches asked (--stop-after) and stopped at that boundary, every
+    temporary setting restored: not a failure, but not the end either (`resume` goes on)."""
+
+    exit_code = 11

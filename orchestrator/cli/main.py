@@ -10,14 +10,15 @@ import typer
 from orchestrator import __version__
 from orchestrator.cli import forcemerge_cmd, restart_cmd, sandbox_cmd, tune_cmd
 from orchestrator.cli.output import say
-from orchestrator.errors import Aborted, OrchestratorError
+from orchestrator.errors import Aborted, OrchestratorError, StoppedAfter
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 failure (tune: drift found); 2 bad configuration or usage; 3 sandbox problem; "
     "4 a cluster or host call failed; 5 preflight failed (nothing was changed); 6 unsafe to go on, or a wait "
     "timed out (the journal keeps what to undo; `resume` continues); 7 another run holds the lock; "
-    "8 journal problem; 10 partial success; 70 internal error (a bug; the traceback is in a file it names); "
-    "130 aborted by the operator (settings restored)."
+    "8 journal problem; 10 partial success; 11 stopped after the batches asked (--stop-after; `resume` goes "
+    "on); 70 internal error (a bug; the traceback is in a file it names); 130 aborted by the operator "
+    "(settings restored)."
 )
 
 app = typer.Typer(
@@ -45,7 +46,8 @@ def run() -> None:
         code = app(standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
     except OrchestratorError as exc:
-        say(f"{'aborted' if isinstance(exc, Aborted) else 'error'}: {exc}")
+        kind = "stopped" if isinstance(exc, StoppedAfter) else "aborted" if isinstance(exc, Aborted) else "error"
+        say(f"{kind}: {exc}")
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         say("interrupted")

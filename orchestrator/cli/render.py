@@ -60,6 +60,7 @@ class RunView:
         self.started = time.monotonic()
         self.live: Live | None = None
         self.lock = threading.Lock()
+        self.waiting = ""
 
     def __enter__(self) -> RunView:
         if self.live_mode:
@@ -80,6 +81,11 @@ class RunView:
             if event.eta_s is not None:
                 self.eta_s = event.eta_s
             self.last_message = event.message
+            # What the run waits for (blocking shards and why), shown under the table until it moves on.
+            if event.kind == "wait":
+                self.waiting = event.message
+            elif event.kind in ("phase", "batch", "step", "run"):
+                self.waiting = ""
         if self.as_json:
             emit_json({"event": event.kind, **{k: v for k, v in asdict(event).items() if v not in (None, {}, "")}})
         elif not self.live_mode:
@@ -90,7 +96,8 @@ class RunView:
 
     def render(self) -> Table:
         table = Table(title=f"elapsed {human_duration(time.monotonic() - self.started)}  ETA "
-                            f"{human_duration(self.eta_s)}", title_justify="left", show_edge=False)
+                            f"{human_duration(self.eta_s)}", title_justify="left", show_edge=False,
+                      caption=Text(self.waiting[:500]) if self.waiting else None, caption_justify="left")
         for col in ("node", "batch", "phase", "in phase"):
             table.add_column(col)
         with self.lock:

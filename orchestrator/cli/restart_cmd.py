@@ -30,10 +30,12 @@ ConfigOpt = typer.Option(None, "--config", help="Inventory file, instead of --cl
 JsonOpt = typer.Option(False, "--json", help="JSON: one object per line, the last one the summary.")
 ByOpt = typer.Option(Mode.NODE, "--by", help="Batch by `node` (one at a time) or `zone` (one awareness "
                                               "zone at a time).")
-YellowOpt = typer.Option(False, "--allow-yellow", help="Accept a settled yellow cluster (no shard initializing "
-                                                       "or relocating) where green is required: each batch then "
-                                                       "waits until no more copies are unassigned than at the start. "
-                                                       "Recorded in the run, so `resume` keeps it.")
+YellowOpt = typer.Option(False, "--allow-yellow", help="Accept any yellow with no shard initializing or relocating "
+                                                       "where green is required, even one the allocation explain "
+                                                       "API does not settle (a yellow it settles passes without "
+                                                       "it): each batch then waits until no more copies are "
+                                                       "unassigned than at the start. Recorded in the run, so "
+                                                       "`resume` keeps it.")
 
 UnavailableOpt = typer.Option(None, "--allow-unavailable", metavar="PATTERN",
                               help="Accept that indices matching PATTERN (shell-style: logs-*, may be repeated) "
@@ -49,6 +51,9 @@ ExcludeOpt = typer.Option(None, "--exclude", metavar="PATTERN", help="Leave out 
 CanaryOpt = typer.Option(False, "--canary", help="After the first batch, pause until `orchestrate continue` (check "
                                                  "the canary node first).")
 PauseBetweenOpt = typer.Option(0.0, "--pause-between", metavar="SECONDS", help="Wait this long between batches.")
+StopAfterOpt = typer.Option(0, "--stop-after", metavar="N", min=0, max=100_000,
+                            help="Stop once N batches are done (every setting restored, exit 11); `orchestrate "
+                                 "resume` goes on (with its own --stop-after). 0: all batches.")
 
 
 def register(app: typer.Typer) -> None:
@@ -124,7 +129,7 @@ def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOp
             json_out: bool = JsonOpt, allow_yellow: bool = YellowOpt,
             allow_unavailable: list[str] = UnavailableOpt, nodes: list[str] = NodesOpt,
             exclude: list[str] = ExcludeOpt, canary: bool = CanaryOpt,
-            pause_between: float = PauseBetweenOpt) -> None:
+            pause_between: float = PauseBetweenOpt, stop_after: int = StopAfterOpt) -> None:
     """Rolling restart: shows the plan, asks to confirm (unless --yes), then runs it batch by batch.
 
     Preflight checks everything before the first change (safe plan, every node matched, SSH with
@@ -141,7 +146,7 @@ def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOp
     nodes = [n for b in the_plan.batches for n in b.nodes]
 
     def action(view: RunView) -> Journal:
-        return runs.start(target, the_plan, run_options, view)
+        return runs.start(target, the_plan, run_options, view, stop_after=stop_after)
 
     run_and_report(json_out, nodes, action)
 
@@ -175,14 +180,15 @@ def resume(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool =
            run_id: str = typer.Option(None, "--run", help="Run id (default: the latest run of the cluster)."),
            yes: bool = typer.Option(False, "--yes", "-y", help="Resume even if the inventory changed since the "
                                     "run started (the run's recorded procedure is kept)."),
-           allow_unavailable: list[str] = UnavailableOpt) -> None:
+           allow_unavailable: list[str] = UnavailableOpt, stop_after: int = StopAfterOpt) -> None:
     """Continue an interrupted or failed run from its journal. A node already restarted (it runs as a
     new process) is never restarted again; pending temporary settings are restored at the end."""
     accepted = plans.patterns(allow_unavailable)
     target = open_target(cluster, config)
 
     def action(view: RunView) -> Journal:
-        return runs.resume(target, view, run_id, accept_changes=yes, accept_unavailable=accepted)
+        return runs.resume(target, view, run_id, accept_changes=yes, accept_unavailable=accepted,
+                           stop_after=stop_after)
 
     run_and_report(json_out, [n.name for n in target.inv.nodes], action)
 

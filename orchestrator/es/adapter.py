@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection
+from collections import Counter
+from collections.abc import Collection, Iterable
 from typing import Any
 
 import elasticsearch
 
-from orchestrator.errors import ClusterError
+from orchestrator.errors import ClusterError, ClusterUnreachable
 from orchestrator.es.connect import Connection, make_client, translated
 from orchestrator.es.preflight import PREFLIGHT_SETTINGS, DiskUsage, Preflight
+from orchestrator.es.settled import MAX_EXPLAINED, UnassignedCopy
 from orchestrator.es.snapshot import ClusterSnapshot, EsNode, Health, ShardCopy
 from orchestrator.restart.plan import Plan
 
@@ -31,7 +33,9 @@ class ElasticsearchAdapter:
 
     # --- reads -------------------------------------------------------------------------------
     def health(self, wait_for_status: str | None = None, timeout_s: float | None = None,
-               wait_for_nodes: str | None = None) -> dict[str, Any]:
+               wait_for_nodes: str | None = None, until_still: bool = False) -> dict[str, Any]:
+        """Cluster health; with ``wait_for_status`` or ``wait_for_nodes`` a server-side wait, and with
+        ``until_still`` that wait also lasts until no shard is initializing or relocating."""
         kwargs: dict[str, Any] = {}
         if wait_for_status:
             kwargs["wait_for_status"] = wait_for_status
@@ -41,7 +45,9 @@ class ElasticsearchAdapter:
             kwargs["timeout"] = f"{max(int(timeout_s), 1)}s"
         if wait_for_status or wait_for_nodes:
             # A server-side wait answers 408 with a body when it times out: not an error for us.
-            kwargs["wait_for_no_initializing_shards"] = False
+            kwargs["wait_for_no_initializing_shards"] = until_still
+            if until_still:
+                kwargs["wait_for_no_relocating_shards"] = True
             with translated("cluster health", self.conn.endpoints):
                 self.calls += 1
                 try:
@@ -126,6 +132,8 @@ class ElasticsearchAdapter:
             persistent, transient, defaults = self.cluster_settings(include_defaults=True)
             shutdowns = self.shutdown_records()
             preflight = self.preflight({**defaults, **persistent, **transient}, shutdowns or [])
+        shards = tuple(self.shards())
+        settling = h["status"] == "yellow" and not (h["initializing_shards"] or h["relocating_shards"])
         return ClusterSnapshot(
             cluster_name=h["cluster_name"],
             health=Health(status=h["status"], number_of_nodes=h["number_of_nodes"],
@@ -134,12 +142,29 @@ class ElasticsearchAdapter:
                           delayed_unassigned_shards=h.get("delayed_unassigned_shards", 0)),
             nodes=tuple(self.nodes()),
             master_id=self.master_id(),
-            shards=tuple(self.shards()),
+            shards=shards,
             persistent=persistent,
             transient=transient,
             has_shutdown_api=shutdowns is not None,
             preflight=preflight,
+            unassigned=self.explain_unassigned(shards) if settling else (),
         )
+
+    def explain_unassigned(self, shards: Iterable[ShardCopy]) -> tuple[UnassignedCopy, ...]:
+        """The allocation explain API's answer for each unassigned shard copy (one call per shard and
+        role, at most MAX_EXPLAINED): what a settled yellow is judged on."""
+        counts = Counter((c.index, c.shard, c.primary) for c in shards if c.state == "UNASSIGNED")
+        out = []
+        for (index, shard, primary), n in sorted(counts.items())[:MAX_EXPLAINED]:
+            try:
+                raw = self._do("explain an unassigned shard", self.es.cluster.allocation_explain,
+                               index=index, shard=shard, primary=primary)
+            except ClusterUnreachable:
+                raise
+            except ClusterError:
+                continue  # assigned meanwhile (or not explainable): counted as unexplained, so it waits
+            out.append(UnassignedCopy.from_explain(raw, copies=n))
+        return tuple(out)
 
     def recoveries(self) -> list[dict[str, Any]]:
         """Every shard recovery the cluster remembers, flattened to what the run reports."""

@@ -12,7 +12,14 @@ from typing import Any
 
 from orchestrator.config.model import Inventory
 from orchestrator.es.preflight import preflight_findings
-from orchestrator.es.safety import ACCEPTED_UNASSIGNED, batch_problems, cluster_problems, master_notes, unavailability
+from orchestrator.es.safety import (
+    ACCEPTED_UNASSIGNED,
+    batch_problems,
+    cluster_problems,
+    master_notes,
+    unavailability,
+    yellow_settlement,
+)
 from orchestrator.es.snapshot import ClusterSnapshot, EsNode
 from orchestrator.restart.plan import EST_START_TO_JOIN_S, EST_STOP_S, Batch, Mode, Plan, SettingChange
 from orchestrator.units import parse_size
@@ -127,7 +134,10 @@ def build_plan(inv: Inventory, snap: ClusterSnapshot, mode: Mode, tuning: tuple[
                allow_yellow: bool = False, only: list[str] | None = None,
                allow_unavailable: tuple[str, ...] = ()) -> Plan:
     mapping, problems = match_nodes(inv, snap)
-    problems += cluster_problems(snap, allow_yellow or inv.allow_yellow)
+    problems += cluster_problems(snap, allow_yellow or inv.allow_yellow, mapping.values())
+    settlement = yellow_settlement(snap, mapping.values())
+    settled = [f"the cluster is yellow, settled: {settlement.accepted_text()}"] \
+        if settlement and settlement.settled else []
     found, warnings = preflight_findings(snap.preflight, {**snap.persistent, **snap.transient})
     problems += found
     nodes = {name: snap.node_by_id(node_id) for name, node_id in mapping.items()}
@@ -165,7 +175,7 @@ def build_plan(inv: Inventory, snap: ClusterSnapshot, mode: Mode, tuning: tuple[
                              estimate_s=round(estimate_batch_s(size, rate), 1),
                              problems=tuple(batch_problems(snap, sorted(ids), label, allow_unavailable)),
                              figures={"shard_copies": len(copies), "bytes": size}))
-    notes = [*connection_warnings(inv), *master_notes(snap), *warnings, *splits, *accepted]
+    notes = [*connection_warnings(inv), *master_notes(snap), *settled, *warnings, *splits, *accepted]
     if snap.has_shutdown_api:
         notes.append("the cluster has the node shutdown API; this version restricts allocation with "
                      "`primaries`, which works on every cluster")

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from fnmatch import fnmatchcase
 from itertools import chain
 
+from orchestrator.es.settled import Settlement, blocking_text, settle
 from orchestrator.es.snapshot import ClusterSnapshot
 from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.plan import Plan
@@ -15,16 +16,27 @@ from orchestrator.restart.plan import Plan
 ACCEPTED_UNASSIGNED = "unassigned_shards"
 
 
-def cluster_problems(snap: ClusterSnapshot, allow_yellow: bool) -> list[str]:
-    """Reasons the cluster as a whole is not ready for the next batch (empty when it is)."""
+def yellow_settlement(snap: ClusterSnapshot, planned_node_ids: Iterable[str]) -> Settlement | None:
+    """For a yellow with nothing moving, whether it is settled (es/settled.py); else None."""
+    h = snap.health
+    if h.status != "yellow" or h.relocating_shards or h.initializing_shards:
+        return None
+    return settle(h.unassigned_shards, snap.unassigned, planned_node_ids)
+
+
+def cluster_problems(snap: ClusterSnapshot, allow_yellow: bool, planned_node_ids: Iterable[str] = ()) -> list[str]:
+    """Reasons the cluster as a whole is not ready for the next batch (empty when it is). A settled
+    yellow (every unassigned replica explained by a documented reason) is ready."""
     h = snap.health
     if h.status == "red":
         return ["cluster health is red: some primary shard has no started copy. Fix that first; "
                 "restarting a node now could lose the last copy of data."]
     problems = []
-    if h.status == "yellow" and not allow_yellow:
-        problems.append("cluster health is yellow: some replica is not allocated. Wait for green, or pass "
-                        "--allow-yellow if this yellow is expected and settled.")
+    settlement = yellow_settlement(snap, planned_node_ids)
+    if h.status == "yellow" and not allow_yellow and not (settlement and settlement.settled):
+        why = f" and not settled: {blocking_text(settlement)}" if settlement else ""
+        problems.append(f"cluster health is yellow{why}. Wait for green (or fix the allocation), or pass "
+                        "--allow-yellow if this yellow is expected.")
     if h.relocating_shards or h.initializing_shards:
         problems.append(f"the cluster is not settled: {h.initializing_shards} shard(s) initializing, "
                         f"{h.relocating_shards} relocating. Wait until recoveries finish.")
@@ -111,7 +123,7 @@ def gate(snap: ClusterSnapshot, plan: Plan, nodes: list[str] | tuple[str, ...], 
 
     With --allow-yellow (recorded in the run's options), a yellow cluster passes only while no more
     copies are unassigned than when the run started: the previous batch's copies are all back."""
-    problems = cluster_problems(snap, options.allow_yellow)
+    problems = cluster_problems(snap, options.allow_yellow, plan.node_ids.values())
     expected = len(plan.node_ids)
     if snap.health.number_of_nodes < expected:
         problems.append(f"only {snap.health.number_of_nodes} of {expected} nodes are in the cluster")

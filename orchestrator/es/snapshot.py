@@ -14,6 +14,7 @@ from operator import itemgetter
 from typing import Any, NamedTuple
 
 from orchestrator.es.preflight import Preflight
+from orchestrator.es.settled import UnassignedCopy
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,8 @@ class ClusterSnapshot:
     transient: dict[str, Any] = field(default_factory=dict)
     has_shutdown_api: bool = False
     preflight: Preflight = field(default_factory=Preflight)  # read for the plan only, not for each gate
+    # A yellow's unassigned copies, explained (read only when yellow with nothing moving: es/settled.py).
+    unassigned: tuple[UnassignedCopy, ...] = ()
 
     # Indexes built once per snapshot: planning 1,000 nodes must not rescan 100,000 shards per batch.
     @cached_property
@@ -149,6 +152,7 @@ class ClusterSnapshot:
             transient=raw.get("transient", {}),
             has_shutdown_api=raw.get("has_shutdown_api", False),
             preflight=Preflight.from_json(raw.get("preflight") or {}),
+            unassigned=tuple(UnassignedCopy.from_json(u) for u in raw.get("unassigned") or ()),
         )
         snap.check_types()
         return snap

@@ -12,6 +12,7 @@ from orchestrator.errors import OrchestratorError
 from orchestrator.es.adapter import ElasticsearchAdapter
 from orchestrator.es.plan import ALLOCATION_ENABLE
 from orchestrator.es.safety import unassigned_beyond_accepted
+from orchestrator.es.settled import blocking_text, settle
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
 from orchestrator.restart.journal import BatchRecord
@@ -64,23 +65,35 @@ def wait_for_recovery(ctx: RunContext, batch: BatchRecord) -> None:
 
     allow_yellow = ctx.options.allow_yellow
     expected = len(ctx.journal.plan.node_ids)
+    last_blocking = ""
 
     def settled(seen: Seen[bool]) -> bool | None:
+        nonlocal last_blocking
         remaining = limit - (ctx.clock.monotonic() - started)
-        # A server-side wait: one request per up to 30 s instead of one per poll interval. With
-        # --allow-yellow, yellow returns at once and the accepted count decides.
-        h = es(ctx).health(wait_for_status="yellow" if allow_yellow else "green",
-                           timeout_s=max(min(remaining, 30), 1))
+        # A server-side wait (one request per up to 30 s, not one per poll): until nothing moves and
+        # the cluster is at least yellow. Then green is done, and a yellow is judged.
+        h = es(ctx).health(wait_for_status="yellow", until_still=True, timeout_s=max(min(remaining, 30), 1))
         missing = f", only {h['number_of_nodes']} of {expected} nodes in the cluster" \
             if h["number_of_nodes"] < expected else ""
         seen.text = (f"health {h['status']}{missing}, {h['initializing_shards']} initializing, "
                      f"{h['unassigned_shards']} unassigned, {h['relocating_shards']} relocating")
-        moving = h["initializing_shards"] or h["relocating_shards"]
+        if h["initializing_shards"] or h["relocating_shards"] or missing or h["status"] not in ("green", "yellow"):
+            return None
         if h["status"] == "green":
-            return None if moving else True
-        accepted = allow_yellow and h["status"] == "yellow" and not missing and not moving \
-            and not unassigned_beyond_accepted(h["unassigned_shards"], ctx.journal.plan)
-        return True if accepted else None
+            return True
+        if allow_yellow:
+            return None if unassigned_beyond_accepted(h["unassigned_shards"], ctx.journal.plan) else True
+        settlement = settle(h["unassigned_shards"], es(ctx).explain_unassigned(es(ctx).shards()),
+                            ctx.journal.plan.node_ids.values())
+        if settlement.settled:
+            ctx.emit(Event("step", f"batch {batch.number}: yellow, settled: {settlement.accepted_text()}",
+                           batch=batch.number, data={"settled_yellow": settlement.accepted}))
+            return True
+        seen.text += f"; blocking: {blocking_text(settlement)}"
+        if seen.text != last_blocking:  # the live view says what it waits for, once per change
+            last_blocking = seen.text
+            ctx.emit(Event("wait", f"batch {batch.number}: waiting for {seen.text}", batch=batch.number))
+        return None
 
     what = "the cluster to be green again" if not allow_yellow else "the cluster to be back to its accepted yellow"
     wait_until(settled, what=what, timeout_s=limit,

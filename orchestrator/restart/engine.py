@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from orchestrator.errors import Aborted, OrchestratorError, UnsafeToProceed
+from orchestrator.errors import Aborted, OrchestratorError, StoppedAfter, UnsafeToProceed
 from orchestrator.restart import steps
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
@@ -37,8 +37,9 @@ MAX_PAUSE_S = 7 * 24 * 3600.0  # a pause older than a week ends the run (resume 
 
 class Engine:
     def __init__(self, ctx: RunContext, product: Product, procedure: Procedure,
-                 preludes: Mapping[str, RunStepFn] | None = None) -> None:
+                 preludes: Mapping[str, RunStepFn] | None = None, stop_after: int = 0) -> None:
         self.ctx = ctx
+        self.stop_after = stop_after  # batches this invocation does before it stops (0: all); not recorded
         self.product = product
         self.procedure = procedure
         self.preludes = dict(preludes or {})  # work a run may carry before batch 1, by name (force-merge)
@@ -67,7 +68,9 @@ class Engine:
             self.finish(RunState.SUCCEEDED, f"all {len(journal.batches)} batches restarted")
         except Aborted as exc:
             stopped = self.stop_safely(exc)
-            self.hooks("on_failure", never_abort=True)
+            # A stop after the batches asked ends this part of the run as planned: `after_run` (expire
+            # the silence), not `on_failure`.
+            self.hooks("after_run" if isinstance(exc, StoppedAfter) else "on_failure", never_abort=True)
             raise stopped from None
         except OrchestratorError as exc:
             # Temporary settings stay in force (allocation restricted): with a node in trouble, restoring
@@ -174,8 +177,12 @@ class Engine:
     # --- between batches: the operator's control ----------------------------------------------
     def after_batch(self, batch: BatchRecord) -> None:
         ctx = self.ctx
-        if all(b.state == "done" for b in ctx.journal.batches):
+        left = sum(1 for b in ctx.journal.batches if b.state != "done")
+        if not left:
             return
+        if self.stop_after and len(self.batch_seconds) >= self.stop_after:
+            raise StoppedAfter(f"stopped after {len(self.batch_seconds)} batch(es) as asked (--stop-after "
+                               f"{self.stop_after}); {left} batch(es) left")
         if ctx.options.canary and batch.number == 1:
             reason = (f"canary: batch 1 ({batch.label}) is done; check it, then `orchestrate continue "
                       f"--cluster {ctx.journal.cluster}`")
@@ -237,13 +244,17 @@ class Engine:
         ctx = self.ctx
         needed = ctx.inv.timeouts.stable_samples
         healthy_in_a_row = 0
+        said = ""
 
         def safe(seen: Seen[bool]) -> bool | None:
-            nonlocal healthy_in_a_row
+            nonlocal healthy_in_a_row, said
             snapshot = ctx.cluster.gate_snapshot(batch.nodes)
             problems = self.product.gate(snapshot, ctx.journal.plan, batch.nodes, ctx.options)
             healthy_in_a_row = 0 if problems else healthy_in_a_row + 1
             seen.text = " ".join(problems) or f"healthy {healthy_in_a_row} of {needed} samples in a row"
+            if problems and seen.text != said:  # the live view says what blocks the batch, once per change
+                said = seen.text
+                ctx.emit(Event("wait", f"batch {batch.number} waits: {said}", batch=batch.number))
             return True if healthy_in_a_row >= needed else None
 
         try:

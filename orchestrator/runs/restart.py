@@ -108,7 +108,8 @@ def abort_on_signals(abort: AbortFlag, emit: EventSink) -> Iterator[None]:
 
 
 def execute(target: Target, journal: Journal, playbook: Playbook, transport: Transport, emit: EventSink,
-            takeover: bool, abort: AbortFlag | None = None, accept_unavailable: tuple[str, ...] = ()) -> Journal:
+            takeover: bool, abort: AbortFlag | None = None, accept_unavailable: tuple[str, ...] = (),
+            stop_after: int = 0) -> Journal:
     inv = target.inv
     lock = RunLock(target.cluster, inv.cluster.name, journal.run_id)
     lock.acquire(takeover=takeover)
@@ -124,7 +125,7 @@ def execute(target: Target, journal: Journal, playbook: Playbook, transport: Tra
     failed = True
     try:
         with abort_on_signals(abort, emit):
-            Engine(ctx, target.product, resolve(playbook, target.product), PRELUDES).run()
+            Engine(ctx, target.product, resolve(playbook, target.product), PRELUDES, stop_after).run()
         failed = False
     except OrchestratorError as exc:
         failed = journal.state is RunState.FAILED
@@ -138,8 +139,10 @@ def execute(target: Target, journal: Journal, playbook: Playbook, transport: Tra
 
 
 def start(target: Target, plan: Plan, options: RunOptions, emit: EventSink,
-          prelude: dict[str, dict[str, Any]] | None = None, abort: AbortFlag | None = None) -> Journal:
-    """Preflight, then a new run. Nothing is changed when preflight fails."""
+          prelude: dict[str, dict[str, Any]] | None = None, abort: AbortFlag | None = None,
+          stop_after: int = 0) -> Journal:
+    """Preflight, then a new run. Nothing is changed when preflight fails. ``stop_after``: stop (every
+    setting restored, StoppedAfter) once that many batches are done; `resume` goes on."""
     problems = other_runs(target) + plan.all_problems()
     transport = make_transport(target.inv)
     problems += check_hosts(target.inv, transport)
@@ -149,7 +152,8 @@ def start(target: Target, plan: Plan, options: RunOptions, emit: EventSink,
     journal = new_journal(target, plan, options, prelude or {})
     emit(Event("run", f"run {journal.run_id} started: {len(plan.batches)} batches, journal {journal.path}",
                data={"run_id": journal.run_id, "journal": str(journal.path)}))
-    return execute(target, journal, target.playbook, transport, emit, takeover=False, abort=abort)
+    return execute(target, journal, target.playbook, transport, emit, takeover=False, abort=abort,
+                   stop_after=stop_after)
 
 
 def inventory_changes(recorded: Any, current: Any, where: str = "") -> list[str]:
@@ -163,7 +167,7 @@ def inventory_changes(recorded: Any, current: Any, where: str = "") -> list[str]
 
 
 def resume(target: Target, emit: EventSink, run_id: str | None = None, accept_changes: bool = False,
-           abort: AbortFlag | None = None, accept_unavailable: tuple[str, ...] = ()) -> Journal:
+           abort: AbortFlag | None = None, accept_unavailable: tuple[str, ...] = (), stop_after: int = 0) -> Journal:
     """Finish an interrupted or failed run with its recorded procedure, options and plan (plus any index
     patterns now accepted as unavailable, recorded in it)."""
     journal = journals.latest(target.name, run_id)
@@ -193,7 +197,7 @@ def resume(target: Target, emit: EventSink, run_id: str | None = None, accept_ch
                data={"run_id": journal.run_id, "journal": str(journal.path)}))
     playbook = Playbook.model_validate(journal.spec.playbook)
     return execute(target, journal, playbook, transport, emit, takeover=True, abort=abort,
-                   accept_unavailable=accept_unavailable)
+                   accept_unavailable=accept_unavailable, stop_after=stop_after)
 
 
 def request_pause(target: Target, reason: str) -> bool:

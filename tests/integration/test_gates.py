@@ -21,6 +21,7 @@ from tests.integration.test_restart import (
     prepared,
     read_events_until,
     settings,
+    settled_health,
     starts_logged,
 )
 from tests.integration.test_sandbox import ssh
@@ -228,3 +229,52 @@ def test_a_failing_abort_hook_stops_the_run_before_any_stop_with_every_setting_r
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert starts_logged(sandboxes.status()) == {k: v + 1 for k, v in starts.items()}
     assert settings(es) == before
+
+
+def yellow_with(es: Any, index: str, replicas: int, **index_settings: Any) -> None:
+    """Create an index that cannot be fully placed on the sandbox's 3 nodes; wait until only its
+    unplaceable copy is left (yellow, nothing moving)."""
+    es.indices.create(index=index, settings={"number_of_shards": 1, "number_of_replicas": replicas, **index_settings})
+    assert settled_health(es, unassigned=1)["status"] == "yellow"
+
+
+def test_a_settled_yellow_passes_an_unexplained_one_does_not_and_stop_after_chunks_the_run(
+        sandboxes: SandboxManager) -> None:
+    """An index with more copies than nodes (yellow by design) does not hold the run; one whose copy
+    an allocation filter keeps out is refused with its explanation. --stop-after 1 ends the run after
+    one batch with every setting restored (exit 11); `resume` passes the settled yellow at the gate."""
+    info, es = prepared(sandboxes, Shape())
+    before = settings(es)
+    starts = starts_logged(info)
+    master = es.cat.master(format="json")[0]["node"]
+    try:
+        yellow_with(es, "unexplained-1", 2, **{"index.routing.allocation.exclude._name": master})
+        refused = orchestrate("plan", "--cluster", "sandbox", "--json")
+        assert refused.returncode == 6, refused.stderr[-1500:]
+        problems = " ".join(json.loads(refused.stdout)["problems"])
+        assert "yellow and not settled: [unexplained-1][0]r" in problems and f"{master}: filter:" in problems
+        es.indices.delete(index="unexplained-1")
+
+        yellow_with(es, "by-design-1", 3)
+        plan = json.loads(orchestrate("plan", "--cluster", "sandbox", "--exclude", master, "--json").stdout)
+        assert plan["safe"] and any(n.startswith("the cluster is yellow, settled: index(es) by-design-1")
+                                    for n in plan["notes"])
+        order = [b["nodes"][0] for b in plan["batches"]]
+        stopped = orchestrate("restart", "--cluster", "sandbox", "--exclude", master, "--stop-after", "1",
+                              "--yes", "--json", timeout=900)
+        assert stopped.returncode == 11, stopped.stderr[-2000:]
+        assert_no_traceback(stopped)
+        events = json_lines(stopped.stdout)
+        assert any(e.get("data", {}).get("settled_yellow") == {"too_few_nodes": ["by-design-1"]} for e in events)
+        assert "stopped after 1 batch(es) as asked (--stop-after 1); 1 batch(es) left" in stopped.stderr
+        assert starts_logged(sandboxes.status()) == {**starts, order[0]: starts[order[0]] + 1}
+        assert settings(es) == before, "nothing left set between two parts of the run"
+        assert json.loads(orchestrate("status", "--cluster", "sandbox", "--json").stdout)["run"]["state"] == "aborted"
+
+        resumed = orchestrate("resume", "--cluster", "sandbox", "--json", timeout=900)
+        assert resumed.returncode == 0, resumed.stderr[-2000:]
+        assert json_lines(resumed.stdout)[-1]["result"] == "succeeded"
+        assert starts_logged(sandboxes.status()) == {**starts, **{n: starts[n] + 1 for n in order}}
+        assert settings(es) == before
+    finally:
+        es.indices.delete(index="unexplained-1,by-design-1", ignore_unavailable=True)

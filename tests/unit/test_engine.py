@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from orchestrator.config.model import Inventory
 from orchestrator.config.playbook import Playbook
-from orchestrator.errors import Aborted, HostError, OrchestratorError, UnsafeToProceed, WaitTimeout
+from orchestrator.errors import Aborted, HostError, OrchestratorError, StoppedAfter, UnsafeToProceed, WaitTimeout
 from orchestrator.hosts.service import ServiceControl
 from orchestrator.restart import journal as journals
 from orchestrator.restart.context import RunContext
@@ -409,6 +409,29 @@ def test_pause_between_waits_between_batches_only() -> None:
         assert_finished_cleanly(cluster, journal)
         assert eng.ctx.clock.monotonic() >= 600  # type: ignore[attr-defined]  # two gaps, none after the last
         assert eng.ctx.clock.monotonic() < 900  # type: ignore[attr-defined]
+
+
+def test_stop_after_n_batches_stops_clean_and_resume_goes_on_in_chunks() -> None:
+    with state_dir():
+        inv, cluster = inventory(["a", "b", "c", "d"]), FakeCluster.of(["a", "b", "c", "d"], settings=dict(ORIGINAL))
+        journal = new_journal(inv, cluster)
+        first = engine(inv, cluster, journal, [])
+        first.stop_after = 1
+        with pytest.raises(StoppedAfter, match=r"stopped after 1 batch\(es\) as asked.*3 batch\(es\) left.*"
+                                               "temporary settings restored"):
+            first.run()
+        assert [n.starts for n in cluster.nodes.values()] == [1, 0, 0, 0]
+        assert cluster.settings == ORIGINAL, "nothing left raised or held between chunks"
+        on_disk = Journal.load(journal.path)  # type: ignore[arg-type]
+        assert on_disk.state is RunState.ABORTED and "--stop-after 1" in on_disk.message
+        second = engine(inv, cluster, on_disk, [])
+        second.stop_after = 2  # resume's own --stop-after
+        with pytest.raises(StoppedAfter, match="stopped after 2 batch"):
+            second.run()
+        assert [n.starts for n in cluster.nodes.values()] == [1, 1, 1, 0]
+        last = Journal.load(journal.path)  # type: ignore[arg-type]
+        engine(inv, cluster, last, []).run()  # no --stop-after: the rest
+        assert_finished_cleanly(cluster, last)
 
 
 def test_stopped_by_the_operator_between_a_batchs_setting_and_its_stop_then_resumed_sets_it_again() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from orchestrator.config.playbook import Playbook
-from orchestrator.errors import ConfigError, HookFailed
+from orchestrator.errors import ConfigError, HookFailed, StoppedAfter
 from orchestrator.restart.events import Event
 from orchestrator.restart.journal import Journal, RunState
 from orchestrator.restart.procedure import resolve
@@ -40,12 +40,13 @@ def playbook_with(hooks: dict[str, Any]) -> Playbook:
 
 
 def run_with(playbook: Playbook, names: list[str], events: list[Event] | None = None,
-             cluster: FakeCluster | None = None) -> tuple[FakeCluster, Journal]:
+             cluster: FakeCluster | None = None, stop_after: int = 0) -> tuple[FakeCluster, Journal]:
     inv = inventory(names)
     cluster = cluster or FakeCluster.of(names, settings=dict(ORIGINAL))
     journal = new_journal(inv, cluster)
     eng = engine(inv, cluster, journal, events if events is not None else [])
     eng.procedure = resolve(playbook, PRODUCT)
+    eng.stop_after = stop_after
     eng.run()
     return cluster, journal
 
@@ -107,6 +108,14 @@ def test_a_failing_abort_hook_stops_the_run_with_every_setting_restored(receiver
         journal = Journal.load(latest_journal())
         assert journal.state is RunState.ABORTED and "temporary settings restored" in journal.message
         assert journal.batches[0].state == "pending", "the batch starts over on resume"
+
+
+def test_a_stop_after_n_batches_ends_with_the_after_run_hooks_not_on_failure(receiver: Receiver) -> None:
+    hooks = {"after_run": [{"name": "unsilence", "http": {"method": "DELETE", "url": receiver.url + "/silence"}}],
+             "on_failure": [{"name": "page", "http": {"url": receiver.url + "/page"}}]}
+    with state_dir(), pytest.raises(StoppedAfter):
+        run_with(playbook_with(hooks), ["a", "b"], stop_after=1)
+    assert [c["path"] for c in receiver.calls] == ["/silence"]
 
 
 def latest_journal() -> Path:

@@ -1,0 +1,127 @@
+"""Settled yellow: allocation explain answers (captured from the sandbox's Elasticsearch) classified."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.es.plan import build_plan
+from orchestrator.es.safety import cluster_problems
+from orchestrator.es.settled import MAX_EXPLAINED, UnassignedCopy, reason_for, settle
+from orchestrator.es.snapshot import ClusterSnapshot, Health
+from orchestrator.restart.plan import Mode
+from tests.unit.snapshots import copies, inventory, node, snapshot
+
+EXPLAIN = Path(__file__).parent.parent / "fixtures" / "explain"
+LEFT_NODE = "Kmzzy-OTQuuukHVJAHCmwg"  # the node stopped when delayed.json was captured
+
+
+def explained(name: str) -> UnassignedCopy:
+    raw: dict[str, Any] = json.loads((EXPLAIN / f"{name}.json").read_text())
+    return UnassignedCopy.from_explain(raw)
+
+
+def test_the_captured_answers_are_read() -> None:
+    delayed = explained("delayed")
+    assert (delayed.index, delayed.shard, delayed.primary) == ("delayed1", 0, False)
+    assert delayed.can_allocate == "allocation_delayed" and delayed.reason == "NODE_LEFT"
+    assert delayed.left_node == LEFT_NODE
+    filtered = explained("filtered")
+    assert filtered.refusals == (("filter",), ("same_shard",), ("same_shard",))
+    assert "es-3: filter:" in filtered.explanation and "exclude" in filtered.explanation
+
+
+@pytest.mark.parametrize(
+    ("fixture", "planned", "expected"),
+    [
+        ("by-design", [], "too_few_nodes"),  # 3 replicas on 3 nodes: every node says same_shard
+        ("filtered", [], None),  # a node refused by an allocation filter: someone's setting, not design
+        ("delayed", [], "delayed"),  # waiting for a node this run does not restart
+        ("delayed", [LEFT_NODE], None),  # waiting for a node of the run: its copies must come back first
+    ],
+)
+def test_reasons(fixture: str, planned: list[str], expected: str | None) -> None:
+    assert reason_for(explained(fixture), planned) == expected
+
+
+def test_an_unassigned_primary_is_never_settled() -> None:
+    assert reason_for(replace(explained("by-design"), primary=True), []) is None
+
+
+def test_throttled_or_yes_copies_keep_waiting() -> None:
+    for decision in ("throttled", "yes", "awaiting_info", "no_valid_shard_copy"):
+        assert reason_for(replace(explained("by-design"), can_allocate=decision), []) is None
+
+
+def test_a_replica_held_back_by_an_older_node_is_an_upgrade_in_progress() -> None:
+    # Built, not captured: the sandbox runs one version. node_version is NodeVersionAllocationDecider's name.
+    copy = replace(explained("by-design"), refusals=(("same_shard",), ("node_version",), ("node_version",)))
+    assert reason_for(copy, []) == "older_version"
+    assert reason_for(replace(copy, refusals=(("node_version",), ("disk_threshold",))), []) is None
+
+
+def test_settle_names_indices_and_reasons_and_blocks_on_the_rest() -> None:
+    ok = settle(2, [explained("by-design"), explained("delayed")], [])
+    assert ok.settled
+    assert ok.accepted == {"too_few_nodes": ("by-design",), "delayed": ("delayed1",)}
+    assert "by-design" in ok.accepted_text() and "delayed allocation" in ok.accepted_text()
+
+    blocked = settle(2, [explained("by-design"), explained("filtered")], [])
+    assert not blocked.settled
+    assert len(blocked.blocking) == 1 and blocked.blocking[0].startswith("[filtered][0]r (INDEX_CREATED, no)")
+
+    # More unassigned than explained (beyond MAX_EXPLAINED, or changed while looking): they block.
+    assert settle(MAX_EXPLAINED + 5, [explained("by-design")], []).blocking[-1].startswith(f"{MAX_EXPLAINED + 4} ")
+    assert not settle(0, [], []).settled  # yellow with nothing to explain: the cluster changed, look again
+
+
+def yellow(unassigned: list[UnassignedCopy], initializing: int = 0) -> ClusterSnapshot:
+    snap = snapshot([node("a"), node("b"), node("c")], copies("i", 0, ["a", "b"]), "a", initializing=initializing)
+    return replace(snap, health=Health("yellow", 3, initializing_shards=initializing,
+                                       unassigned_shards=sum(u.copies for u in unassigned)),
+                   unassigned=tuple(unassigned))
+
+
+def test_the_gate_passes_a_settled_yellow_and_names_what_blocks_another() -> None:
+    assert cluster_problems(yellow([explained("by-design")]), allow_yellow=False) == []
+    [problem] = cluster_problems(yellow([explained("filtered")]), allow_yellow=False)
+    assert "not settled" in problem and "[filtered][0]r" in problem and "filter" in problem
+    # Moving shards: not judged yet.
+    assert any("yellow" in p for p in cluster_problems(yellow([explained("by-design")], initializing=1), False))
+
+
+def test_the_plan_starts_on_a_settled_yellow_and_says_so() -> None:
+    plan = build_plan(inventory(["a", "b", "c"]), yellow([explained("by-design")]), Mode.NODE)
+    assert plan.safe, plan.all_problems()
+    assert any(n.startswith("the cluster is yellow, settled: index(es) by-design") for n in plan.notes)
+    refused = build_plan(inventory(["a", "b", "c"]), yellow([explained("filtered")]), Mode.NODE)
+    assert any("[filtered][0]r" in p for p in refused.all_problems())
+
+
+def test_a_saved_snapshot_keeps_the_explanations() -> None:
+    snap = yellow([explained("delayed")])
+    again = ClusterSnapshot.from_json(json.loads(json.dumps(snap.to_json())))
+    assert again.unassigned == snap.unassigned
+
+
+def test_the_live_view_shows_what_blocks_until_the_run_moves_on() -> None:
+    from rich.console import Console
+
+    from orchestrator.cli.render import RunView
+    from orchestrator.restart.events import Event
+
+    def shown(view: RunView) -> str:
+        console = Console(width=200, record=True)
+        console.print(view.render())
+        return console.export_text()
+
+    view = RunView(as_json=False, nodes=["es-1"])
+    view.live_mode = False  # what is rendered, not where: no terminal here
+    view(Event("wait", "batch 2 waits: cluster health is yellow and not settled: [logs-1][0]r (filter) [x]"))
+    assert "[logs-1][0]r (filter) [x]" in shown(view)  # markup characters shown as they are
+    view(Event("batch", "batch 2/3: es-2 (es-2)"))
+    assert "waits" not in shown(view)
