@@ -31,6 +31,8 @@ class Product(StrEnum):
 def up(
     nodes: int = typer.Option(3, help="Number of nodes (1-12)."),
     zones: int = typer.Option(1, help="Spread nodes over this many awareness zones (node attribute `zone`)."),
+    masters: int = typer.Option(0, help="Only the first N nodes are master-eligible, the others data-only "
+                                        "(0: every node). 6 nodes, 2 zones, 3 masters: a zone holding two."),
     es_version: str = typer.Option("9.5.3", help="Elasticsearch version: 9.5.3 or 8.19.21 are tested."),
     hosts: HostsMode = typer.Option(
         None, help="netns: each node in its own test host with sshd (default as root). "
@@ -46,7 +48,8 @@ def up(
     an ssh config: `ssh -F $(orchestrate sandbox status --json | jq -r .ssh_config) es-1 uptime`.
     """
     mode = (hosts.value if hosts else ("netns" if os.geteuid() == 0 else "local"))
-    lifecycle.up(SandboxPaths.default(), nodes, zones, es_version, mode, heap_mb, timeout, say, product.value)
+    lifecycle.up(SandboxPaths.default(), nodes, zones, es_version, mode, heap_mb, timeout, say, product.value,
+                 masters)
     _print_status(as_json=False)
 
 

@@ -42,11 +42,16 @@ def zone_of(index: int, zones: int) -> str:
 
 
 def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, heap_mb: int,
-       timeout_s: float, say: Say, product: str = "elasticsearch") -> state.SandboxState:
+       timeout_s: float, say: Say, product: str = "elasticsearch", masters: int = 0) -> state.SandboxState:
+    """``masters``: how many nodes (the first ones) are master-eligible; 0: all of them."""
     if nodes < 1 or nodes > 12:
         raise SandboxError("--nodes must be between 1 and 12 on one machine")
     if zones < 1 or zones > nodes:
         raise SandboxError("--zones must be between 1 and the number of nodes")
+    if masters < 0 or masters > nodes:
+        raise SandboxError("--masters must be between 1 and the number of nodes (0: every node)")
+    if masters and product != "elasticsearch":
+        raise SandboxError("--masters is for an Elasticsearch sandbox")
     existing = state.load(paths.state_file)
     if existing is not None and any_alive(paths, existing):
         raise SandboxError(f"a sandbox is already running ({len(existing.hosts)} nodes, {describe(existing)}); "
@@ -77,9 +82,9 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
             say(f"waiting for {nodes} Riak nodes to serve riak_kv")
             riak.wait_ready(paths, members, timeout_s)
         elif mode == "netns":
-            _up_netns(paths, st, nodes, zones, es_home, heap_mb, say)
+            _up_netns(paths, st, nodes, zones, es_home, heap_mb, say, masters or nodes)
         else:
-            _up_local(paths, st, nodes, zones, es_home, heap_mb, say)
+            _up_local(paths, st, nodes, zones, es_home, heap_mb, say, masters or nodes)
         if es_home is not None:
             say(f"waiting for {nodes} nodes to form a green cluster")
             wait_green(paths, st, nodes, timeout_s)
@@ -98,10 +103,12 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
 
 
 def _node_spec(name: str, index: int, zones: int, bind: str, http: int, transport: int,
-               seeds: list[str], masters: list[str], heap_mb: int) -> NodeSpec:
+               seeds: list[str], masters: list[str], heap_mb: int, eligible: int) -> NodeSpec:
+    # Nodes after the first `eligible` are data-only: a cluster whose masters are not on every node.
+    roles: dict[str, object] = {} if index <= eligible else {"node.roles": ["data", "ingest"]}
     return NodeSpec(name=name, cluster_name=CLUSTER_NAME, bind_host=bind, http_port=http, transport_port=transport,
                     zone=zone_of(index, zones), seed_hosts=tuple(seeds), initial_masters=tuple(masters),
-                    heap_mb=heap_mb)
+                    heap_mb=heap_mb, extra_settings=roles)
 
 
 def _write_start_script(es_home: EsHome, host_paths: HostPaths, heap_mb: int) -> Path:
@@ -122,11 +129,11 @@ def _chown_node(node_dir: Path) -> None:
 
 
 def _up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: int, es_home: EsHome,
-              heap_mb: int, say: Say) -> None:
+              heap_mb: int, say: Say, eligible: int) -> None:
     names = node_names(nodes)
     test_hosts = [hosts.TestHost(name, i, zone_of(i, zones)) for i, name in enumerate(names, start=1)]
     seeds = [f"{h.address}:9300" for h in test_hosts]
-    masters = names[: min(3, nodes)]
+    masters = names[: min(3, eligible)]
     scheduler = hosts.data_disk_scheduler(paths.root)
     say(f"creating {nodes} test hosts on {hosts.SUBNET}.0/24")
     hosts.create_bridge()
@@ -137,7 +144,7 @@ def _up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
         st.hosts.append(rec)
         state.save(paths.state_file, st)
         hp = paths.host(host.name)
-        spec = _node_spec(host.name, i, zones, host.address, 9200, 9300, seeds, masters, heap_mb)
+        spec = _node_spec(host.name, i, zones, host.address, 9200, 9300, seeds, masters, heap_mb, eligible)
         write_node_config(spec, hp.node_dir, zones)
         _chown_node(hp.node_dir)
         script = _write_start_script(es_home, hp, heap_mb)
@@ -165,14 +172,14 @@ def _port_free(port: int) -> bool:
 
 
 def _up_local(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: int, es_home: EsHome,
-              heap_mb: int, say: Say) -> None:
+              heap_mb: int, say: Say, eligible: int) -> None:
     names = node_names(nodes)
     taken = [p for i in range(nodes) for p in (LOCAL_HTTP_BASE + i, LOCAL_TRANSPORT_BASE + i) if not _port_free(p)]
     if taken:
         raise SandboxError(f"ports already in use on 127.0.0.1: {', '.join(map(str, taken))}; "
                            "stop what uses them or `orchestrate sandbox down` a previous sandbox")
     seeds = [f"127.0.0.1:{LOCAL_TRANSPORT_BASE + i}" for i in range(nodes)]
-    masters = names[: min(3, nodes)]
+    masters = names[: min(3, eligible)]
     say(f"starting {nodes} nodes on 127.0.0.1")
     for i, name in enumerate(names, start=1):
         hp = paths.host(name)
@@ -181,7 +188,8 @@ def _up_local(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
                                http_url=f"http://127.0.0.1:{http}")
         st.hosts.append(rec)
         state.save(paths.state_file, st)
-        spec = _node_spec(name, i, zones, "127.0.0.1", http, LOCAL_TRANSPORT_BASE + i - 1, seeds, masters, heap_mb)
+        spec = _node_spec(name, i, zones, "127.0.0.1", http, LOCAL_TRANSPORT_BASE + i - 1, seeds, masters, heap_mb,
+                          eligible)
         write_node_config(spec, hp.node_dir, zones)
         _chown_node(hp.node_dir)
         script = _write_start_script(es_home, hp, heap_mb)

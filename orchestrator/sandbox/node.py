@@ -36,7 +36,7 @@ class NodeSpec:
     seed_hosts: tuple[str, ...]
     initial_masters: tuple[str, ...]
     heap_mb: int = 256
-    extra_settings: dict[str, str] = field(default_factory=dict)
+    extra_settings: dict[str, object] = field(default_factory=dict)
 
 
 def node_settings(spec: NodeSpec, data_dir: Path, logs_dir: Path, zones: int) -> dict[str, object]:

@@ -37,6 +37,12 @@ class Shape:
     es_version: str = "9.5.3"
     hosts: str = "netns"
     product: str = "elasticsearch"
+    masters: int = 0  # the first N nodes master-eligible, the rest data-only; 0: every node
+
+
+# The "zones" group: 6 nodes in 2 zones, 3 of them master-eligible (es-1, es-3 in zone-1, es-2 in
+# zone-2): a zone holding 2 of the 3 masters, which zone mode must split.
+SIX_NODES_TWO_ZONES = Shape(nodes=6, zones=2, masters=3)
 
 
 class SandboxManager:
@@ -56,7 +62,7 @@ class SandboxManager:
         orchestrate("sandbox", "down")
         proc = orchestrate("sandbox", "up", "--nodes", str(shape.nodes), "--zones", str(shape.zones),
                            "--es-version", shape.es_version, "--hosts", shape.hosts, "--product", shape.product,
-                           timeout=600)
+                           "--masters", str(shape.masters), timeout=600)
         assert proc.returncode == 0, f"sandbox up failed:\n{proc.stderr}"
         self.shape = shape
         return self.status()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import assert_no_traceback, orchestrate
-from tests.integration.conftest import SandboxManager, Shape, es_client
+from tests.integration.conftest import SIX_NODES_TWO_ZONES, SandboxManager, Shape, es_client
 
 REAL_KNOBS = ["/sys/kernel/mm/transparent_hugepage/enabled", "/sys/kernel/mm/transparent_hugepage/defrag",
               "/proc/sys/vm/zone_reclaim_mode", "/proc/sys/vm/swappiness", "/proc/sys/vm/max_map_count"]
@@ -104,11 +104,14 @@ def test_bad_arguments_are_clear_errors() -> None:
 
 
 @pytest.mark.sandbox_shape("zones")
-def test_six_nodes_in_three_zones_keep_copies_apart(sandboxes: SandboxManager) -> None:
-    info = sandboxes.get(Shape(nodes=6, zones=3))
+def test_six_nodes_in_two_zones_keep_copies_apart_with_three_masters(sandboxes: SandboxManager) -> None:
+    info = sandboxes.get(SIX_NODES_TWO_ZONES)
     zones = [n["zone"] for n in info["nodes"]]
-    assert sorted(zones) == ["zone-1", "zone-1", "zone-2", "zone-2", "zone-3", "zone-3"]
+    assert sorted(zones) == ["zone-1"] * 3 + ["zone-2"] * 3
     es = es_client(info)
+    eligible = sorted(row["name"] for row in es.cat.nodes(format="json", h="name,node.role")
+                      if "m" in row["node.role"])
+    assert eligible == ["es-1", "es-2", "es-3"]
     es.indices.create(index="aware", settings={"number_of_shards": 6, "number_of_replicas": 1})
     es.cluster.health(index="aware", wait_for_status="green", timeout="90s")
     zone_of_node = {n["name"]: n["zone"] for n in info["nodes"]}
