@@ -22,7 +22,16 @@ def orchestrate(*args: str, timeout: float = 900, env: dict[str, str] | None = N
 
 
 def json_lines(stdout: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    """The JSON lines of a command's output; each event line (`event` set) is checked against the
+    published schema, docs/events.schema.json, so every integration test that reads them checks it."""
+    import jsonschema
+
+    schema = json.loads((REPO / "docs" / "events.schema.json").read_text())
+    lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    for line in lines:
+        if "event" in line:
+            jsonschema.validate(line, schema, cls=jsonschema.Draft202012Validator)
+    return lines
 
 
 def assert_no_traceback(proc: subprocess.CompletedProcess[str]) -> None:

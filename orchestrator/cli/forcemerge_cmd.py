@@ -9,8 +9,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.cli.output import emit_json, err_console, out_console, say
-from orchestrator.cli.render import RunView
+from orchestrator.cli.output import confirm, emit_json, err_console, out_console, say
+from orchestrator.cli.render import RunView, summary_line
 from orchestrator.cli.restart_cmd import run_and_report, show_and_confirm
 from orchestrator.forcemerge.decide import Decision, Verdict
 from orchestrator.restart.journal import Journal
@@ -35,7 +35,7 @@ def forcemerge(
                                                                     "journaled (resumable) run."),
     by: Mode = typer.Option(Mode.NODE, "--by", help="With --then-restart: batch by node or zone."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List what would be merged and skipped; change nothing."),
-    yes: bool = typer.Option(False, "--yes", "-y", help="With --then-restart: do not ask for confirmation."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation (needed off a terminal)."),
     json_out: bool = typer.Option(False, "--json", help="JSON lines, the last one the summary."),
 ) -> None:
     """Force-merge indices that are no longer written to, down to --max-segments per shard.
@@ -59,6 +59,11 @@ def forcemerge(
         _merge_then_restart(target, decisions, indices, max_segments, concurrency, include_write_indices, by, yes,
                             json_out)
         return
+    merging = [d for d in decisions if d.verdict == Verdict.MERGE]
+    if merging:
+        if not json_out:
+            _show_decisions(decisions, False)
+        confirm(yes, f"Force-merge {len(merging)} index(es) of {target.name}?", "force-merge")
     with RunView(json_out) as view:
         report = run_merges(es, decisions, max_segments, concurrency, view)
     _show_report(report, json_out)
@@ -109,6 +114,6 @@ def _show_report(report: MergeReport, json_out: bool) -> None:
                                          r.error or (r.reason if r.verdict != Verdict.MERGE else ""))))
     err_console.print(table)
     if json_out:
-        emit_json({"event": "summary", **report.to_json()})
+        emit_json(summary_line(report.to_json()))
     elif report.outcome != "success":
         say(f"force-merge {report.outcome}")

@@ -26,8 +26,22 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
-    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    # --install-completion / --show-completion for bash, zsh, fish and PowerShell.
+    add_completion=True,
 )
+
+
+def show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"orchestrator {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def main(version: bool = typer.Option(False, "--version", "-V", callback=show_version, is_eager=True,
+                                      help="Print the version and exit.")) -> None:
+    """Safe rolling restarts and host tuning for Elasticsearch and Riak clusters."""
 app.add_typer(sandbox_cmd.app, name="sandbox")
 restart_cmd.register(app)
 app.command()(tune_cmd.tune)
@@ -43,7 +57,7 @@ def version() -> None:
 def run() -> None:
     try:
         # Without standalone mode, click returns the code of typer.Exit instead of raising it.
-        code = app(standalone_mode=False)
+        code = app(standalone_mode=False, prog_name="orchestrate")
         sys.exit(code if isinstance(code, int) else 0)
     except OrchestratorError as exc:
         kind = "stopped" if isinstance(exc, StoppedAfter) else "aborted" if isinstance(exc, Aborted) else "error"

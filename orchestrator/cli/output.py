@@ -20,3 +20,18 @@ def say(message: str) -> None:
 def emit_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, default=str) + "\n")
     sys.stdout.flush()
+
+
+def confirm(yes: bool, question: str, refusal: str) -> None:
+    """Ask before a change (unless --yes); never silently off a terminal: there, no --yes refuses."""
+    import typer
+
+    from orchestrator.errors import PreflightFailed
+
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise PreflightFailed([f"not on a terminal and no --yes: refusing to {refusal} without confirmation"])
+    if not typer.confirm(question):
+        say("nothing done")
+        raise typer.Exit(1)

@@ -47,6 +47,20 @@ def plan_table(plan: Plan, steps: list[str], columns: Sequence[Column]) -> Group
     return Group(*lines)
 
 
+# The JSON lines of `--json` (docs/events.schema.json): bumped when a field changes meaning or goes.
+EVENT_SCHEMA = 1
+
+
+def event_line(event: Event, run_id: str | None) -> dict[str, Any]:
+    """One event as a `--json` line: `event` names its type, empty fields are left out."""
+    fields = {k: v for k, v in asdict(event).items() if k != "kind" and v not in (None, {}, "")}
+    return {"schema": EVENT_SCHEMA, "event": event.kind, **({"run_id": run_id} if run_id else {}), **fields}
+
+
+def summary_line(summary: dict[str, Any]) -> dict[str, Any]:
+    return {"schema": EVENT_SCHEMA, "event": "summary", **summary}
+
+
 class RunView:
     """Receives the engine's events and shows them in the mode that fits where output goes."""
 
@@ -61,6 +75,7 @@ class RunView:
         self.live: Live | None = None
         self.lock = threading.Lock()
         self.waiting = ""
+        self.run_id: str | None = None  # from the run's first event, stamped on every line after it
 
     def __enter__(self) -> RunView:
         if self.live_mode:
@@ -87,7 +102,8 @@ class RunView:
             elif event.kind in ("phase", "batch", "step", "run"):
                 self.waiting = ""
         if self.as_json:
-            emit_json({"event": event.kind, **{k: v for k, v in asdict(event).items() if v not in (None, {}, "")}})
+            self.run_id = str(event.data.get("run_id") or self.run_id or "") or None
+            emit_json(event_line(event, self.run_id))
         elif not self.live_mode:
             stamp = time.strftime("%H:%M:%S", time.localtime(event.at))
             err_console.print(f"{stamp} {event.kind:<7} {event.message}", markup=False, highlight=False)

@@ -5,14 +5,13 @@ Each command parses its options, calls one function of `orchestrator.runs`, and 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import typer
 
-from orchestrator.cli.output import emit_json, err_console, out_console, say
-from orchestrator.cli.render import RunView, plan_table, report_table
+from orchestrator.cli.output import confirm, emit_json, err_console, out_console, say
+from orchestrator.cli.render import RunView, plan_table, report_table, summary_line
 from orchestrator.errors import PreflightFailed, UnsafeToProceed
 from orchestrator.restart.journal import Journal, RunFailed, RunOptions
 from orchestrator.restart.lock import LOCK_INDEX
@@ -121,7 +120,7 @@ def _finish(journal: Journal, json_out: bool) -> None:
         err_console.print(f"report: {page} (or `orchestrate report --cluster {journal.cluster} --run "
                           f"{journal.run_id}`)", markup=False)
     if json_out:
-        emit_json({"event": "summary", **summary})
+        emit_json(summary_line(summary))
 
 
 def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt,
@@ -157,13 +156,7 @@ def show_and_confirm(target: Target, the_plan: Plan, json_out: bool, yes: bool, 
         out_console.print(plan_table(the_plan, step_names(target), target.product.plan_columns))
     if not the_plan.safe:
         raise PreflightFailed(runs.other_runs(target) + the_plan.all_problems())
-    if yes:
-        return
-    if not sys.stdin.isatty():
-        raise PreflightFailed(["not on a terminal and no --yes: refusing to restart without confirmation"])
-    if not typer.confirm(question):
-        say("nothing done")
-        raise typer.Exit(1)
+    confirm(yes, question, "restart")
 
 
 def run_and_report(json_out: bool, nodes: list[str], action: Callable[[RunView], Journal]) -> None:

@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.cli.output import emit_json, out_console, say
+from orchestrator.cli.output import confirm, emit_json, out_console, say
 from orchestrator.config.inventory import load_inventory
 from orchestrator.hosts.transport import make_transport
 from orchestrator.tuning.apply import NodeReport, fix_commands, for_nodes, run_all
@@ -24,6 +24,8 @@ def tune(
     dry_run: bool = typer.Option(False, "--dry-run", help="With --apply: print each host's commands, run none."),
     nodes: str = typer.Option(None, "--nodes", help="Comma-separated node names (default: all)."),
     json_out: bool = typer.Option(False, "--json", help="One JSON object per node."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="With --apply: do not ask for confirmation (needed off a "
+                                                      "terminal)."),
 ) -> None:
     """Check (default) or apply the inventory's tuning profile on every node's host.
 
@@ -35,6 +37,9 @@ def tune(
         raise typer.BadParameter("give --check or --apply, not both")
     inv, _ = load_inventory(cluster, config)
     targets = for_nodes(inv, nodes.split(",") if nodes else None)
+    if apply and not dry_run:
+        confirm(yes, f"Change host tuning (live and persisted) on {len(targets)} host(s) of {inv.cluster.name}?",
+                "change host tuning")
     transport = make_transport(inv)
     try:
         if apply and dry_run:

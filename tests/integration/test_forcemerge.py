@@ -47,7 +47,10 @@ def test_merge_to_target_keeps_documents_and_skips_merged(sandboxes: SandboxMana
     assert dry.returncode == 0 and {d["verdict"] for d in json_lines(dry.stdout)} == {"merge"}
     assert max_segments(es, "fm-a") > 20, "a dry run changes nothing"
 
-    proc = orchestrate("forcemerge", "--cluster", "sandbox", "--indices", "fm-*", "--json")
+    refused = orchestrate("forcemerge", "--cluster", "sandbox", "--indices", "fm-*", "--json")
+    assert refused.returncode == 5 and "no --yes: refusing to force-merge" in refused.stderr
+    assert max_segments(es, "fm-a") > 20, "nothing merged without a confirmation"
+    proc = orchestrate("forcemerge", "--cluster", "sandbox", "--indices", "fm-*", "--json", "--yes")
     assert proc.returncode == 0, proc.stderr
     assert_no_traceback(proc)
     summary = json_lines(proc.stdout)[-1]
@@ -55,7 +58,8 @@ def test_merge_to_target_keeps_documents_and_skips_merged(sandboxes: SandboxMana
     assert max_segments(es, "fm-a") <= 5 and max_segments(es, "fm-b") <= 5
     assert {i: es.count(index=i)["count"] for i in ("fm-a", "fm-b")} == counts
 
-    one = orchestrate("forcemerge", "--cluster", "sandbox", "--indices", "fm-a", "--max-segments", "1", "--json")
+    one = orchestrate("forcemerge", "--cluster", "sandbox", "--indices", "fm-a", "--max-segments", "1", "--json",
+                      "--yes")
     assert one.returncode == 0 and max_segments(es, "fm-a") == 1
 
     again = orchestrate("forcemerge", "--cluster", "sandbox", "--indices", "fm-a", "--max-segments", "1")
@@ -89,7 +93,8 @@ def test_write_index_and_live_writes_are_refused(sandboxes: SandboxManager) -> N
         stop.set()
         writer.join(30)
     assert json_lines(live.stdout)[-1]["indices"][0]["verdict"] == "refuse"
-    forced = orchestrate("forcemerge", "--cluster", "sandbox", "--indices", "fm-write", "--include-write-indices")
+    forced = orchestrate("forcemerge", "--cluster", "sandbox", "--indices", "fm-write", "--include-write-indices",
+                         "--yes")
     assert forced.returncode == 0 and max_segments(es, "fm-write") <= 5
 
 
@@ -107,7 +112,7 @@ def test_merge_longer_than_the_request_timeout_survives(sandboxes: SandboxManage
     inv["cluster"]["request_timeout_s"] = 5  # every other call is quick; the merge must not be one request
     (tmp_path / "inv.yaml").write_text(yaml.safe_dump(inv))
     proc = orchestrate("forcemerge", "--config", str(tmp_path / "inv.yaml"), "--indices", "fm-slow",
-                       "--max-segments", "1", "--json")
+                       "--max-segments", "1", "--json", "--yes")
     assert proc.returncode == 0, proc.stderr
     merged = json_lines(proc.stdout)[-1]["indices"][0]
     assert merged["segments_after"] == 1 and merged["seconds"] > timeout

@@ -45,14 +45,17 @@ def test_check_apply_idempotent_and_persistent(sandboxes: SandboxManager) -> Non
     assert orchestrate("sandbox", "reboot", "es-1").returncode == 0
     assert ssh(info, "es-1", f"cat {THP}").stdout.strip() == "[always] madvise never"
 
-    rc, reports = tune("--apply")
+    refused = orchestrate("tune", "--cluster", "sandbox", "--apply")  # off a terminal, without --yes
+    assert refused.returncode == 5 and "no --yes: refusing to change host tuning" in refused.stderr
+    assert ssh(info, "es-1", f"cat {THP}").stdout.strip() == "[always] madvise never", "nothing changed"
+    rc, reports = tune("--apply", "--yes")
     assert rc == 0, reports
     assert all(not r["drift"] and r["applied"] for r in reports)
     rc, reports = tune("--check")
     assert rc == 0 and not any(r["drift"] for r in reports), reports
-    rc, reports = tune("--apply")
+    rc, reports = tune("--apply", "--yes")
     assert rc == 0 and all(r["applied"] == [] for r in reports), f"a second apply must change nothing: {reports}"
-    human = orchestrate("tune", "--cluster", "sandbox", "--apply")
+    human = orchestrate("tune", "--cluster", "sandbox", "--apply", "--yes")
     assert "nothing to change, already tuned" in human.stderr
 
     for node in ("es-1", "es-2"):
@@ -86,7 +89,7 @@ def test_active_tuned_profile_is_handled_not_overwritten(sandboxes: SandboxManag
     thp = knobs(reports[0])["thp.enabled"]
     assert rc == 1 and "tuned profile 'throughput-performance'" in (thp["note"] or "")
 
-    rc, reports = tune("--apply", "--nodes", "es-3")
+    rc, reports = tune("--apply", "--yes", "--nodes", "es-3")
     assert rc == 0, reports
     active = ssh(info, "es-3", "cat /etc/tuned/active_profile; cat /etc/tuned/orchestrator-throughput-performance/"
                                "tuned.conf")

@@ -68,3 +68,27 @@ def test_an_index_pattern_that_is_not_one_is_refused_before_the_cluster_is_asked
         proc = run(command, "--config", str(inv), "--allow-unavailable", pattern, *(["--yes"] * (command != "plan")))
     assert proc.returncode == 2, (pattern, proc.stderr)
     assert "--allow-unavailable" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_version_short_help_and_completion() -> None:
+    from orchestrator import __version__
+
+    for flag in ("--version", "-V"):
+        proc = run(flag)
+        assert proc.returncode == 0 and proc.stdout.strip() == f"orchestrator {__version__}"
+    short = run("restart", "-h")
+    assert short.returncode == 0 and "--stop-after" in short.stdout and "--allow-unavailable" in short.stdout
+    assert run("sandbox", "up", "-h").returncode == 0
+    completion = run("--show-completion", "bash")
+    assert completion.returncode == 0 and "_orchestrate_completion" in completion.stdout
+
+
+def test_tune_apply_off_a_terminal_without_yes_is_refused_before_any_host_is_reached() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        inv = Path(tmp) / "c.yaml"
+        # 192.0.2.1 (TEST-NET-1) is never reached: the refusal comes before any connection.
+        inv.write_text("cluster: {name: c, endpoints: ['http://127.0.0.1:9']}\nssh: {known_hosts: /dev/null}\n"
+                       "nodes: [{name: a, host: 192.0.2.1}]\n")
+        proc = run("tune", "--config", str(inv), "--apply")
+    assert proc.returncode == 5, proc.stderr
+    assert "not on a terminal and no --yes: refusing to change host tuning" in proc.stderr

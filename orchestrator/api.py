@@ -1,0 +1,170 @@
+"""The Python API: what `orchestrate` does, for pipelines and schedulers that call it from Python.
+
+Every function loads and checks the inventory first (a bad file raises `ConfigError` before any
+call to a cluster), and raises the documented errors of `orchestrator.errors`: each has an
+operator's message and the `exit_code` the CLI would use. Safe from a worker thread (a scheduler's
+task): signals are only handled in the main thread; elsewhere, pass a `Cancel` and call its
+`cancel()` to stop a run at its next safe point (settings restored, `Aborted` raised).
+
+    from orchestrator import api
+    merged = api.forcemerge("logs", indices="logs-2026.11.*")
+    if merged.outcome == "success":
+        result = api.restart("logs", on_event=print)
+
+See docs/pipelines.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchestrator.restart.context import AbortFlag
+from orchestrator.restart.events import Event, discard
+from orchestrator.restart.journal import Journal, RunFailed
+from orchestrator.restart.plan import Mode, Plan
+
+__all__ = ["Cancel", "Event", "Plan", "RunResult", "forcemerge", "plan", "restart", "resume", "status", "tune"]
+
+EventCallback = Callable[[Event], None]
+
+
+class Cancel(AbortFlag):
+    """A cancel token: `cancel()` from any thread stops the run at its next safe point."""
+
+    def cancel(self, reason: str = "cancelled by the caller") -> None:
+        self.request(reason)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A finished run (restart or resume): what `--json` gives as its summary line."""
+
+    run_id: str
+    cluster: str
+    result: str  # succeeded (a failed or stopped run raises instead)
+    journal: Path
+    summary: dict[str, Any]
+
+
+def _target(cluster: str | None, config: str | Path | None) -> Any:
+    from orchestrator.runs.target import open_target
+
+    return open_target(cluster, Path(config) if config is not None else None)
+
+
+def _options(target: Any, allow_yellow: bool, allow_unavailable: Sequence[str], nodes: Sequence[str],
+             exclude: Sequence[str], canary: bool = False, pause_between_s: float = 0) -> Any:
+    from orchestrator.runs import plans
+
+    control = plans.control_options(list(nodes), list(exclude), canary, pause_between_s)
+    return plans.options_for(target.inv.allow_yellow, allow_yellow, list(allow_unavailable), control)
+
+
+def _mode(by: str) -> Mode:
+    if by not in {m.value for m in Mode}:
+        from orchestrator.errors import ConfigError
+
+        raise ConfigError("by", [f"{by!r}: give one of {', '.join(m.value for m in Mode)}"])
+    return Mode(by)
+
+
+def plan(cluster: str | None = None, *, config: str | Path | None = None, by: str = "node",
+         allow_yellow: bool = False, allow_unavailable: Sequence[str] = (), nodes: Sequence[str] = (),
+         exclude: Sequence[str] = ()) -> Plan:
+    """The restart plan, changing nothing: batches, estimates, notes, and `problems` (`plan.safe`)."""
+    from orchestrator.runs import plans
+
+    target = _target(cluster, config)
+    return plans.make_plan(target, _mode(by), _options(target, allow_yellow, allow_unavailable, nodes, exclude))
+
+
+def _finished(journal: Journal) -> RunResult:
+    from orchestrator.runs.status import summary as run_summary
+
+    summary = run_summary(journal)
+    return RunResult(run_id=journal.run_id, cluster=journal.cluster, result=summary["result"],
+                     journal=Path(summary["journal"]), summary=summary)
+
+
+def _run(action: Callable[[], Journal]) -> RunResult:
+    try:
+        return _finished(action())
+    except RunFailed as exc:
+        raise exc.cause from None  # the documented error; its journal is in `status`
+
+
+def restart(cluster: str | None = None, *, config: str | Path | None = None, by: str = "node",
+            allow_yellow: bool = False, allow_unavailable: Sequence[str] = (), nodes: Sequence[str] = (),
+            exclude: Sequence[str] = (), pause_between_s: float = 0, stop_after: int = 0,
+            on_event: EventCallback | None = None, cancel: Cancel | None = None) -> RunResult:
+    """A rolling restart, as `orchestrate restart --yes`: refused (`PreflightFailed`, nothing changed)
+    when the plan is unsafe. ``on_event`` receives every event, in the calling thread."""
+    from orchestrator.errors import PreflightFailed
+    from orchestrator.runs import plans
+    from orchestrator.runs import restart as runs
+
+    target = _target(cluster, config)
+    options = _options(target, allow_yellow, allow_unavailable, nodes, exclude, pause_between_s=pause_between_s)
+    the_plan = plans.make_plan(target, _mode(by), options)
+    if not the_plan.safe:
+        raise PreflightFailed(runs.other_runs(target) + the_plan.all_problems())
+    return _run(lambda: runs.start(target, the_plan, options, on_event or discard, abort=cancel,
+                                   stop_after=stop_after))
+
+
+def resume(cluster: str | None = None, *, config: str | Path | None = None, run_id: str | None = None,
+           accept_changes: bool = False, allow_unavailable: Sequence[str] = (), stop_after: int = 0,
+           on_event: EventCallback | None = None, cancel: Cancel | None = None) -> RunResult:
+    """Continue an interrupted, failed or stopped run from its journal, as `orchestrate resume`."""
+    from orchestrator.runs import plans
+    from orchestrator.runs import restart as runs
+
+    target = _target(cluster, config)
+    accepted = plans.patterns(list(allow_unavailable))
+    return _run(lambda: runs.resume(target, on_event or discard, run_id, accept_changes=accept_changes,
+                                    abort=cancel, accept_unavailable=accepted, stop_after=stop_after))
+
+
+def status(cluster: str | None = None, *, config: str | Path | None = None) -> dict[str, Any]:
+    """Health, the last run, a pause asked, the lock and pending temporary settings (`status --json`)."""
+    from orchestrator.runs.status import status as cluster_status
+
+    return cluster_status(_target(cluster, config))
+
+
+def forcemerge(cluster: str | None = None, *, config: str | Path | None = None, indices: str,
+               max_segments: int = 5, concurrency: int = 2, include_write_indices: bool = False,
+               on_event: EventCallback | None = None) -> Any:
+    """Force-merge indices no longer written to (`orchestrate forcemerge`); returns the merge report
+    (`outcome`: success, partial or failure; `results` per index). Chain `restart` after a success."""
+    from orchestrator.forcemerge.cluster import elasticsearch
+    from orchestrator.forcemerge.run import plan_merges, run_merges
+
+    if not 1 <= max_segments <= 100 or not 1 <= concurrency <= 16:
+        from orchestrator.errors import ConfigError
+
+        raise ConfigError("forcemerge", ["max_segments must be 1-100 and concurrency 1-16"])
+    target = _target(cluster, config)
+    es = elasticsearch(target.cluster, target.name, target.product.name)
+    decisions = plan_merges(es, indices, max_segments, include_write_indices)
+    return run_merges(es, decisions, max_segments, concurrency, on_event or discard)
+
+
+def tune(cluster: str | None = None, *, config: str | Path | None = None, apply: bool = False,
+         nodes: Sequence[str] = ()) -> list[Any]:
+    """Check (or with ``apply`` fix and persist) the tuning profile on each node's host; one report per
+    node (`drift`, `knobs`, `applied`, `error`), as `orchestrate tune --json`."""
+    from orchestrator.config.inventory import load_inventory
+    from orchestrator.hosts.transport import make_transport
+    from orchestrator.tuning.apply import for_nodes, run_all
+
+    inv, _ = load_inventory(cluster, Path(config) if config is not None else None)
+    targets = for_nodes(inv, list(nodes) or None)
+    transport = make_transport(inv)
+    try:
+        return list(run_all(inv, transport, targets, apply=apply))
+    finally:
+        transport.close()
