@@ -8,7 +8,7 @@ import sys
 import typer
 
 from orchestrator import __version__
-from orchestrator.cli import forcemerge_cmd, restart_cmd, sandbox_cmd, tune_cmd
+from orchestrator.cli import forcemerge_cmd, output, restart_cmd, sandbox_cmd, tune_cmd
 from orchestrator.cli.output import say
 from orchestrator.errors import Aborted, OrchestratorError, StoppedAfter
 
@@ -40,8 +40,16 @@ def show_version(value: bool) -> None:
 
 @app.callback()
 def main(version: bool = typer.Option(False, "--version", "-V", callback=show_version, is_eager=True,
-                                      help="Print the version and exit.")) -> None:
+                                      help="Print the version and exit."),
+         verbose: bool = typer.Option(False, "--verbose", "-v", help="Also show every command run on a host and "
+                                                                    "every cluster request, as they happen (what "
+                                                                    "a run's audit log records)."),
+         quiet: bool = typer.Option(False, "--quiet", "-q", help="Show only problems (warnings, errors) and the "
+                                                                "result.")) -> None:
     """Safe rolling restarts and host tuning for Elasticsearch and Riak clusters."""
+    if verbose and quiet:
+        raise typer.BadParameter("give --verbose or --quiet, not both")
+    output.set_verbosity(verbose=verbose, quiet=quiet)
 app.add_typer(sandbox_cmd.app, name="sandbox")
 restart_cmd.register(app)
 app.command()(tune_cmd.tune)

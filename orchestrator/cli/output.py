@@ -13,6 +13,23 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True, width=None i
 out_console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 
 
+QUIET = False  # -q: a run's view shows only problems and the result
+
+
+def set_verbosity(verbose: bool, quiet: bool) -> None:
+    """-v: host commands and cluster requests on stderr as they happen; -q: only problems."""
+    global QUIET
+    import logging
+
+    QUIET = quiet
+    if verbose:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s audit   %(message)s", "%H:%M:%S"))
+        for name in ("orchestrator", "elastic_transport.transport"):
+            logging.getLogger(name).addHandler(handler)
+            logging.getLogger(name).setLevel(logging.INFO)
+
+
 def say(message: str) -> None:
     err_console.print(message, markup=False)
 

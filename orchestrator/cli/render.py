@@ -14,6 +14,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from orchestrator.cli import output
 from orchestrator.cli.output import emit_json, err_console
 from orchestrator.restart.events import Event
 from orchestrator.restart.plan import Plan
@@ -66,7 +67,7 @@ class RunView:
 
     def __init__(self, as_json: bool, nodes: list[str] | None = None) -> None:
         self.as_json = as_json
-        self.live_mode = not as_json and sys.stderr.isatty()
+        self.live_mode = not as_json and sys.stderr.isatty() and not output.QUIET
         self.nodes: dict[str, dict[str, Any]] = {n: {"phase": "pending", "since": None, "batch": None}
                                                  for n in (nodes or [])}
         self.eta_s: float | None = None
@@ -104,6 +105,9 @@ class RunView:
         if self.as_json:
             self.run_id = str(event.data.get("run_id") or self.run_id or "") or None
             emit_json(event_line(event, self.run_id))
+        elif output.QUIET:
+            if event.kind in ("warning", "undo") or (event.kind == "run" and "result" in event.data):
+                err_console.print(event.message, markup=False)
         elif not self.live_mode:
             stamp = time.strftime("%H:%M:%S", time.localtime(event.at))
             err_console.print(f"{stamp} {event.kind:<7} {event.message}", markup=False, highlight=False)

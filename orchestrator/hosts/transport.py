@@ -6,15 +6,27 @@ caller with ``shlex.quote`` (see ``service.py`` and ``tuning``).
 
 from __future__ import annotations
 
+import logging
 import shlex
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from orchestrator.config.model import Inventory, NodeEntry
 from orchestrator.errors import ConfigError, HostError, HostUnreachable
+
+# Every command run on a host, for the run's audit log (runs/audit.py): host, command, exit code, time.
+log = logging.getLogger("orchestrator.hosts")
+
+
+def audited(node: NodeEntry, command: str, started: float, rc: int | None, error: str | None = None) -> None:
+    log.info("%s: %s -> %s", node.name, " ".join(command.split())[:300], rc if error is None else error,
+             extra={"audit": {"kind": "command", "node": node.name, "host": node.host, "command": command,
+                              "rc": rc, "error": error, "duration_s": round(time.monotonic() - started, 3)}})
+
 
 if TYPE_CHECKING:  # imported when SSH is first used: `plan` and `--help` do not pay for it
     import paramiko
@@ -51,11 +63,14 @@ class LocalTransport:
 
     def run(self, node: NodeEntry, command: str, timeout_s: float | None = None,
             stdin: bytes | None = None) -> CommandResult:
+        started = time.monotonic()
         try:
             proc = subprocess.run(["/bin/sh", "-c", command], capture_output=True, input=stdin or b"",
                                   timeout=timeout_s or self.default_timeout_s, env=self.env)
         except subprocess.TimeoutExpired as exc:
+            audited(node, command, started, None, f"timed out after {exc.timeout:.0f} s")
             raise HostError(f"{node.name}: command did not finish in {exc.timeout:.0f} s: {command[:300]}") from exc
+        audited(node, command, started, proc.returncode)
         return CommandResult(proc.returncode, proc.stdout.decode(errors="replace"),
                              proc.stderr.decode(errors="replace"))
 
@@ -178,6 +193,7 @@ class SshTransport:
         if self.cfg.sudo and self._user(node) != "root":
             command = "sudo -n /bin/sh -c " + shlex.quote(command)
         timeout = timeout_s or self.cfg.command_timeout_s
+        started = time.monotonic()
         client = self._connect(node)
         # paramiko bounds only the channel's opening and each read: the wait for the server to accept
         # the command and the wait for its exit status have no timeout, so a link cut at the wrong
@@ -202,10 +218,12 @@ class SshTransport:
                 raise TimeoutError("the command did not end in time; the connection was closed")
         except (TimeoutError, EOFError, paramiko.SSHException, OSError) as exc:
             self._drop(node)
+            audited(node, command, started, None, f"{stage}: {exc or type(exc).__name__}")
             raise HostUnreachable(f"{node.name} ({node.host}): SSH command failed or timed out after "
                                   f"{timeout:.0f} s ({stage}): {exc or type(exc).__name__}") from exc
         finally:
             watchdog.cancel()
+        audited(node, command, started, rc)
         return CommandResult(rc, out, err)
 
     def _drop(self, node: NodeEntry) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from orchestrator.config.model import Inventory, NodeEntry
 from orchestrator.hosts.service import ServiceControl
@@ -27,9 +28,10 @@ class AbortFlag:
         self.reason = reason
 
 
-# A host tuner applies the inventory's tuning profile to one node's host and returns the knobs it
-# fixed (the tuning package provides it; the engine only calls it).
-Tuner = Callable[[NodeEntry], list[str]]
+# A host tuner applies the inventory's tuning profile to one node's host and returns what it changed,
+# one record per knob: {"knob", "before": {"live", "persisted"}, "after": {...}} (the tuning package
+# provides it; the engine only calls it and journals the records).
+Tuner = Callable[[NodeEntry], list[dict[str, Any]]]
 
 
 @dataclass

@@ -117,6 +117,8 @@ class NodeRecord:
     phases: dict[str, float] = field(default_factory=dict)  # phase -> seconds
     started_at: dict[str, float] = field(default_factory=dict)  # phase -> wall clock start
     recovery: dict[str, int] = field(default_factory=dict)
+    # Each change made to the node's host (tuning): {"knob", "before": {...}, "after": {...}}.
+    host_changes: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -284,6 +286,12 @@ class Journal:
         """Merge the node's recovery figures (bytes copied and reused, handoffs) into its record."""
         with self.change():
             self.nodes[node].recovery = {**self.nodes[node].recovery, **figures}
+
+    def host_changed(self, node: str, changes: list[dict[str, Any]]) -> None:
+        """Record what was changed on the node's host (appended: a resumed tune adds, never replaces)."""
+        if changes:
+            with self.change():
+                self.nodes[node].host_changes = [*self.nodes[node].host_changes, *changes]
 
     def calls(self, count: int) -> None:
         with self.change():

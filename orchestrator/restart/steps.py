@@ -116,7 +116,9 @@ def tune_host(ctx: RunContext, batch: BatchRecord) -> None:
             started = ctx.clock.monotonic()
             changes = ctx.tuner(ctx.node(name))
             ctx.timed(name, "tune", ctx.clock.monotonic() - started)
-            said = f"fixed {', '.join(changes)}" if changes else "already tuned, nothing changed"
+            ctx.journal.host_changed(name, changes)  # what the host was and became, kept with the run
+            knobs = [str(c.get("knob")) for c in changes]
+            said = f"fixed {', '.join(knobs)}" if knobs else "already tuned, nothing changed"
             ctx.emit(Event("step", f"{name}: host tuning: {said}", node=name, data={"changes": changes}))
         ctx.set_phase(name, Phase.TUNED)
 

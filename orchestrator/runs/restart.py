@@ -31,6 +31,7 @@ from orchestrator.restart.journal import BatchRecord, Journal, NodeRecord, RunFa
 from orchestrator.restart.lock import LOCK_INDEX, RunLock
 from orchestrator.restart.plan import Plan
 from orchestrator.restart.procedure import resolve
+from orchestrator.runs.audit import audit_log
 from orchestrator.runs.target import Target
 from orchestrator.tuning.apply import make_tuner
 
@@ -110,6 +111,15 @@ def abort_on_signals(abort: AbortFlag, emit: EventSink) -> Iterator[None]:
 def execute(target: Target, journal: Journal, playbook: Playbook, transport: Transport, emit: EventSink,
             takeover: bool, abort: AbortFlag | None = None, accept_unavailable: tuple[str, ...] = (),
             stop_after: int = 0) -> Journal:
+    """Run (or resume) the journal's run under its lock, everything it does written to its audit log."""
+    with audit_log(journal, emit, "resume" if takeover else "start") as logged_emit:
+        return _execute(target, journal, playbook, transport, logged_emit, takeover, abort, accept_unavailable,
+                        stop_after)
+
+
+def _execute(target: Target, journal: Journal, playbook: Playbook, transport: Transport, emit: EventSink,
+             takeover: bool, abort: AbortFlag | None, accept_unavailable: tuple[str, ...],
+             stop_after: int) -> Journal:
     inv = target.inv
     lock = RunLock(target.cluster, inv.cluster.name, journal.run_id)
     lock.acquire(takeover=takeover)

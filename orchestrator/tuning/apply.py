@@ -25,6 +25,8 @@ class NodeReport:
     error: str | None = None
     applied: list[str] | None = None  # the commands run
     fixed: list[str] | None = None  # the knobs that drifted before
+    # What each fixed knob was and became: {"knob", "before": {live, persisted}, "after": {live, persisted}}.
+    changes: list[dict[str, Any]] | None = None
 
     @property
     def drift(self) -> bool:
@@ -32,7 +34,7 @@ class NodeReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"node": self.node, "host": self.host, "drift": self.drift, "error": self.error,
-                "applied": self.applied,
+                "applied": self.applied, "changes": self.changes,
                 "knobs": [{k: v for k, v in asdict(s).items() if k != "fix"} | {"drift": s.drift} for s in self.knobs]}
 
 
@@ -86,12 +88,15 @@ def apply_node(profile: Profile, transport: Transport, node: NodeEntry) -> NodeR
         return before
     commands = fix_commands(before)
     if not commands:
-        before.applied, before.fixed = [], []
+        before.applied, before.fixed, before.changes = [], [], []
         return before  # nothing drifted: nothing to change, nothing to read again
     run_in_order(transport, node, commands)
     after = inspect_node(profile, transport, node)
     after.applied = [str(c) for c in commands]  # a file write is shown by its path and size, never its content
     after.fixed = [k.knob for k in before.knobs if k.drift]
+    now = {k.knob: {"live": k.live, "persisted": k.persisted} for k in after.knobs}
+    after.changes = [{"knob": k.knob, "before": {"live": k.live, "persisted": k.persisted}, "after": now.get(k.knob)}
+                     for k in before.knobs if k.drift]
     return after
 
 
@@ -141,19 +146,19 @@ def run_all(inv: Inventory, transport: Transport, nodes: list[NodeEntry], apply:
         return list(pool.map(one, nodes))
 
 
-def make_tuner(inv: Inventory, transport: Transport) -> Callable[[NodeEntry], list[str]] | None:
+def make_tuner(inv: Inventory, transport: Transport) -> Callable[[NodeEntry], list[dict[str, Any]]] | None:
     """The restart's tune_host step: apply the profile to one host, fail loudly if anything still drifts."""
     profile = profile_of(inv)
     if profile is None:
         return None
 
-    def tune(node: NodeEntry) -> list[str]:
+    def tune(node: NodeEntry) -> list[dict[str, Any]]:
         report = apply_node(profile, transport, node)
         if report.drift:
             problems = [report.error] if report.error else [
                 f"{k.knob}: {k.error or f'live {k.live}, persisted {k.persisted}, wanted {k.desired}'}"
                 for k in report.knobs if k.drift]
             raise HostError(f"{node.name}: host tuning incomplete: {'; '.join(p for p in problems if p)}")
-        return report.fixed or []
+        return report.changes or []
 
     return tune

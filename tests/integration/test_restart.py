@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,7 @@ def run_restart_and_verify(sandboxes: SandboxManager, shape: Shape, by: str,
     assert settings(es) == before_settings
     # The elected master (at the start) is in the last batch.
     assert master_before in summary["batches"][-1]["nodes"]
+    check_audit_log(summary, by)
     es.cluster.put_settings(transient={"cluster.routing.allocation.node_concurrent_recoveries": None},
                             persistent={"indices.recovery.max_bytes_per_sec": None,
                                         "cluster.routing.allocation.cluster_concurrent_rebalance": None})
@@ -138,6 +140,25 @@ def test_plan_says_unsafe_for_an_index_without_replicas(sandboxes: SandboxManage
             accepted.stdout.replace("\n", " ")
     finally:
         es.indices.delete(index="no-replica")
+
+
+def check_audit_log(summary: dict[str, Any], by: str) -> None:
+    """The run's audit log beside its journal: who ran it, each stop and start on each host, the
+    settings requests, the events; its size is printed (a figure for the docs)."""
+    log = Path(summary["journal"]).with_name(f"{summary['run_id']}.log.jsonl")
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    kinds = Counter(line["kind"] for line in lines)
+    assert lines[0]["kind"] == "invocation" and lines[0]["run_id"] == summary["run_id"]
+    commands = [line for line in lines if line["kind"] == "command"]
+    for node in summary["nodes"]:
+        for verb in ("stop", "start"):
+            assert any(c["node"] == node["name"] and c["command"].endswith(f"systemctl {verb} elasticsearch")
+                       and c["rc"] == 0 for c in commands), f"no `systemctl {verb}` logged for {node['name']}"
+    assert any(r["method"] == "PUT" and r["url"].endswith("/_cluster/settings") and r["status"] == 200
+               for r in lines if r["kind"] == "request")
+    assert kinds["event"] > 0, dict(kinds)
+    print(f"audit log of the {by}-mode restart of {len(summary['nodes'])} nodes: {log.stat().st_size} bytes, "
+          f"{len(lines)} lines {dict(kinds)}")
 
 
 def settled_health(es: Elasticsearch, unassigned: int, timeout_s: float = 60) -> dict[str, Any]:

@@ -51,6 +51,8 @@ def test_check_apply_idempotent_and_persistent(sandboxes: SandboxManager) -> Non
     rc, reports = tune("--apply", "--yes")
     assert rc == 0, reports
     assert all(not r["drift"] and r["applied"] for r in reports)
+    thp = next(c for c in reports[0]["changes"] if c["knob"] == "thp.enabled")  # what the host was and became
+    assert thp["before"] == {"live": "always", "persisted": None} and thp["after"]["live"] == "never"
     rc, reports = tune("--check")
     assert rc == 0 and not any(r["drift"] for r in reports), reports
     rc, reports = tune("--apply", "--yes")

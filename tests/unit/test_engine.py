@@ -411,6 +411,20 @@ def test_pause_between_waits_between_batches_only() -> None:
         assert eng.ctx.clock.monotonic() < 900  # type: ignore[attr-defined]
 
 
+def test_host_changes_are_journaled_per_node_once() -> None:
+    with state_dir():
+        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        journal = new_journal(inv, cluster)
+        eng = engine(inv, cluster, journal, [])
+        change = {"knob": "thp.enabled", "before": {"live": "always", "persisted": None},
+                  "after": {"live": "never", "persisted": "never"}}
+        eng.ctx.tuner = lambda node: [{**change, "host": node.host}]
+        eng.run()
+        on_disk = Journal.load(journal.path)  # type: ignore[arg-type]
+        assert {n: r.host_changes for n, r in on_disk.nodes.items()} == {
+            "a": [{**change, "host": "h-a"}], "b": [{**change, "host": "h-b"}]}
+
+
 def test_stop_after_n_batches_stops_clean_and_resume_goes_on_in_chunks() -> None:
     with state_dir():
         inv, cluster = inventory(["a", "b", "c", "d"]), FakeCluster.of(["a", "b", "c", "d"], settings=dict(ORIGINAL))
