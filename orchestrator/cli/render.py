@@ -94,6 +94,9 @@ class RunView:
                 state = self.nodes.setdefault(event.node, {"phase": "pending", "since": None, "batch": None})
                 if event.phase:
                     state["phase"], state["since"], state["batch"] = event.phase, time.monotonic(), event.batch
+                    state["detail"] = ""
+                elif event.kind == "wait":  # what the node's phase waits on (recovery progress, say)
+                    state["detail"] = event.message.removeprefix(f"{event.node}: ")
             if event.eta_s is not None:
                 self.eta_s = event.eta_s
             self.last_message = event.message
@@ -118,13 +121,14 @@ class RunView:
         table = Table(title=f"elapsed {human_duration(time.monotonic() - self.started)}  ETA "
                             f"{human_duration(self.eta_s)}", title_justify="left", show_edge=False,
                       caption=Text(self.waiting[:500]) if self.waiting else None, caption_justify="left")
-        for col in ("node", "batch", "phase", "in phase"):
+        for col in ("node", "batch", "phase", "in phase", "waiting on"):
             table.add_column(col)
         with self.lock:
             for name, st in self.nodes.items():
                 since = human_duration(time.monotonic() - st["since"]) if st["since"] else "-"
                 style = "green" if st["phase"] == "done" else ("yellow" if st["phase"] != "pending" else None)
-                table.add_row(name, str(st["batch"] or "-"), st["phase"], since, style=style)
+                table.add_row(name, str(st["batch"] or "-"), st["phase"], since, Text(st.get("detail", "")),
+                              style=style)
         return table
 
 

@@ -166,9 +166,9 @@ class ElasticsearchAdapter:
             out.append(UnassignedCopy.from_explain(raw, copies=n))
         return tuple(out)
 
-    def recoveries(self) -> list[dict[str, Any]]:
-        """Every shard recovery the cluster remembers, flattened to what the run reports."""
-        raw = self._do("read recoveries", self.es.indices.recovery, active_only=False, detailed=False)
+    def recoveries(self, active_only: bool = False) -> list[dict[str, Any]]:
+        """Every shard recovery the cluster remembers (or those under way), flattened to what the run reports."""
+        raw = self._do("read recoveries", self.es.indices.recovery, active_only=active_only, detailed=False)
         rows = []
         for index, body in raw.items():
             for s in body.get("shards", []):

@@ -19,6 +19,7 @@ from orchestrator.restart.journal import BatchRecord
 from orchestrator.restart.phases import Phase
 from orchestrator.restart.steps import StepFn, restore_settings, set_temporarily
 from orchestrator.retry import Seen, wait_until
+from orchestrator.units import human_bytes
 
 
 def es(ctx: RunContext) -> ElasticsearchAdapter:
@@ -66,18 +67,35 @@ def wait_for_recovery(ctx: RunContext, batch: BatchRecord) -> None:
     allow_yellow = ctx.options.allow_yellow
     expected = len(ctx.journal.plan.node_ids)
     last_blocking = ""
+    last_progress: dict[str, dict[str, int]] = {}
+
+    def show_progress() -> None:
+        """The live view: per node of the batch, what its recoveries have copied of what they must."""
+        try:
+            rows = es(ctx).recoveries(active_only=True)
+        except OrchestratorError:
+            return  # the progress shown is a courtesy: a failed read must not fail the wait
+        for name in batch.nodes:
+            progress = recovery_progress(rows, name)
+            if progress and progress != last_progress.get(name):
+                last_progress[name] = progress
+                ctx.emit(Event("wait", f"{name}: recovering {progress_text(progress)}", node=name,
+                               batch=batch.number, data={"progress": progress}))
 
     def settled(seen: Seen[bool]) -> bool | None:
         nonlocal last_blocking
         remaining = limit - (ctx.clock.monotonic() - started)
-        # A server-side wait (one request per up to 30 s, not one per poll): until nothing moves and
+        # A server-side wait (one request per up to 10 s, not one per poll): until nothing moves and
         # the cluster is at least yellow. Then green is done, and a yellow is judged.
-        h = es(ctx).health(wait_for_status="yellow", until_still=True, timeout_s=max(min(remaining, 30), 1))
+        h = es(ctx).health(wait_for_status="yellow", until_still=True, timeout_s=max(min(remaining, 10), 1))
         missing = f", only {h['number_of_nodes']} of {expected} nodes in the cluster" \
             if h["number_of_nodes"] < expected else ""
         seen.text = (f"health {h['status']}{missing}, {h['initializing_shards']} initializing, "
                      f"{h['unassigned_shards']} unassigned, {h['relocating_shards']} relocating")
-        if h["initializing_shards"] or h["relocating_shards"] or missing or h["status"] not in ("green", "yellow"):
+        if h["initializing_shards"] or h["relocating_shards"]:
+            show_progress()
+            return None
+        if missing or h["status"] not in ("green", "yellow"):
             return None
         if h["status"] == "green":
             return True
@@ -107,6 +125,23 @@ def wait_for_recovery(ctx: RunContext, batch: BatchRecord) -> None:
         ctx.journal.recovered(name, stats.get(name, {"bytes_from_peers": 0, "bytes_reused": 0, "shards": 0}))
         ctx.set_phase(name, Phase.DONE, f"{name}: done; recovery {elapsed:.1f} s, "
                                         f"{stats.get(name, {}).get('bytes_from_peers', 0)} bytes copied from peers")
+
+
+def recovery_progress(rows: list[dict[str, Any]], node: str) -> dict[str, int] | None:
+    """Recoveries under way onto ``node``: shards, bytes copied of bytes to copy (files not reused), percent."""
+    mine = [r for r in rows if r["target"] == node and r["stage"] != "DONE"]
+    if not mine:
+        return None
+    to_copy = sum(max(r["total_bytes"] - r["reused_bytes"], 0) for r in mine)
+    copied = sum(r["recovered_bytes"] for r in mine)
+    return {"shards": len(mine), "bytes_copied": copied, "bytes_to_copy": to_copy,
+            "bytes_reused": sum(r["reused_bytes"] for r in mine),
+            "percent": 100 if to_copy == 0 else min(100, round(100 * copied / to_copy))}
+
+
+def progress_text(p: dict[str, int]) -> str:
+    return (f"{p['shards']} shard(s), {human_bytes(p['bytes_copied'])} of {human_bytes(p['bytes_to_copy'])} "
+            f"copied ({p['percent']}%), {human_bytes(p['bytes_reused'])} reused")
 
 
 def recovery_stats(ctx: RunContext, batch: BatchRecord) -> dict[str, dict[str, int]]:

@@ -125,3 +125,38 @@ def test_the_live_view_shows_what_blocks_until_the_run_moves_on() -> None:
     assert "[logs-1][0]r (filter) [x]" in shown(view)  # markup characters shown as they are
     view(Event("batch", "batch 2/3: es-2 (es-2)"))
     assert "waits" not in shown(view)
+
+
+def test_recovery_progress_counts_what_is_copied_of_what_must_be() -> None:
+    from orchestrator.es.steps import progress_text, recovery_progress
+
+    def row(target: str, total: int, reused: int, recovered: int, stage: str = "INDEX") -> dict[str, Any]:
+        return {"target": target, "stage": stage, "total_bytes": total, "reused_bytes": reused,
+                "recovered_bytes": recovered}
+
+    rows = [row("es-1", 1000, 600, 100), row("es-1", 2000, 0, 500), row("es-1", 50, 0, 50, "DONE"),
+            row("es-2", 10, 0, 0)]
+    progress = recovery_progress(rows, "es-1")
+    assert progress == {"shards": 2, "bytes_copied": 600, "bytes_to_copy": 2400, "bytes_reused": 600, "percent": 25}
+    assert progress_text(progress).startswith("2 shard(s), 600 B of 2.3 KiB copied (25%)")
+    assert recovery_progress(rows, "es-3") is None
+    assert recovery_progress([row("es-1", 100, 100, 0)], "es-1")["percent"] == 100  # type: ignore[index]
+
+
+def test_the_live_table_shows_each_node_s_recovery_progress() -> None:
+    from rich.console import Console
+
+    from orchestrator.cli.render import RunView
+    from orchestrator.restart.events import Event
+
+    view = RunView(as_json=False, nodes=["es-1", "es-2"])
+    view.live_mode = False
+    view(Event("phase", "es-1: recovering", node="es-1", phase="recovering"))
+    view(Event("wait", "es-1: recovering 2 shard(s), 600 B of 2.3 KiB copied (25%)", node="es-1"))
+    console = Console(width=200, record=True)
+    console.print(view.render())
+    assert "2 shard(s), 600 B of 2.3 KiB copied (25%)" in console.export_text()
+    view(Event("phase", "es-1: done", node="es-1", phase="done"))
+    console = Console(width=200, record=True)
+    console.print(view.render())
+    assert "copied" not in console.export_text()
