@@ -197,6 +197,15 @@ class TuningSection(Model):
     profile: str = Field("none", pattern=r"^[A-Za-z0-9_-]+$")
 
 
+class MetricsSection(Model):
+    """Prometheus output of a run (docs/metrics.md): a file for node_exporter's textfile collector,
+    and/or a Pushgateway. Both optional; a failure to write is a warning, never a failed run."""
+
+    textfile: Path | None = None  # e.g. /var/lib/node_exporter/textfile/orchestrator.prom
+    pushgateway: str | None = Field(None, pattern=r"^https?://[^\s/@]+(:\d+)?(/[^\s@]*)?$")
+    job: str = Field("orchestrator", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+
+
 class Inventory(Model):
     cluster: ClusterSection
     ssh: SshSection = SshSection(known_hosts=Path("~/.ssh/known_hosts").expanduser())
@@ -206,6 +215,7 @@ class Inventory(Model):
     recovery: RecoveryLimits = RecoveryLimits()
     riak: RiakSection = RiakSection()
     tuning: TuningSection = TuningSection()
+    metrics: MetricsSection = MetricsSection()
     playbook: str | None = Field(None, pattern=r"^[A-Za-z0-9_./-]+$")  # None: the product's own procedure
     allow_yellow: bool = False
     _source: Path | None = PrivateAttr(None)  # the file it was read from: playbooks and profiles are looked

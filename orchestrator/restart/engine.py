@@ -140,7 +140,8 @@ class Engine:
         ctx.journal.end_batch(batch)
         took = (batch.finished or 0) - (batch.started or batch.finished or 0)
         self.batch_seconds.append(took)
-        ctx.emit(Event("batch", f"batch {batch.number} done in {took:.1f} s", batch=batch.number, eta_s=self.eta_s()))
+        ctx.emit(Event("batch", f"batch {batch.number} done in {took:.1f} s", batch=batch.number, eta_s=self.eta_s(),
+                       data={"state": "done"}))
         self.check_abort(batch)
 
     def batch_steps(self) -> list[tuple[str, StepFn]]:

@@ -32,6 +32,7 @@ from orchestrator.restart.lock import LOCK_INDEX, RunLock
 from orchestrator.restart.plan import Plan
 from orchestrator.restart.procedure import resolve
 from orchestrator.runs.audit import audit_log
+from orchestrator.runs.metrics import metrics_sink
 from orchestrator.runs.target import Target
 from orchestrator.tuning.apply import make_tuner
 
@@ -113,8 +114,8 @@ def execute(target: Target, journal: Journal, playbook: Playbook, transport: Tra
             stop_after: int = 0) -> Journal:
     """Run (or resume) the journal's run under its lock, everything it does written to its audit log."""
     with audit_log(journal, emit, "resume" if takeover else "start") as logged_emit:
-        return _execute(target, journal, playbook, transport, logged_emit, takeover, abort, accept_unavailable,
-                        stop_after)
+        return _execute(target, journal, playbook, transport, metrics_sink(journal, target.inv.metrics, logged_emit),
+                        takeover, abort, accept_unavailable, stop_after)
 
 
 def _execute(target: Target, journal: Journal, playbook: Playbook, transport: Transport, emit: EventSink,

@@ -1,0 +1,83 @@
+"""Prometheus metrics of a run, with the official client library: a textfile for node_exporter's
+textfile collector and/or a push to a Pushgateway (inventory `metrics:`, docs/metrics.md).
+
+The figures are read from the journal (the one record of the run), at each batch's end and at the
+run's end, so what Prometheus shows is what `status` and the report show. Writing them never fails
+a run: a problem is one warning event.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.config.model import MetricsSection
+from orchestrator.restart.events import Event, EventSink
+from orchestrator.restart.journal import Journal, RunState
+
+STATES = tuple(s.value for s in RunState)
+
+
+def registry_of(journal: Journal) -> Any:
+    """A registry holding the run's figures (pure: the journal in, metrics out)."""
+    from prometheus_client import CollectorRegistry, Gauge
+
+    registry = CollectorRegistry()
+    run = {"cluster": journal.cluster, "run_id": journal.run_id}
+    state = Gauge("orchestrator_run_state", "1 for the run's current state", [*run, "state"], registry=registry)
+    for s in STATES:
+        state.labels(**run, state=s).set(1 if journal.state.value == s else 0)
+    Gauge("orchestrator_run_started_timestamp_seconds", "when the run started", list(run),
+          registry=registry).labels(**run).set(journal.created)
+    batches = Gauge("orchestrator_batches", "batches of the run, by state", [*run, "state"], registry=registry)
+    for s in ("pending", "running", "done"):
+        batches.labels(**run, state=s).set(sum(1 for b in journal.batches if b.state == s))
+    phase = Gauge("orchestrator_node_phase_seconds", "time a node spent in each phase of its restart",
+                  [*run, "node", "phase"], registry=registry)
+    recovered = Gauge("orchestrator_node_recovery_bytes", "bytes a node's shards recovered, copied from peers or "
+                      "reused from its own disk", [*run, "node", "source"], registry=registry)
+    restarted = Gauge("orchestrator_node_restarted", "1 once the node runs as a new process", [*run, "node"],
+                      registry=registry)
+    for name, record in journal.nodes.items():
+        restarted.labels(**run, node=name).set(1 if record.restarted else 0)
+        for key, seconds in record.phases.items():
+            phase.labels(**run, node=name, phase=key).set(seconds)
+        for source, key in (("peers", "bytes_from_peers"), ("reused", "bytes_reused")):
+            if key in record.recovery:
+                recovered.labels(**run, node=name, source=source).set(record.recovery[key])
+    Gauge("orchestrator_cluster_calls", "requests made to the cluster by the run", list(run),
+          registry=registry).labels(**run).set(journal.cluster_calls)
+    return registry
+
+
+def publish(journal: Journal, cfg: MetricsSection) -> None:
+    from prometheus_client import push_to_gateway, write_to_textfile
+
+    registry = registry_of(journal)
+    if cfg.textfile is not None:
+        write_to_textfile(str(cfg.textfile), registry)  # written beside, then renamed: never read half-written
+    if cfg.pushgateway is not None:
+        push_to_gateway(cfg.pushgateway, job=cfg.job, registry=registry, timeout=10,
+                        grouping_key={"cluster": journal.cluster})
+
+
+def metrics_sink(journal: Journal, cfg: MetricsSection, emit: EventSink) -> EventSink:
+    """``emit``, plus the metrics published after each batch and at the run's end."""
+    if cfg.textfile is None and cfg.pushgateway is None:
+        return emit
+    warned = False
+
+    def sink(event: Event) -> None:
+        nonlocal warned
+        emit(event)
+        if not ((event.kind == "batch" and event.data.get("state") == "done")
+                or (event.kind == "run" and "result" in event.data)):
+            return
+        try:
+            publish(journal, cfg)
+        except Exception as exc:  # metrics are a view: they must never stop a run
+            if not warned:
+                warned = True
+                emit(Event("warning", f"metrics not published: {type(exc).__name__}: {exc}"))
+
+    return sink
+

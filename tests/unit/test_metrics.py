@@ -1,0 +1,59 @@
+"""Prometheus metrics of a run: a textfile and a Pushgateway push, from the journal, over the fake cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from orchestrator.config.model import MetricsSection
+from orchestrator.restart.events import Event
+from orchestrator.runs.metrics import metrics_sink
+from orchestrator.testing.fake import FakeCluster
+from tests.helpers import Receiver
+from tests.unit.test_engine import ORIGINAL, engine, inventory, new_journal, state_dir
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k not in ("cluster", "run_id")))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def test_a_run_writes_its_figures_to_a_textfile_and_pushes_them(tmp_path: Path) -> None:
+    with state_dir(), Receiver() as gateway:
+        inv, cluster = inventory(["a", "b", "c"]), FakeCluster.of(["a", "b", "c"], settings=dict(ORIGINAL))
+        journal = new_journal(inv, cluster)
+        events: list[Event] = []
+        eng = engine(inv, cluster, journal, events)
+        cfg = MetricsSection(textfile=tmp_path / "orchestrator.prom", pushgateway=gateway.url, job="rolling")
+        eng.ctx.emit = metrics_sink(journal, cfg, events.append)
+        eng.run()
+        found = samples((tmp_path / "orchestrator.prom").read_text())
+        pushes = [c for c in gateway.calls if c["method"] == "PUT"]
+    assert found[("orchestrator_run_state", (("state", "succeeded"),))] == 1
+    assert found[("orchestrator_run_state", (("state", "running"),))] == 0
+    assert found[("orchestrator_batches", (("state", "done"),))] == 3
+    assert all(found[("orchestrator_node_restarted", (("node", n),))] == 1 for n in "abc")
+    assert any(name == "orchestrator_node_phase_seconds" for name, _ in found)
+    # One push per batch and one at the end, grouped by cluster.
+    assert len(pushes) == 4 and all(c["path"] == "/metrics/job/rolling/cluster/fake" for c in pushes)
+    assert "orchestrator_batches" in pushes[-1]["body"]
+    assert not [e for e in events if e.kind == "warning"]
+
+
+def test_a_pushgateway_that_fails_is_one_warning_never_a_failed_run(tmp_path: Path) -> None:
+    with state_dir(), Receiver() as gateway:
+        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        journal = new_journal(inv, cluster)
+        events: list[Event] = []
+        eng = engine(inv, cluster, journal, events)
+        eng.ctx.emit = metrics_sink(journal, MetricsSection(pushgateway=gateway.url + "/fail"), events.append)
+        eng.run()
+    assert journal.state.value == "succeeded"
+    warnings = [e.message for e in events if e.kind == "warning"]
+    assert len(warnings) == 1 and warnings[0].startswith("metrics not published")
+
+
+def test_without_a_metrics_section_nothing_is_added() -> None:
+    sink = print
+    assert metrics_sink(None, MetricsSection(), sink) is sink  # type: ignore[arg-type]
