@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`. Both set up a fresh machine first.
-.PHONY: setup demo test lint unit integration bench down
+.PHONY: setup demo test lint unit integration bench down report-shot
 
 setup:
 	./scripts/setup
@@ -26,3 +26,7 @@ down:
 bench: setup
 	.venv/bin/python -m tests.benchmarks.bench_plan
 	.venv/bin/python -m tests.benchmarks.bench_restart
+
+# The run report of a succeeded and of a failed run, rendered by headless Chromium, for review.
+report-shot: setup
+	.venv/bin/python -m tests.report_shots build/report-shots

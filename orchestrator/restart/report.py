@@ -1,19 +1,20 @@
-"""The run report: where the time went, per node and phase, from the journal. Pure functions.
+"""The run report: where the time went, per node and phase, from the journal.
 
-`timeline` turns the journal's wall-clock phase boundaries into bars; `html` renders a
-self-contained page (inline SVG, no script, no external file) with the chart and the summary.
+`timeline` turns the journal's wall-clock phase boundaries into bars, `model` gathers everything
+the page shows (pure), and `html` renders it with a Jinja2 template that escapes every value: a
+self-contained page (inline SVG and CSS, no script, nothing fetched).
 """
 
 from __future__ import annotations
 
-import html as htmllib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.restart.journal import Journal
+from orchestrator.restart.journal import Journal, NodeRecord, RunState, UndoState
 from orchestrator.restart.product import Column
+from orchestrator.units import human_bytes, human_duration
 
 # (phase shown, key where it starts, key where it ends, colour)
 PHASES = (
@@ -23,6 +24,8 @@ PHASES = (
     ("join", "start_issued", "joined", "#5bc0de"),
     ("recovery", "recovering", "done", "#5cb85c"),
 )
+FAILED_COLOUR = "#b00020"
+TIMELINE_WIDTH, LABEL_WIDTH, ROW_HEIGHT = 860, 150, 26
 
 
 @dataclass(frozen=True)
@@ -60,46 +63,95 @@ def totals(journal: Journal) -> dict[str, Any]:
     }
 
 
-def html(journal: Journal, columns: Sequence[Column] = ()) -> str:
-    """The page; ``columns`` are the product's own figures per node (from each node's recovery record)."""
+def node_state(journal: Journal, rec: NodeRecord) -> str:
+    """done, failed (the run failed with it under way), stopped (an abort), not reached, or in progress."""
+    if rec.phase == "done":
+        return "done"
+    if rec.phase == "pending":
+        return "not reached"
+    if journal.state is RunState.FAILED:
+        return "failed"
+    if journal.state is RunState.ABORTED:
+        return "stopped"
+    return "in progress"
+
+
+def wall_clock(at: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(at))
+
+
+def time_zone(at: float) -> str:
+    return time.strftime("%Z (UTC%z)", time.localtime(at))
+
+
+def model(journal: Journal, columns: Sequence[Column] = ()) -> dict[str, Any]:
+    """Everything the page shows, as plain values (pure)."""
     bars = timeline(journal)
     t = totals(journal)
-    esc = htmllib.escape
-    origin = min((b.start for b in bars), default=journal.created)
-    span = max((b.end for b in bars), default=origin + 1) - origin or 1.0
-    rows = sorted({(b.batch, b.node) for b in bars})
-    width, label_w, row_h = 900, 110, 26
-    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width + label_w + 20}" '
-           f'height="{row_h * len(rows) + 40}" font-family="sans-serif" font-size="12">']
-    for i, (batch, node) in enumerate(rows):
-        y = 10 + i * row_h
-        svg.append(f'<text x="4" y="{y + 16}">{esc(node)} (b{batch})</text>')
-        for b in (b for b in bars if b.node == node):
-            x = label_w + (b.start - origin) / span * width
-            w = max((b.end - b.start) / span * width, 1.5)
-            svg.append(f'<rect x="{x:.1f}" y="{y + 3}" width="{w:.1f}" height="{row_h - 8}" fill="{b.colour}">'
-                       f'<title>{esc(node)} {b.phase}: {b.end - b.start:.1f} s</title></rect>')
-    axis_y = 10 + len(rows) * row_h + 14
-    for k in range(6):
-        x = label_w + k * width / 5
-        svg.append(f'<text x="{x:.0f}" y="{axis_y}" text-anchor="middle">{span * k / 5:.0f} s</text>')
-    svg.append("</svg>")
-    legend = " ".join(f'<span style="background:{c};padding:2px 8px;color:#fff">{p}</span>' for p, *_, c in PHASES)
-    table = ["<table><tr><th>node</th><th>batch</th><th>restarted</th>"
-             + "".join(f"<th>{p} (s)</th>" for p, *_ in PHASES) + "".join(f"<th>{esc(c.header)}</th>" for c in columns)
-             + "</tr>"]
-    for r in sorted(journal.nodes.values(), key=lambda r: (r.batch, r.name)):
-        cells = "".join(f"<td>{r.phases.get(p, '')}</td>" for p, *_ in PHASES)
-        figures = "".join(f"<td>{esc(c.value(r.recovery))}</td>" for c in columns)
-        table.append(f"<tr><td>{esc(r.name)}</td><td>{r.batch}</td><td>{'yes' if r.restarted else 'no'}</td>{cells}"
-                     f"{figures}</tr>")
-    table.append("</table>")
-    summary = "".join(f"<tr><th>{esc(k)}</th><td>{esc(str(v))}</td></tr>" for k, v in t.items())
-    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(journal.created))
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>Run {esc(journal.run_id)}</title>"
-            "<style>body{font-family:sans-serif;margin:24px}table{border-collapse:collapse;margin:12px 0}"
-            "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f4f4f4}</style></head>"
-            f"<body><h1>Rolling restart of {esc(journal.cluster)}: {esc(journal.state.value)}</h1>"
-            f"<p>Run {esc(journal.run_id)}, {esc(journal.mode)} mode, started {started}. {esc(journal.message)}</p>"
-            f"<h2>Timeline</h2><p>{legend}</p>{''.join(svg)}<h2>Nodes</h2>{''.join(table)}"
-            f"<h2>Summary</h2><table>{summary}</table></body></html>")
+    end = journal.finished or journal.updated
+    origin = min([b.start for b in bars] + [journal.created])
+    span = max([b.end for b in bars] + [end]) - origin or 1.0
+
+    def x(at: float) -> float:
+        return round(LABEL_WIDTH + (at - origin) / span * TIMELINE_WIDTH, 1)
+
+    records = sorted(journal.nodes.values(), key=lambda r: (r.batch, r.name))
+    rows = []
+    for i, rec in enumerate(records):
+        state = node_state(journal, rec)
+        drawn = [{"x": x(b.start), "w": max(round((b.end - b.start) / span * TIMELINE_WIDTH, 1), 2.0),
+                  "colour": b.colour, "title": f"{rec.name} {b.phase}: {human_duration(b.end - b.start)} "
+                                               f"({wall_clock(b.start)}-{wall_clock(b.end)})"}
+                 for b in bars if b.node == rec.name]
+        failure = None
+        if state in ("failed", "stopped"):
+            since = max(rec.started_at.values(), default=end)
+            failure = {"x": x(since), "w": max(round((end - since) / span * TIMELINE_WIDTH, 1), 6.0),
+                       "title": f"{rec.name} {state} here: {journal.message}"}
+        rows.append({"name": rec.name, "batch": rec.batch, "state": state, "y": 30 + i * ROW_HEIGHT, "bars": drawn,
+                     "failure": failure, "restarted": rec.restarted,
+                     "phases": [human_duration(rec.phases[p]) if p in rec.phases else "-" for p, *_ in PHASES],
+                     "figures": [c.value(rec.recovery) for c in columns]})
+    ticks = [{"x": x(origin + span * k / 6), "label": wall_clock(origin + span * k / 6)} for k in range(7)]
+    peers_reused = [(r.name, r.recovery.get("bytes_from_peers", 0), r.recovery.get("bytes_reused", 0))
+                    for r in records]
+    most = max([p + u for _, p, u in peers_reused] + [1])
+    recovery = [{"name": name, "y": 20 + i * ROW_HEIGHT, "peers_w": round(p / most * 600, 1),
+                 "reused_w": round(u / most * 600, 1), "label": f"{human_bytes(p)} copied, {human_bytes(u)} reused"}
+                for i, (name, p, u) in enumerate(peers_reused)]
+    settings = [{"key": u.key, "scope": u.scope, "before": "unset" if u.before is None else str(u.before),
+                 "during": str(u.applied), "batch": u.batch or "run",
+                 "restored": u.state is UndoState.RESTORED,
+                 "state": {"restored": "restored", "applied": "STILL SET", "intended": "maybe set"}[u.state.value]}
+                for u in journal.undo]
+    ratio = t["reuse_ratio"]
+    summary = [
+        ("result", journal.state.value),
+        ("batches done", f"{sum(1 for b in journal.batches if b.state == 'done')} of {len(journal.batches)}"),
+        ("nodes restarted", f"{t['nodes_restarted']} of {t['nodes']}"),
+        ("duration", human_duration(t["duration_s"])),
+        ("plan's estimate", human_duration(t["plan_estimate_s"])),
+        ("copied from peers", human_bytes(t["bytes_from_peers"])),
+        ("reused from the nodes' disks", human_bytes(t["bytes_reused"])
+         + (f" ({ratio * 100:.0f}% of what recovered)" if ratio is not None else "")),
+        ("settings changed", f"{len(settings)}, {sum(1 for s in settings if s['restored'])} restored"),
+        ("requests to the cluster", str(t["cluster_calls"])),
+    ]
+    return {
+        "journal": journal, "state": journal.state.value, "failed": journal.state is not RunState.SUCCEEDED,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(journal.created)),
+        "zone": time_zone(journal.created), "summary": summary, "rows": rows, "ticks": ticks,
+        "phases": [(p, c) for p, *_, c in PHASES], "columns": [c.header for c in columns],
+        "recovery": recovery, "settings": settings, "failed_colour": FAILED_COLOUR,
+        "width": LABEL_WIDTH + TIMELINE_WIDTH + 40, "height": 60 + len(rows) * ROW_HEIGHT,
+        "recovery_height": 30 + len(recovery) * ROW_HEIGHT, "label_width": LABEL_WIDTH,
+    }
+
+
+def html(journal: Journal, columns: Sequence[Column] = ()) -> str:
+    """The page; ``columns`` are the product's own figures per node (from each node's recovery record)."""
+    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+    env = Environment(loader=PackageLoader("orchestrator.restart", "templates"),
+                      autoescape=select_autoescape(["html"]), undefined=StrictUndefined)
+    return env.get_template("report.html").render(**model(journal, columns))

@@ -48,6 +48,7 @@ SIX_NODES_TWO_ZONES = Shape(nodes=6, zones=2, masters=3)
 class SandboxManager:
     def __init__(self) -> None:
         self.shape: Shape | None = None
+        self.used = False
 
     def status(self) -> dict[str, Any]:
         proc = orchestrate("sandbox", "status", "--json")
@@ -55,6 +56,7 @@ class SandboxManager:
         return json.loads(proc.stdout)
 
     def get(self, shape: Shape, fresh: bool = False) -> dict[str, Any]:
+        self.used = True
         if self.shape == shape and not fresh:
             info = self.status()
             if info.get("running"):
@@ -79,7 +81,8 @@ class SandboxManager:
 def sandboxes() -> Iterator[SandboxManager]:
     manager = SandboxManager()
     yield manager
-    manager.down()
+    if manager.used:  # a session that never asked for a sandbox leaves alone one it did not start
+        manager.down()
 
 
 class PreviousTest:

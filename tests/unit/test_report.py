@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 from orchestrator.es.product import PRODUCT as ELASTICSEARCH
-from orchestrator.restart.journal import Journal, NodeRecord, RunState
-from orchestrator.restart.report import html, timeline, totals
+from orchestrator.restart.journal import Journal, NodeRecord, RunState, UndoRecord, UndoState
+from orchestrator.restart.report import html, model, timeline, totals
 from tests.unit.journals import journal_of, plan_of
 
 
@@ -34,5 +36,26 @@ def test_page_is_self_contained_and_escaped() -> None:
     page = html(finished_journal(), ELASTICSEARCH.report_columns)
     assert page.startswith("<!doctype html>") and "<svg" in page and "<script" not in page
     assert "es-&lt;2&gt;" in page and "es-<2>" not in page
-    assert "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert re.findall(r"https?://[^\s\"']+", page) == ["http://www.w3.org/2000/svg"] * 2, "nothing fetched"
     assert "<th>from peers</th>" in page and "<td>900 B</td>" in page, "the product's columns"
+
+
+def test_every_node_has_a_row_failures_are_drawn_and_settings_listed() -> None:
+    journal = finished_journal()
+    journal.nodes["es-1"].phase = "recovering"  # the run failed while es-1 recovered
+    journal.nodes["es-1"].started_at = {k: v for k, v in journal.nodes["es-1"].started_at.items() if k != "done"}
+    journal.message = "timed out after 60 s waiting for the cluster to be green again"
+    journal.undo = [UndoRecord(1, "cluster.routing.allocation.enable", "persistent", None, "primaries",
+                               UndoState.APPLIED, 1),
+                    UndoRecord(2, "indices.recovery.max_bytes_per_sec", "persistent", "40mb", "200mb",
+                               UndoState.RESTORED)]
+    m = model(journal, ELASTICSEARCH.report_columns)
+    assert [(r["name"], r["state"]) for r in m["rows"]] == [("es-1", "failed"), ("es-<2>", "not reached")]
+    assert m["rows"][0]["failure"]["title"].startswith("es-1 failed here: timed out after 60 s")
+    assert [(s["key"], s["state"]) for s in m["settings"]] == [("cluster.routing.allocation.enable", "STILL SET"),
+                                                              ("indices.recovery.max_bytes_per_sec", "restored")]
+    assert ("reused from the nodes' disks", "900 B (90% of what recovered)") in m["summary"]
+    assert re.fullmatch(r"\d\d:\d\d:\d\d", m["ticks"][0]["label"]) and "UTC" in m["zone"]
+    page = html(journal, ELASTICSEARCH.report_columns)
+    assert 'class="failure" id="failure"' in page and 'data-state="not reached"' in page
+    assert '<td class="still-set">STILL SET</td>' in page
