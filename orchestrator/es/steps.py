@@ -68,6 +68,9 @@ def wait_for_recovery(ctx: RunContext, batch: BatchRecord) -> None:
     expected = len(ctx.journal.plan.node_ids)
     last_blocking = ""
     last_progress: dict[str, dict[str, int]] = {}
+    # Past the plan's estimate for the batch, the live view also names the slowest shard, once.
+    expected_s = max(next((b.estimate_s for b in ctx.journal.plan.batches if b.number == batch.number), 0), 60)
+    slow_said: set[str] = set()
 
     def show_progress() -> None:
         """The live view: per node of the batch, what its recoveries have copied of what they must."""
@@ -75,12 +78,17 @@ def wait_for_recovery(ctx: RunContext, batch: BatchRecord) -> None:
             rows = es(ctx).recoveries(active_only=True)
         except OrchestratorError:
             return  # the progress shown is a courtesy: a failed read must not fail the wait
+        late = ctx.clock.monotonic() - started > expected_s
         for name in batch.nodes:
             progress = recovery_progress(rows, name)
             if progress and progress != last_progress.get(name):
                 last_progress[name] = progress
                 ctx.emit(Event("wait", f"{name}: recovering {progress_text(progress)}", node=name,
                                batch=batch.number, data={"progress": progress}))
+            if late and name not in slow_said and (slowest := slowest_recovery(rows, name)):
+                slow_said.add(name)
+                ctx.emit(Event("wait", f"{name}: recovery slower than the plan's {expected_s:.0f} s; slowest: "
+                                       f"{slowest}", node=name, batch=batch.number))
 
     def settled(seen: Seen[bool]) -> bool | None:
         nonlocal last_blocking
@@ -137,6 +145,21 @@ def recovery_progress(rows: list[dict[str, Any]], node: str) -> dict[str, int] |
     return {"shards": len(mine), "bytes_copied": copied, "bytes_to_copy": to_copy,
             "bytes_reused": sum(r["reused_bytes"] for r in mine),
             "percent": 100 if to_copy == 0 else min(100, round(100 * copied / to_copy))}
+
+
+def slowest_recovery(rows: list[dict[str, Any]], node: str) -> str | None:
+    """The recovery onto ``node`` furthest from done: which shard, from where, how, at which stage."""
+    mine = [r for r in rows if r["target"] == node and r["stage"] != "DONE"]
+    if not mine:
+        return None
+
+    def left(r: dict[str, Any]) -> int:
+        return max(int(r["total_bytes"]) - int(r["reused_bytes"]) - int(r["recovered_bytes"]), 0)
+
+    r = max(mine, key=left)
+    how = "copying files from" if r["type"] == "PEER" and left(r) else f"{str(r['type']).lower()} recovery, from"
+    return (f"[{r['index']}][{r['shard']}] {how} {r['source'] or 'its own disk'}, stage {r['stage']}, "
+            f"{human_bytes(left(r))} left of {human_bytes(r['total_bytes'])}")
 
 
 def progress_text(p: dict[str, int]) -> str:

@@ -160,3 +160,15 @@ def test_the_live_table_shows_each_node_s_recovery_progress() -> None:
     console = Console(width=200, record=True)
     console.print(view.render())
     assert "copied" not in console.export_text()
+
+
+def test_a_slow_recovery_names_its_slowest_shard() -> None:
+    from orchestrator.es.steps import slowest_recovery
+
+    def row(shard: int, left: int, kind: str = "PEER") -> dict[str, Any]:
+        return {"target": "es-1", "stage": "INDEX", "index": "logs", "shard": shard, "type": kind,
+                "source": "es-2", "total_bytes": 10_000, "reused_bytes": 0, "recovered_bytes": 10_000 - left}
+
+    said = slowest_recovery([row(0, 100), row(1, 9000), row(2, 0, "EXISTING_STORE")], "es-1")
+    assert said == "[logs][1] copying files from es-2, stage INDEX, 8.8 KiB left of 9.8 KiB"
+    assert slowest_recovery([row(0, 1)], "es-3") is None
