@@ -15,6 +15,7 @@ from orchestrator.cli.render import RunView, plan_table, report_table, summary_l
 from orchestrator.errors import PreflightFailed, UnsafeToProceed
 from orchestrator.restart.journal import Journal, RunFailed, RunOptions
 from orchestrator.restart.lock import LOCK_INDEX
+from orchestrator.restart.lock import describe as describe_lock
 from orchestrator.restart.plan import Mode, Plan
 from orchestrator.runs import plans, reports
 from orchestrator.runs import restart as runs
@@ -206,7 +207,7 @@ def status(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool =
         out_console.print(f"PAUSE asked ({info['pause'].get('reason')}); `orchestrate continue --cluster "
                           f"{info['cluster']}` removes it", markup=False)
     if info["lock"]:
-        out_console.print(f"lock held by run {info['lock'].get('run_id')} on {info['lock'].get('host')}", markup=False)
+        out_console.print(f"lock held by {describe_lock(info['lock'])}", markup=False)
     for s in info["temporary_settings"]:
         out_console.print(f"temporary setting still pending: {s['scope']} {s['key']}={s['live']} "
                           f"(restore to {s['restore_to'] if s['restore_to'] is not None else 'unset'})", markup=False)

@@ -222,8 +222,9 @@ class ElasticsearchAdapter:
         with translated("take the run lock", self.conn.endpoints):
             if not self.es.indices.exists(index=index).body:
                 try:
+                    # Hidden: not in index patterns, wildcard searches or `_cat/indices/*`.
                     self.es.indices.create(index=index, settings={
-                        "number_of_shards": 1, "auto_expand_replicas": "0-all"})
+                        "number_of_shards": 1, "auto_expand_replicas": "0-all", "index.hidden": True})
                 except elasticsearch.BadRequestError as exc:
                     if "resource_already_exists" not in str(exc):
                         raise

@@ -100,6 +100,11 @@ def run_restart_and_verify(sandboxes: SandboxManager, shape: Shape, by: str,
     # The elected master (at the start) is in the last batch.
     assert master_before in summary["batches"][-1]["nodes"]
     check_audit_log(summary, by)
+    # The lock index (made by this run if no earlier one did): released, and hidden from index patterns.
+    assert es.count(index="orchestrator-locks")["count"] == 0, "the lock is released"
+    hidden = es.indices.get_settings(index="orchestrator-locks", name="index.hidden")
+    assert hidden["orchestrator-locks"]["settings"]["index"]["hidden"] == "true"
+    assert "orchestrator-locks" not in {row["index"] for row in es.cat.indices(index="*", format="json")}
     es.cluster.put_settings(transient={"cluster.routing.allocation.node_concurrent_recoveries": None},
                             persistent={"indices.recovery.max_bytes_per_sec": None,
                                         "cluster.routing.allocation.cluster_concurrent_rebalance": None})
