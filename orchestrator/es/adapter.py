@@ -10,6 +10,7 @@ from typing import Any
 import elasticsearch
 
 from orchestrator.errors import ClusterError, ClusterUnreachable
+from orchestrator.es import privileges
 from orchestrator.es.connect import Connection, make_client, translated
 from orchestrator.es.preflight import PREFLIGHT_SETTINGS, DiskUsage, Preflight
 from orchestrator.es.settled import MAX_EXPLAINED, UnassignedCopy
@@ -110,6 +111,7 @@ class ElasticsearchAdapter:
                      if r.get("disk.percent") not in (None, "") and r.get("disk.avail") not in (None, ""))
         blocks = self._do("read blocks", self.es.cluster.state, metric="blocks").get("blocks") or {}
         running = self._do("read running snapshots", self.es.snapshot.status).get("snapshots") or []
+        lacking = self.missing_privileges()
         return Preflight(
             disk=disk,
             disk_settings={k: str(settings_in_force[k]) for k in PREFLIGHT_SETTINGS if k in settings_in_force},
@@ -118,7 +120,23 @@ class ElasticsearchAdapter:
             global_blocks=tuple(str(b.get("description", i)) for i, b in (blocks.get("global") or {}).items()),
             shutdowns=tuple(f"{r.get('node_id')} ({str(r.get('type', '?')).lower()})" for r in shutdowns),
             running_snapshots=tuple(f"{s.get('repository')}:{s.get('snapshot')} ({s.get('state')})" for s in running),
+            missing_privileges=None if lacking is None else tuple(lacking),
         )
+
+    def missing_privileges(self) -> list[str] | None:
+        """The privileges the run needs that the connecting user lacks; None where the cluster has no
+        security API (security off, or not installed)."""
+        self.calls += 1
+        with translated("check the user's privileges", self.conn.endpoints):
+            try:
+                answer = self.es.security.has_privileges(**privileges.request_body()).body
+            except elasticsearch.ApiError as exc:
+                said = str(exc)
+                if exc.meta.status in (400, 404, 500) and ("no handler found" in said or ("ecurity" in said
+                                                             and "not enabled" in said) or "explicitly" in said):
+                    return None
+                raise
+        return privileges.missing(answer)
 
     def snapshot(self, for_gate: bool = False) -> ClusterSnapshot:
         """The cluster's state. ``for_gate``: only what the batch gate reads (health, nodes, shards),

@@ -36,6 +36,8 @@ class Preflight:
     global_blocks: tuple[str, ...] = ()
     shutdowns: tuple[str, ...] = ()  # "node (type)" of every node shutdown record
     running_snapshots: tuple[str, ...] = ()  # "repository:snapshot (state)"
+    # The privileges the connecting user lacks (es/privileges.py); None: not checked (no security API).
+    missing_privileges: tuple[str, ...] | None = ()
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> Preflight:
@@ -51,7 +53,9 @@ class Preflight:
                                                  *(b for v in blocks.values() for b in v),
                                                  *(t for v in texts.values() for t in v))):
             raise TypeError("preflight: blocks, shutdowns, snapshots and disk settings must be text")
-        return cls(disk=disk, disk_settings=settings, index_blocks=blocks, **texts)
+        privileges = raw.get("missing_privileges", ())
+        missing = None if privileges is None else tuple(str(p) for p in privileges)
+        return cls(disk=disk, disk_settings=settings, index_blocks=blocks, missing_privileges=missing, **texts)
 
 
 def watermark_exceeded(watermark: str, used_percent: float, available_bytes: int) -> bool | None:
@@ -109,6 +113,11 @@ def preflight_findings(pre: Preflight, settings: dict[str, object]) -> tuple[lis
         problems.append(f"node shutdown record(s) left in place: {', '.join(pre.shutdowns[:5])}. They change how "
                         "Elasticsearch treats a leaving node; delete them (DELETE _nodes/NODE_ID/shutdown) or finish "
                         "what they were for first.")
+    if pre.missing_privileges:
+        problems.append(f"the user lacks privilege(s) the run needs: {', '.join(pre.missing_privileges)}. Grant "
+                        "the role in docs/privileges.md (nothing was changed).")
+    elif pre.missing_privileges is None:
+        warnings.append("privileges not checked: the cluster has no security API (security off or not installed)")
     if pre.running_snapshots:
         problems.append(f"a snapshot is running: {', '.join(pre.running_snapshots[:5])}. Stopping a node fails "
                         "its shards' part of it; wait until it finishes.")

@@ -137,6 +137,7 @@ def test_preflight_names_what_was_left_in_the_cluster(sandboxes: SandboxManager,
         notes = " ".join(json.loads(proc.stdout)["notes"])
         assert "blocked-1 (index write (api))" in notes
         assert "cluster.routing.allocation.exclude._name=no-such-node" in notes
+        assert "privileges not checked: the cluster has no security API" in notes  # the sandbox: no security
         preflight = json.loads(saved.read_text())["preflight"]
         assert len(preflight["disk"]) == 3 and all(0 <= d["used_percent"] <= 100 for d in preflight["disk"])
         # The sandbox turns the disk thresholds off in elasticsearch.yml: read as Elasticsearch applies them.

@@ -68,3 +68,26 @@ def test_the_plan_refuses_on_a_problem_and_notes_a_warning() -> None:
     plan = build_plan(inventory(["a", "b", "c"]), left, Mode.NODE)
     assert not plan.safe and any("a snapshot is running: r:s (STARTED)" in p for p in plan.problems)
     assert any("exclude._name=x" in n for n in plan.notes)
+
+
+def test_missing_privileges_are_named_and_refuse_the_run() -> None:
+    from orchestrator.es.privileges import missing, request_body
+
+    body = request_body()
+    assert body["cluster"] == ["monitor", "manage"] and [i["names"] for i in body["index"]] == [
+        ["*"], ["orchestrator-locks"]]
+    # The shape `_security/user/_has_privileges` answers with (Elasticsearch's reference).
+    answer = {"username": "orchestrator", "has_all_requested": False,
+              "cluster": {"monitor": True, "manage": False},
+              "index": {"*": {"monitor": True, "maintenance": True},
+                        "orchestrator-locks": {"create_index": True, "read": True, "write": False, "delete": True,
+                                               "view_index_metadata": True}}}
+    assert missing(answer) == ["cluster:manage", "index orchestrator-locks:write"]
+    assert missing({"has_all_requested": True, "cluster": {}, "index": {}}) == []
+    problems, _ = preflight_findings(Preflight(missing_privileges=("cluster:manage",)), {})
+    assert any("lacks privilege(s) the run needs: cluster:manage" in p and "docs/privileges.md" in p
+               for p in problems)
+    _, warnings = preflight_findings(Preflight(missing_privileges=None), {})
+    assert any(w.startswith("privileges not checked") for w in warnings)
+    problems, warnings = preflight_findings(Preflight(missing_privileges=()), {})
+    assert problems == [] and not any("privileges" in w for w in warnings)
