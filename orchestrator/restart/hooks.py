@@ -106,6 +106,7 @@ def call_http(ctx: RunContext, hook: Hook, values: dict[str, str]) -> None:
         with urllib.request.urlopen(request, timeout=hook.timeout_s) as answer:  # http(s) only: checked above
             text = answer.read(MAX_ANSWER_BYTES).decode(errors="replace")
     except urllib.error.HTTPError as exc:
+        exc.close()  # it holds the connection: left to the garbage collector, a socket leaks until then
         raise HookError(f"{shown} answered {exc.code}") from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)

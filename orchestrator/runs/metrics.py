@@ -8,6 +8,7 @@ a run: a problem is one warning event.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from orchestrator.config.model import MetricsSection
@@ -57,7 +58,26 @@ def publish(journal: Journal, cfg: MetricsSection) -> None:
         write_to_textfile(str(cfg.textfile), registry)  # written beside, then renamed: never read half-written
     if cfg.pushgateway is not None:
         push_to_gateway(cfg.pushgateway, job=cfg.job, registry=registry, timeout=10,
-                        grouping_key={"cluster": journal.cluster})
+                        grouping_key={"cluster": journal.cluster}, handler=closing_handler)
+
+
+def closing_handler(url: str, method: str, timeout: float | None, headers: list[tuple[str, str]],
+                    data: bytes) -> Callable[[], None]:
+    """The client's default push, but an error answer's connection is closed at once (the default
+    leaves it to the garbage collector)."""
+    import urllib.error
+    import urllib.request
+
+    def push() -> None:
+        request = urllib.request.Request(url, data=data, method=method, headers=dict(headers))
+        try:
+            with urllib.request.urlopen(request, timeout=timeout):
+                pass
+        except urllib.error.HTTPError as exc:
+            exc.close()
+            raise OSError(f"the Pushgateway answered {exc.code} {exc.reason}") from None
+
+    return push
 
 
 def metrics_sink(journal: Journal, cfg: MetricsSection, emit: EventSink) -> EventSink:
