@@ -108,7 +108,9 @@ def test_another_node_dying_stops_the_run_and_says_why(sandboxes: SandboxManager
     assert "only 2 of 3 nodes" in said and ("batch 2" in said or "green again" in said)
     assert ssh(info, last, "systemctl start elasticsearch").returncode == 0
     es.cluster.health(wait_for_nodes="3", wait_for_status="green", timeout="120s")
-    resumed = orchestrate("resume", "--config", str(path), timeout=900)
+    # Resumed with the sandbox's own inventory (--yes: it differs from the run's): the short timeout
+    # only served to provoke the failure, and would race a slow recovery on a busy machine.
+    resumed = orchestrate("resume", "--cluster", "sandbox", "--yes", timeout=900)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert ALLOC not in settings(es)["persistent"]
 
@@ -129,7 +131,7 @@ def test_host_cut_off_during_its_batch(sandboxes: SandboxManager, tmp_path: Path
     assert victim in said
     assert settings(es)["persistent"].get(ALLOC) == "primaries", "allocation stays restricted while a node is away"
     time.sleep(1)
-    resumed = orchestrate("resume", "--config", str(path), timeout=900)
+    resumed = orchestrate("resume", "--cluster", "sandbox", "--yes", timeout=900)  # normal timeouts again
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert es.cluster.health(wait_for_status="green", timeout="60s")["status"] == "green"
 
