@@ -109,7 +109,7 @@ class RunView:
             self.run_id = str(event.data.get("run_id") or self.run_id or "") or None
             emit_json(event_line(event, self.run_id))
         elif output.QUIET:
-            if event.kind in ("warning", "undo") or (event.kind == "run" and "result" in event.data):
+            if event.kind in ("warning", "undo") or event.ends_run:
                 err_console.print(event.message, markup=False)
         elif not self.live_mode:
             stamp = time.strftime("%H:%M:%S", time.localtime(event.at))

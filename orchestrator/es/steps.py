@@ -135,9 +135,14 @@ def wait_for_recovery(ctx: RunContext, batch: BatchRecord) -> None:
                                         f"{stats.get(name, {}).get('bytes_from_peers', 0)} bytes copied from peers")
 
 
+def under_way(rows: list[dict[str, Any]], node: str) -> list[dict[str, Any]]:
+    """The recoveries onto ``node`` that are not done."""
+    return [r for r in rows if r["target"] == node and r["stage"] != "DONE"]
+
+
 def recovery_progress(rows: list[dict[str, Any]], node: str) -> dict[str, int] | None:
     """Recoveries under way onto ``node``: shards, bytes copied of bytes to copy (files not reused), percent."""
-    mine = [r for r in rows if r["target"] == node and r["stage"] != "DONE"]
+    mine = under_way(rows, node)
     if not mine:
         return None
     to_copy = sum(max(r["total_bytes"] - r["reused_bytes"], 0) for r in mine)
@@ -149,7 +154,7 @@ def recovery_progress(rows: list[dict[str, Any]], node: str) -> dict[str, int] |
 
 def slowest_recovery(rows: list[dict[str, Any]], node: str) -> str | None:
     """The recovery onto ``node`` furthest from done: which shard, from where, how, at which stage."""
-    mine = [r for r in rows if r["target"] == node and r["stage"] != "DONE"]
+    mine = under_way(rows, node)
     if not mine:
         return None
 

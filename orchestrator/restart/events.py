@@ -19,6 +19,11 @@ class Event:
     data: dict[str, Any] = field(default_factory=dict)
     at: float = field(default_factory=time.time)
 
+    @property
+    def ends_run(self) -> bool:
+        """The run's last event: it carries the result (succeeded, failed, aborted)."""
+        return self.kind == "run" and "result" in self.data
+
 
 EventSink = Callable[[Event], None]
 

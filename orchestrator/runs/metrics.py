@@ -89,8 +89,7 @@ def metrics_sink(journal: Journal, cfg: MetricsSection, emit: EventSink) -> Even
     def sink(event: Event) -> None:
         nonlocal warned
         emit(event)
-        if not ((event.kind == "batch" and event.data.get("state") == "done")
-                or (event.kind == "run" and "result" in event.data)):
+        if not ((event.kind == "batch" and event.data.get("state") == "done") or event.ends_run):
             return
         try:
             publish(journal, cfg)
