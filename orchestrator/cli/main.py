@@ -8,7 +8,7 @@ import sys
 import typer
 
 from orchestrator import __version__
-from orchestrator.cli import forcemerge_cmd, output, restart_cmd, sandbox_cmd, tune_cmd
+from orchestrator.cli import forcemerge_cmd, output, restart_cmd, sandbox_cmd, tune_cmd, upgrade_cmd
 from orchestrator.cli.output import say
 from orchestrator.errors import Aborted, OrchestratorError, StoppedAfter
 
@@ -52,6 +52,7 @@ def main(version: bool = typer.Option(False, "--version", "-V", callback=show_ve
     output.set_verbosity(verbose=verbose, quiet=quiet)
 app.add_typer(sandbox_cmd.app, name="sandbox")
 restart_cmd.register(app)
+upgrade_cmd.register(app)
 app.command()(tune_cmd.tune)
 app.command()(forcemerge_cmd.forcemerge)
 

@@ -135,11 +135,14 @@ class RunView:
 def report_table(summary: dict[str, Any], columns: Sequence[Column]) -> Table:
     table = Table(title=f"Run {summary['run_id']} on {summary['cluster']}: {summary['result'].upper()} in "
                         f"{human_duration(summary['duration_s'])}", title_justify="left", show_edge=False)
-    for col in ("node", "restarted", "stop", "start", "join", "recovery", *(c.header for c in columns)):
+    # An upgrade's install time gets its own column; a restart has none.
+    installed = any("install" in n["phases"] for n in summary["nodes"])
+    phases = ("stop", "install", "start", "join", "recovery") if installed else ("stop", "start", "join", "recovery")
+    for col in ("node", "restarted", *phases, *(c.header for c in columns)):
         table.add_column(col, justify="left" if col == "node" else "right")
     for n in summary["nodes"]:
         p = n["phases"]
         shown = (c.value(n["recovery"]) for c in columns)
         table.add_row(n["name"], "yes" if n["restarted"] else "no", *(human_duration(p.get(k)) if k in p else "-"
-                      for k in ("stop", "start", "join", "recovery")), *shown)
+                      for k in phases), *shown)
     return table

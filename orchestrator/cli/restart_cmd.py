@@ -73,7 +73,12 @@ def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, 
          snapshot: Path = typer.Option(None, "--snapshot", help="Plan from a saved cluster state (JSON, as written "
                                                                 "by --save-snapshot) instead of the live cluster."),
          save_snapshot: Path = typer.Option(None, "--save-snapshot", help="Write the live cluster state used for "
-                                                                          "this plan to a JSON file.")) -> None:
+                                                                          "this plan to a JSON file."),
+         upgrade_to: str = typer.Option(None, "--upgrade-to", metavar="VERSION",
+                                        help="Plan a rolling upgrade to VERSION instead (`orchestrate upgrade`): "
+                                             "its order, version path and preflight."),
+         no_snapshot_check: bool = typer.Option(False, "--no-snapshot-check",
+                                                help="With --upgrade-to: do not require a recent snapshot.")) -> None:
     """Dry run: what a rolling restart would do, in which order, how long, and whether it is safe.
 
     Reads the live cluster and changes nothing (no write call, nothing on any host).
@@ -81,14 +86,15 @@ def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, 
     """
     from orchestrator import products
 
+    control = plans.control_options(nodes, exclude, False, 0)
+    if upgrade_to is not None:
+        control = plans.upgrade_options(control, upgrade_to, not no_snapshot_check)
     if snapshot is not None:
-        control = plans.control_options(nodes, exclude, False, 0)
         the_plan, steps = plans.plan_from_file(cluster, config, snapshot, by,
                                                plans.options_for(False, allow_yellow, allow_unavailable, control))
         columns = products.get(the_plan.product).plan_columns
     else:
-        target = open_target(cluster, config)
-        control = plans.control_options(nodes, exclude, False, 0)
+        target = open_target(cluster, config, upgrade=upgrade_to is not None)
         the_plan = plans.make_plan(target, by, options(target, allow_yellow, allow_unavailable, control),
                                    save_snapshot)
         steps, columns = step_names(target), target.product.plan_columns
@@ -140,9 +146,16 @@ def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOp
     control = plans.control_options(nodes, exclude, canary, pause_between)
     target = open_target(cluster, config)
     run_options = options(target, allow_yellow, allow_unavailable, control)
+    plan_confirm_and_run(target, by, run_options, json_out, yes, "Restart {batches} batch(es) of {cluster}?",
+                         stop_after)
+
+
+def plan_confirm_and_run(target: Target, by: Mode, run_options: RunOptions, json_out: bool, yes: bool,
+                         question: str, stop_after: int) -> None:
+    """Plan, show, ask (``question`` with {batches} and {cluster}), then run and report: restart and upgrade."""
     the_plan = plans.make_plan(target, by, run_options)
     show_and_confirm(target, the_plan, json_out, yes,
-                     f"Restart {len(the_plan.batches)} batch(es) of {target.name}?")
+                     question.format(batches=len(the_plan.batches), cluster=target.name))
     nodes = [n for b in the_plan.batches for n in b.nodes]
 
     def action(view: RunView) -> Journal:

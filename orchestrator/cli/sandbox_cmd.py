@@ -34,6 +34,10 @@ def up(
     masters: int = typer.Option(0, help="Only the first N nodes are master-eligible, the others data-only "
                                         "(0: every node). 6 nodes, 2 zones, 3 masters: a zone holding two."),
     es_version: str = typer.Option("9.5.3", help="Elasticsearch version: 9.5.3 or 8.19.21 are tested."),
+    also_version: list[str] = typer.Option(None, "--also-version", metavar="VERSION",
+                                           help="Also assemble VERSION, so that `orchestrate upgrade --to VERSION` "
+                                                "can switch the hosts to it (e.g. --es-version 8.19.21 "
+                                                "--also-version 9.5.3)."),
     hosts: HostsMode = typer.Option(
         None, help="netns: each node in its own test host with sshd (default as root). "
                    "local: nodes on 127.0.0.1 ports, no SSH."),
@@ -49,7 +53,7 @@ def up(
     """
     mode = (hosts.value if hosts else ("netns" if os.geteuid() == 0 else "local"))
     lifecycle.up(SandboxPaths.default(), nodes, zones, es_version, mode, heap_mb, timeout, say, product.value,
-                 masters)
+                 masters, tuple(also_version or ()))
     _print_status(as_json=False)
 
 

@@ -13,7 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from orchestrator.config.model import Model, SecretSource
+from orchestrator.config.model import SecretSource
+from orchestrator.config.model_base import Model
 
 RUN_POINTS = ("before_run", "after_run", "on_failure")
 BATCH_POINTS = ("before_batch", "after_batch")

@@ -9,17 +9,16 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
+
+from orchestrator.config.model_base import Model
+from orchestrator.config.upgrade import UpgradeSection
 
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 BYTE_SIZE_RE = re.compile(r"\d{1,12}(\.\d{1,6})?(b|kb|mb|gb|tb)")
 ABSOLUTE_PATH = r"^/[^\x00\n\r]{0,4000}$"  # never an option (-x) nor a relative or multi-line value
 DAY_S = 86_400
 ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
-
-
-class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class SecretSource(Model):
@@ -216,6 +215,7 @@ class Inventory(Model):
     riak: RiakSection = RiakSection()
     tuning: TuningSection = TuningSection()
     metrics: MetricsSection = MetricsSection()
+    upgrade: UpgradeSection = UpgradeSection()
     playbook: str | None = Field(None, pattern=r"^[A-Za-z0-9_./-]+$")  # None: the product's own procedure
     allow_yellow: bool = False
     _source: Path | None = PrivateAttr(None)  # the file it was read from: playbooks and profiles are looked

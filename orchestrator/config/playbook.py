@@ -14,7 +14,7 @@ from pydantic import Field, model_validator
 
 from orchestrator.config.hooks import Hooks
 from orchestrator.config.loader import load_model
-from orchestrator.config.model import Model
+from orchestrator.config.model_base import Model
 from orchestrator.errors import ConfigError
 from orchestrator.paths import search
 

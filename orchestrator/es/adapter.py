@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections import Counter
 from collections.abc import Collection, Iterable
 from typing import Any
@@ -15,6 +16,7 @@ from orchestrator.es.connect import Connection, make_client, translated
 from orchestrator.es.preflight import PREFLIGHT_SETTINGS, DiskUsage, Preflight
 from orchestrator.es.settled import MAX_EXPLAINED, UnassignedCopy
 from orchestrator.es.snapshot import ClusterSnapshot, EsNode, Health, ShardCopy
+from orchestrator.es.versions import UpgradeFacts
 from orchestrator.restart.plan import Plan
 
 
@@ -122,6 +124,49 @@ class ElasticsearchAdapter:
             running_snapshots=tuple(f"{s.get('repository')}:{s.get('snapshot')} ({s.get('state')})" for s in running),
             missing_privileges=None if lacking is None else tuple(lacking),
         )
+
+    def upgrade_facts(self) -> UpgradeFacts:
+        """What an upgrade's plan checks besides the restart's: plugins, the newest successful snapshot,
+        critical deprecations (three requests, once per plan)."""
+        raw = self._do("list plugins", self.es.nodes.info, metric="plugins")
+        plugins = {str(n["name"]): tuple(sorted(str(p["name"]) for p in n.get("plugins") or ()))
+                   for n in raw["nodes"].values()}
+        newest, end_ms, error = None, None, None
+        try:
+            # Newest first; a failed or partial snapshot is no way back, so the first successful one counts.
+            found = self._do("list snapshots", self.es.snapshot.get, repository="*", snapshot="*",
+                             sort="start_time", order="desc", size=50, ignore_unavailable=True)
+            good = next((s for s in found.get("snapshots") or () if s.get("state") == "SUCCESS"), None)
+            if good is not None:
+                newest, end_ms = f"{good.get('repository', '?')}:{good.get('snapshot')}", good.get("end_time_in_millis")
+        except ClusterUnreachable:
+            raise
+        except ClusterError as exc:
+            error = str(exc)[:300]
+        return UpgradeFacts(read_at_ms=int(time.time() * 1000), plugins=plugins, newest_snapshot=newest,
+                            newest_snapshot_end_ms=None if end_ms is None else int(end_ms), snapshot_error=error,
+                            deprecations=self.critical_deprecations())
+
+    def critical_deprecations(self) -> tuple[str, ...] | None:
+        """The deprecation API's critical items, one line each; None where the cluster has no such API."""
+        self.calls += 1
+        with translated("read deprecations", self.conn.endpoints):
+            try:
+                raw = self.es.migration.deprecations().body
+            except elasticsearch.ApiError as exc:
+                # Without the deprecation module: "no handler found" (400/404), or 405 where another
+                # handler owns the path for other methods.
+                if exc.meta.status == 405 or (exc.meta.status in (400, 404) and "no handler found" in str(exc)):
+                    return None
+                raise
+        items: list[str] = []
+        for section, found in raw.items():
+            groups = found.items() if isinstance(found, dict) else [("", found)]
+            for where, entries in groups:
+                for e in entries if isinstance(entries, list) else ():
+                    if isinstance(e, dict) and e.get("level") == "critical":
+                        items.append(f"{section}{' ' + where if where else ''}: {e.get('message', '?')}")
+        return tuple(items)
 
     def missing_privileges(self) -> list[str] | None:
         """The privileges the run needs that the connecting user lacks; None where the cluster has no

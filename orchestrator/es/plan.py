@@ -21,7 +21,8 @@ from orchestrator.es.safety import (
     yellow_settlement,
 )
 from orchestrator.es.snapshot import ClusterSnapshot, EsNode
-from orchestrator.restart.plan import EST_START_TO_JOIN_S, EST_STOP_S, Batch, Mode, Plan, SettingChange
+from orchestrator.es.versions import facts_findings, parse_version, path_problems, upgrade_order
+from orchestrator.restart.plan import EST_START_TO_JOIN_S, EST_STOP_S, Batch, Mode, Plan, SettingChange, Upgrade
 from orchestrator.units import parse_size
 
 ALLOCATION_ENABLE = "cluster.routing.allocation.enable"
@@ -130,9 +131,41 @@ def setting_changes(inv: Inventory, snap: ClusterSnapshot) -> list[SettingChange
     return changes
 
 
+def upgrade_part(inv: Inventory, snap: ClusterSnapshot, es_nodes: dict[str, EsNode], names: list[str],
+                 upgrade_to: str, snapshot_check: bool) -> tuple[Upgrade, list[str], list[str], list[str]]:
+    """An upgrade's part of the plan: (what it installs, the nodes still to upgrade, problems, notes)."""
+    target = parse_version(upgrade_to)
+    if target is None:
+        return Upgrade(to=upgrade_to), names, [f"{upgrade_to!r} is not a version such as 9.5.3"], []
+    versions = {name: es_nodes[name].version for name in names}
+    problems = path_problems(versions, target)
+    notes: list[str] = []
+    if snap.upgrade is None:
+        problems.append("the upgrade's preflight facts were not read (a snapshot saved by `plan` without "
+                        "--upgrade-to?)")
+    else:
+        found, said = facts_findings(snap.upgrade, inv.upgrade.snapshot_max_age_h, snapshot_check)
+        problems += found
+        notes += said
+    done = [n for n in names if parse_version(versions[n]) == target]
+    todo = [n for n in names if n not in done]
+    if done:
+        notes.append(f"already on {target}, left out: {', '.join(done[:20])}"
+                     + (f" and {len(done) - 20} more" if len(done) > 20 else ""))
+    if not todo and not problems:
+        problems.append(f"every node already runs {target}: nothing to upgrade")
+    olds = sorted({versions[n] for n in todo})
+    notes.insert(0, f"upgrade {', '.join(olds)} -> {target}: data tiers first (frozen, cold, warm, hot), then "
+                    "nodes without data, then master-eligible nodes, the elected master last")
+    plugins = snap.upgrade.plugins if snap.upgrade else {}
+    upgrade = Upgrade(to=str(target), versions=versions,
+                      plugins={n: plugins.get(es_nodes[n].name, ()) for n in todo})
+    return upgrade, todo, problems, notes
+
+
 def build_plan(inv: Inventory, snap: ClusterSnapshot, mode: Mode, tuning: tuple[str, ...] = (),
                allow_yellow: bool = False, only: list[str] | None = None,
-               allow_unavailable: tuple[str, ...] = ()) -> Plan:
+               allow_unavailable: tuple[str, ...] = (), upgrade_to: str = "", snapshot_check: bool = True) -> Plan:
     mapping, problems = match_nodes(inv, snap)
     problems += cluster_problems(snap, allow_yellow or inv.allow_yellow, mapping.values())
     settlement = yellow_settlement(snap, mapping.values())
@@ -144,6 +177,12 @@ def build_plan(inv: Inventory, snap: ClusterSnapshot, mode: Mode, tuning: tuple[
     es_nodes = {k: v for k, v in nodes.items() if v is not None}
     names = [n.name for n in inv.nodes if n.name in es_nodes and (only is None or n.name in only)]
     rate = parse_size(inv.recovery.max_bytes_per_sec)
+    upgrade: Upgrade | None = None
+    order, upgrade_notes = restart_order, list[str]()
+    if upgrade_to:
+        upgrade, names, found, upgrade_notes = upgrade_part(inv, snap, es_nodes, names, upgrade_to, snapshot_check)
+        problems += found
+        order = upgrade_order
 
     groups: list[tuple[str, list[str]]]
     splits: list[str] = []
@@ -157,12 +196,12 @@ def build_plan(inv: Inventory, snap: ClusterSnapshot, mode: Mode, tuning: tuple[
             zones.setdefault(zone, []).append(name)
         groups = []
         for zone in zone_order(zones, es_nodes, snap.master_id):
-            parts, why = split_for_master_quorum(zone, restart_order(zones[zone], es_nodes, snap.master_id),
+            parts, why = split_for_master_quorum(zone, order(zones[zone], es_nodes, snap.master_id),
                                                  es_nodes, len(snap.master_eligible))
             groups += parts
             splits += [why] if why else []
     else:
-        groups = [(n, [n]) for n in restart_order(names, es_nodes, snap.master_id)]
+        groups = [(n, [n]) for n in order(names, es_nodes, snap.master_id)]
 
     batches = []
     accepted: list[str] = []
@@ -175,11 +214,12 @@ def build_plan(inv: Inventory, snap: ClusterSnapshot, mode: Mode, tuning: tuple[
                              estimate_s=round(estimate_batch_s(size, rate), 1),
                              problems=tuple(batch_problems(snap, sorted(ids), label, allow_unavailable)),
                              figures={"shard_copies": len(copies), "bytes": size}))
-    notes = [*connection_warnings(inv), *master_notes(snap), *settled, *warnings, *splits, *accepted]
+    notes = [*upgrade_notes, *connection_warnings(inv), *master_notes(snap), *settled, *warnings, *splits, *accepted]
     if snap.has_shutdown_api:
         notes.append("the cluster has the node shutdown API; this version restricts allocation with "
                      "`primaries`, which works on every cluster")
     return Plan(cluster=inv.cluster.name, product="elasticsearch", mode=mode, batches=tuple(batches),
                 settings=tuple(setting_changes(inv, snap)), tuning=tuning,
                 estimate_s=round(sum(b.estimate_s for b in batches), 1), problems=tuple(problems),
-                node_ids=mapping, notes=tuple(notes), figures={ACCEPTED_UNASSIGNED: snap.health.unassigned_shards})
+                node_ids=mapping, notes=tuple(notes), figures={ACCEPTED_UNASSIGNED: snap.health.unassigned_shards},
+                upgrade=upgrade)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +31,14 @@ MAX_SNAPSHOT_BYTES = 2_000_000_000  # 5,000 nodes and 1,000,000 shard copies tak
 class ElasticsearchProduct:
     name = "elasticsearch"
     default_playbook = "elasticsearch-rolling"
+    upgrade_playbook: str | None = "elasticsearch-upgrade"
     batch_steps = steps.STEPS
     run_steps = steps.RUN_STEPS
     checks_before_stop = True
     order_rules = (("restrict_allocation", "restore_allocation"), ("restrict_allocation", "stop_service"),
                    ("flush", "stop_service"), ("wait_for_join", "restore_allocation"),
-                   ("restore_allocation", "wait_for_recovery"))
+                   ("restore_allocation", "wait_for_recovery"), ("install_version", "upgrade_plugins"),
+                   ("upgrade_plugins", "start_service"), ("wait_for_join", "check_version"))
     plan_columns = (Column("shard copies", lambda f: str(int(f.get("shard_copies", 0)))),
                     Column("size", lambda f: human_bytes(int(f.get("bytes", 0)))))
     report_columns = (Column("from peers", lambda f: human_bytes(int(f["bytes_from_peers"]))
@@ -53,7 +56,14 @@ class ElasticsearchProduct:
     def plan(self, inv: Inventory, snapshot: object, mode: Mode, options: RunOptions,
              tuning: tuple[str, ...]) -> Plan:
         return build_plan(inv, _snap(snapshot), mode, tuning=tuning, allow_yellow=options.allow_yellow,
-                          allow_unavailable=options.allow_unavailable)
+                          allow_unavailable=options.allow_unavailable, upgrade_to=options.upgrade_to,
+                          snapshot_check=options.snapshot_check)
+
+    def with_upgrade_facts(self, adapter: ClusterAdapter, snapshot: object) -> ClusterSnapshot:
+        from orchestrator.es.adapter import ElasticsearchAdapter
+
+        assert isinstance(adapter, ElasticsearchAdapter)
+        return replace(_snap(snapshot), upgrade=adapter.upgrade_facts())
 
     def gate(self, snapshot: object, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
         return safety.gate(_snap(snapshot), plan, tuple(nodes), options)

@@ -26,7 +26,7 @@ SETTLED_REASONS = {
     "older_version": "a copy cannot go to a node of an older version (a rolling upgrade in progress)",
 }
 BY_DESIGN_DECIDERS = frozenset({"same_shard", "awareness", "shards_limit"})
-VERSION_DECIDERS = frozenset({"node_version"})
+VERSION_DECIDERS = frozenset({"node_version", "index_version"})  # 9.x says both
 NODE_LEFT = re.compile(r"node_left\s*\[([^\]]+)\]")
 MAX_EXPLAINED = 20  # explain calls per look: beyond that, the rest counts as unexplained
 

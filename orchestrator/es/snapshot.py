@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 from orchestrator.es.preflight import Preflight
 from orchestrator.es.settled import UnassignedCopy
+from orchestrator.es.versions import UpgradeFacts
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,7 @@ class ClusterSnapshot:
     preflight: Preflight = field(default_factory=Preflight)  # read for the plan only, not for each gate
     # A yellow's unassigned copies, explained (read only when yellow with nothing moving: es/settled.py).
     unassigned: tuple[UnassignedCopy, ...] = ()
+    upgrade: UpgradeFacts | None = None  # read only when an upgrade is planned
 
     # Indexes built once per snapshot: planning 1,000 nodes must not rescan 100,000 shards per batch.
     @cached_property
@@ -136,7 +138,8 @@ class ClusterSnapshot:
     def to_json(self) -> dict[str, Any]:
         from dataclasses import asdict
 
-        return {**asdict(self), "shards": [c._asdict() for c in self.shards]}
+        return {**asdict(self), "shards": [c._asdict() for c in self.shards],
+                "upgrade": self.upgrade.to_json() if self.upgrade else None}
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> ClusterSnapshot:
@@ -153,6 +156,7 @@ class ClusterSnapshot:
             has_shutdown_api=raw.get("has_shutdown_api", False),
             preflight=Preflight.from_json(raw.get("preflight") or {}),
             unassigned=tuple(UnassignedCopy.from_json(u) for u in raw.get("unassigned") or ()),
+            upgrade=UpgradeFacts.from_json(raw["upgrade"]) if raw.get("upgrade") else None,
         )
         snap.check_types()
         return snap

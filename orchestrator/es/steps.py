@@ -6,18 +6,20 @@ effect for the key (a transient value wins over a persistent one).
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import HostError, OrchestratorError
 from orchestrator.es.adapter import ElasticsearchAdapter
 from orchestrator.es.plan import ALLOCATION_ENABLE
 from orchestrator.es.safety import unassigned_beyond_accepted
 from orchestrator.es.settled import blocking_text, settle
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
+from orchestrator.restart.install import target_version
 from orchestrator.restart.journal import BatchRecord
 from orchestrator.restart.phases import Phase
-from orchestrator.restart.steps import StepFn, restore_settings, set_temporarily
+from orchestrator.restart.steps import StepFn, for_each_node, restore_settings, set_temporarily
 from orchestrator.retry import Seen, wait_until
 from orchestrator.units import human_bytes
 
@@ -200,10 +202,67 @@ def recovery_stats(ctx: RunContext, batch: BatchRecord) -> dict[str, dict[str, i
     return out
 
 
+
+
+# --- upgrade ---------------------------------------------------------------------------------------
+def upgrade_plugins(ctx: RunContext, batch: BatchRecord) -> None:
+    """Each plugin the node had when planned, installed again for the new version (Elasticsearch refuses
+    to start with a plugin built for another version). Removing first makes it idempotent."""
+    version = target_version(ctx)
+    upgrade = ctx.journal.plan.upgrade
+    cli = shlex.quote(ctx.inv.upgrade.plugin_cli)
+
+    def reinstall(name: str) -> None:
+        plugins = upgrade.plugins.get(name, ()) if upgrade else ()
+        rec = ctx.record(name)
+        if not plugins or "plugins_upgraded" in rec.started_at:
+            return
+        node = ctx.node(name)
+        for plugin in plugins:
+            p = shlex.quote(plugin)
+            command = f"{cli} remove {p} >/dev/null 2>&1; {cli} install --batch {p}"
+            result = ctx.transport.run(node, command, ctx.inv.ssh.command_timeout_s)
+            if not result.ok:
+                raise HostError(f"{name}: plugin {plugin} could not be installed for {version} (exit {result.rc}): "
+                                f"{(result.stderr or result.stdout).strip()[-300:]}")
+        ctx.journal.mark(name, "plugins_upgraded")
+        ctx.emit(Event("step", f"{name}: plugins installed for {version}: {', '.join(plugins)}", node=name))
+
+    for_each_node(ctx, batch, reinstall)
+
+
+def check_version(ctx: RunContext, batch: BatchRecord) -> None:
+    """The node that rejoined runs the target version: a package that did not install, or a link that
+    points elsewhere, is caught here, before the next node goes down. Node info can lag the join by a
+    moment, so an unknown version is read again (within the join timeout); a wrong one fails at once."""
+    version = target_version(ctx)
+    wrong: dict[str, str] = {}
+
+    def versions_seen(seen: Seen[bool]) -> bool | None:
+        running = {n.id: n.version for n in es(ctx).nodes()}
+        found = {name: running.get(ctx.journal.plan.node_ids.get(name, ""), "") for name in batch.nodes}
+        wrong.update({n: v for n, v in found.items() if v and v != version})
+        if wrong:
+            return True
+        unknown = [n for n, v in found.items() if not v]
+        seen.text = f"no version reported yet for {', '.join(unknown)}"
+        return None if unknown else True
+
+    wait_until(versions_seen, what=f"the version of {', '.join(batch.nodes)}", timeout_s=ctx.inv.timeouts.join_s,
+               interval_s=ctx.inv.timeouts.poll_interval_s, clock=ctx.clock)
+    for name, found in wrong.items():
+        raise OrchestratorError(f"{name} rejoined running {found}, not {version}: check the install on its host; "
+                                "`orchestrate resume` checks again")
+    for name in batch.nodes:
+        ctx.emit(Event("step", f"{name}: runs {version}", node=name, data={"version": version}))
+
+
 RUN_STEPS = {"raise_recovery_limits": raise_recovery_limits}
 STEPS: dict[str, StepFn] = {
     "restrict_allocation": restrict_allocation,
     "flush": flush,
     "restore_allocation": restore_allocation,
     "wait_for_recovery": wait_for_recovery,
+    "upgrade_plugins": upgrade_plugins,
+    "check_version": check_version,
 }

@@ -65,7 +65,9 @@ class Engine:
                     self.after_batch(batch)
             steps.restore_settings(ctx)
             self.hooks("after_run", never_abort=True)
-            self.finish(RunState.SUCCEEDED, f"all {len(journal.batches)} batches restarted")
+            upgrade = journal.plan.upgrade
+            done = f"upgraded to {upgrade.to}" if upgrade else "restarted"
+            self.finish(RunState.SUCCEEDED, f"all {len(journal.batches)} batches {done}")
         except Aborted as exc:
             stopped = self.stop_safely(exc)
             # A stop after the batches asked ends this part of the run as planned: `after_run` (expire

@@ -60,6 +60,8 @@ class RunOptions:
     pause_between_s: float = 0.0  # a wait between batches
     nodes: tuple[str, ...] = ()  # the subset restarted (--nodes), as patterns; empty: all
     exclude: tuple[str, ...] = ()  # nodes left out (--exclude), as patterns
+    upgrade_to: str = ""  # an upgrade run's target version (`orchestrate upgrade --to`); empty: a restart
+    snapshot_check: bool = True  # an upgrade's check for a recent snapshot (off: --no-snapshot-check)
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> RunOptions:
@@ -68,7 +70,8 @@ class RunOptions:
 
         return cls(allow_yellow=bool(raw.get("allow_yellow", False)), allow_unavailable=texts("allow_unavailable"),
                    canary=bool(raw.get("canary", False)), pause_between_s=float(raw.get("pause_between_s", 0)),
-                   nodes=texts("nodes"), exclude=texts("exclude"))
+                   nodes=texts("nodes"), exclude=texts("exclude"), upgrade_to=str(raw.get("upgrade_to", "")),
+                   snapshot_check=bool(raw.get("snapshot_check", True)))
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,23 @@ class Batch:
 
 
 @dataclass(frozen=True)
+class Upgrade:
+    """What an upgrade run installs: the target version, each node's version when planned, and the
+    plugins each node has (reinstalled at the new version)."""
+
+    to: str
+    versions: dict[str, str] = field(default_factory=dict)  # inventory name -> version when planned
+    plugins: dict[str, tuple[str, ...]] = field(default_factory=dict)  # inventory name -> plugin names
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any] | None) -> Upgrade | None:
+        if raw is None:
+            return None
+        return cls(to=str(raw["to"]), versions={str(k): str(v) for k, v in raw.get("versions", {}).items()},
+                   plugins={str(k): tuple(str(p) for p in v) for k, v in raw.get("plugins", {}).items()})
+
+
+@dataclass(frozen=True)
 class Plan:
     cluster: str
     product: str
@@ -54,6 +71,7 @@ class Plan:
     node_ids: dict[str, str] = field(default_factory=dict)  # inventory name -> the product's node id
     notes: tuple[str, ...] = ()
     figures: dict[str, float] = field(default_factory=dict)  # the product's own, e.g. what it accepted at the start
+    upgrade: Upgrade | None = None  # set for an upgrade run (`orchestrate upgrade`)
 
     @property
     def safe(self) -> bool:
@@ -75,4 +93,5 @@ class Plan:
                                        figures=dict(b["figures"])) for b in raw["batches"]),
                    settings=tuple(SettingChange(**s) for s in raw["settings"]), tuning=tuple(raw["tuning"]),
                    estimate_s=raw["estimate_s"], problems=tuple(raw["problems"]), node_ids=dict(raw["node_ids"]),
-                   notes=tuple(raw["notes"]), figures=dict(raw.get("figures", {})))
+                   notes=tuple(raw["notes"]), figures=dict(raw.get("figures", {})),
+                   upgrade=Upgrade.from_json(raw.get("upgrade")))

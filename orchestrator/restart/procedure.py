@@ -12,7 +12,11 @@ from dataclasses import dataclass
 from orchestrator.config.playbook import Playbook
 from orchestrator.errors import ConfigError
 from orchestrator.restart import steps
+from orchestrator.restart.install import install_version
 from orchestrator.restart.product import Product, RunStepFn
+
+# An upgrade installs while the service is stopped.
+INSTALL_ORDER = (("stop_service", "install_version"), ("install_version", "start_service"))
 
 
 @dataclass(frozen=True)
@@ -26,7 +30,7 @@ def resolve(playbook: Playbook, product: Product) -> Procedure:
     where = f"playbook {playbook.name}"
     if playbook.product != product.name:
         raise ConfigError(where, [f"it is for {playbook.product}; the cluster is {product.name}"])
-    known = {**steps.GENERIC, **product.batch_steps}
+    known = {**steps.GENERIC, "install_version": install_version, **product.batch_steps}
     problems: list[str] = []
     batch: list[tuple[str, steps.StepFn]] = []
     for step in playbook.steps():
@@ -38,7 +42,7 @@ def resolve(playbook: Playbook, product: Product) -> Procedure:
             problems.append(f"batch: unknown {product.name} step {step.builtin!r}; known: {', '.join(known)} "
                             "or {command: {name, run, where, timeout_s}}")
     names = [name for name, _ in batch]
-    for first, then in product.order_rules:
+    for first, then in (*INSTALL_ORDER, *product.order_rules):
         if first in names and then in names and names.index(first) > names.index(then):
             problems.append(f"batch: {first} must come before {then}")
     before_run: list[tuple[str, RunStepFn]] = []
@@ -51,3 +55,10 @@ def resolve(playbook: Playbook, product: Product) -> Procedure:
     if problems:
         raise ConfigError(where, problems)
     return Procedure(playbook, tuple(batch), tuple(before_run))
+
+
+def require_install(procedure: Procedure) -> None:
+    """An upgrade's procedure must install something: without install_version it would only restart."""
+    if "install_version" not in [name for name, _ in procedure.batch]:
+        raise ConfigError(f"playbook {procedure.playbook.name}", [
+            "an upgrade's playbook needs the step install_version (between stop_service and start_service)"])

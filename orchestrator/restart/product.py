@@ -36,6 +36,7 @@ class Column:
 class Product(Protocol):
     name: str
     default_playbook: str
+    upgrade_playbook: str | None  # the procedure of `orchestrate upgrade`; None: the product has none yet
     batch_steps: Mapping[str, StepFn]  # besides the generic ones (stop, tune, start, rejoin)
     run_steps: Mapping[str, RunStepFn]  # for `before_run`
     order_rules: tuple[tuple[str, str], ...]  # (first, then) among its steps and the generic ones
@@ -59,6 +60,10 @@ class Product(Protocol):
     def stop_check(self, snapshot: object, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
         """Why the batch of ``nodes`` must not stop at this very moment, from a gate snapshot taken just
         before (data whose only available copy is on them, not accepted in ``options``). Pure."""
+        ...
+
+    def with_upgrade_facts(self, adapter: ClusterAdapter, snapshot: object) -> object:
+        """The snapshot with what an upgrade's plan checks besides (read through ``adapter``)."""
         ...
 
     def load_snapshot(self, path: Path) -> object:

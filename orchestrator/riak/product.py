@@ -25,6 +25,7 @@ def _snap(snapshot: object) -> RiakSnapshot:
 class RiakProduct:
     name = "riak"
     default_playbook = "riak-rolling"
+    upgrade_playbook: str | None = None
     batch_steps = steps.STEPS
     run_steps = steps.RUN_STEPS
     checks_before_stop = False
@@ -58,6 +59,10 @@ class RiakProduct:
         if missing:
             problems.append(f"no longer member(s) of the cluster: {', '.join(missing)}")
         return problems
+
+    def with_upgrade_facts(self, adapter: ClusterAdapter, snapshot: object) -> object:
+        raise ConfigError("upgrade", [f"`orchestrate upgrade` is not available for {self.name} clusters yet: roll "
+                                      "with `orchestrate restart` and a command step that installs the version"])
 
     def load_snapshot(self, path: Path) -> RiakSnapshot:
         raise ConfigError(str(path), ["--snapshot plans from a saved Elasticsearch cluster state; this cluster is "

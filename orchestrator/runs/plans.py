@@ -40,6 +40,13 @@ def options_for(target_allow_yellow: bool, allow_yellow: bool, allow_unavailable
                    allow_unavailable=patterns(allow_unavailable))
 
 
+def upgrade_options(options: RunOptions, to: str, snapshot_check: bool) -> RunOptions:
+    """An upgrade's options: the target version, checked to be one (x.y.z)."""
+    if not re.fullmatch(r"\d{1,4}\.\d{1,4}\.\d{1,4}", to):
+        raise ConfigError("--to", [f"{to[:40]!r} is not a version such as 9.5.3 (major.minor.patch)"])
+    return replace(options, upgrade_to=to, snapshot_check=snapshot_check)
+
+
 def control_options(nodes: list[str] | None, exclude: list[str] | None, canary: bool,
                     pause_between_s: float) -> RunOptions:
     if not 0 <= pause_between_s <= 24 * 3600:
@@ -76,6 +83,8 @@ def select_nodes(plan: Plan, options: RunOptions) -> Plan:
 def make_plan(target: Target, mode: Mode, options: RunOptions, save_snapshot: Path | None = None) -> Plan:
     """Plan from the live cluster (reads only); optionally keep the snapshot it was made from."""
     snapshot = target.cluster.snapshot()
+    if options.upgrade_to:
+        snapshot = target.product.with_upgrade_facts(target.cluster, snapshot)
     if save_snapshot is not None:
         try:
             write_atomically(save_snapshot, json.dumps(target.product.dump_snapshot(snapshot)), mode=0o644)
@@ -98,7 +107,7 @@ def plan_from_file(cluster: str | None, config: Path | None, snapshot: Path, mod
     """Plan from a saved cluster state: the same decisions, no cluster needed."""
     inv, _path = load_inventory(cluster, config)
     product = products.get(inv.cluster.product)
-    procedure = load_procedure(inv, product)
+    procedure = load_procedure(inv, product, upgrade=bool(options.upgrade_to))
     snap = product.load_snapshot(snapshot)
     options = replace(options, allow_yellow=options.allow_yellow or inv.allow_yellow)
     plan = with_gate(select_nodes(product.plan(inv, snap, mode, options, profile_summary(inv)), options), inv)

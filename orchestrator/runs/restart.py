@@ -27,6 +27,7 @@ from orchestrator.restart import lock
 from orchestrator.restart.context import AbortFlag, RunContext
 from orchestrator.restart.engine import Engine
 from orchestrator.restart.events import Event, EventSink
+from orchestrator.restart.install import install_problems
 from orchestrator.restart.journal import BatchRecord, Journal, NodeRecord, RunFailed, RunOptions, RunSpec, RunState
 from orchestrator.restart.lock import LOCK_INDEX, RunLock
 from orchestrator.restart.plan import Plan
@@ -157,6 +158,9 @@ def start(target: Target, plan: Plan, options: RunOptions, emit: EventSink,
     problems = other_runs(target) + plan.all_problems()
     transport = make_transport(target.inv)
     problems += check_hosts(target.inv, transport)
+    if options.upgrade_to and not problems:  # each host can install the version (read-only checks)
+        upgrading = [target.inv.node(n) for b in plan.batches for n in b.nodes]
+        problems += install_problems(target.inv, options.upgrade_to, transport, upgrading)
     if problems:
         transport.close()
         raise PreflightFailed(problems)

@@ -9,8 +9,9 @@ from orchestrator import products
 from orchestrator.config.inventory import load_inventory
 from orchestrator.config.model import Inventory
 from orchestrator.config.playbook import Playbook, load_playbook
+from orchestrator.errors import ConfigError
 from orchestrator.restart.adapter import ClusterAdapter
-from orchestrator.restart.procedure import Procedure, resolve
+from orchestrator.restart.procedure import Procedure, require_install, resolve
 from orchestrator.restart.product import Product
 
 
@@ -31,14 +32,23 @@ class Target:
         return self.inv.cluster.name
 
 
-def load_procedure(inv: Inventory, product: Product) -> Procedure:
-    """The inventory's playbook (or the product's default), checked against the product."""
-    return resolve(load_playbook(inv.playbook or product.default_playbook, inv.directory), product)
+def load_procedure(inv: Inventory, product: Product, upgrade: bool = False) -> Procedure:
+    """The inventory's playbook (or the product's default), checked against the product; for an upgrade,
+    the inventory's `upgrade.playbook` or the product's upgrade procedure."""
+    if not upgrade:
+        return resolve(load_playbook(inv.playbook or product.default_playbook, inv.directory), product)
+    name = inv.upgrade.playbook or product.upgrade_playbook
+    if name is None:
+        raise ConfigError("upgrade", [f"`orchestrate upgrade` is not available for {product.name} clusters yet: "
+                                      "roll with `orchestrate restart` and a command step that installs the version"])
+    procedure = resolve(load_playbook(name, inv.directory), product)
+    require_install(procedure)
+    return procedure
 
 
-def open_target(cluster: str | None, config: Path | None) -> Target:
+def open_target(cluster: str | None, config: Path | None, upgrade: bool = False) -> Target:
     """Load and check everything before the first call to the cluster: a bad file fails here."""
     inv, path = load_inventory(cluster, config)
     product = products.get(inv.cluster.product)
-    procedure = load_procedure(inv, product)
+    procedure = load_procedure(inv, product, upgrade)
     return Target(inv, path, product, procedure, product.connect(inv))

@@ -76,6 +76,11 @@ def inventory_document(paths: SandboxPaths, st: SandboxState) -> dict[str, Any]:
         "tuning": {"profile": "elasticsearch" if netns else "none"},
         "playbook": "elasticsearch-rolling",
     }
+    if len(st.versions) > 1:
+        # `orchestrate upgrade --to V` switches each host's start-script link to V's script.
+        host_dir = str(paths.root / "hosts") + "/{node}"
+        doc["upgrade"] = {"install": {"method": "switch", "target": host_dir + "/elasticsearch-{version}.sh",
+                                      "link": host_dir + "/elasticsearch.sh"}}
     if st.zones <= 1:
         for node in doc["nodes"]:
             del node["zone"]

@@ -42,8 +42,10 @@ def zone_of(index: int, zones: int) -> str:
 
 
 def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, heap_mb: int,
-       timeout_s: float, say: Say, product: str = "elasticsearch", masters: int = 0) -> state.SandboxState:
-    """``masters``: how many nodes (the first ones) are master-eligible; 0: all of them."""
+       timeout_s: float, say: Say, product: str = "elasticsearch", masters: int = 0,
+       also_versions: tuple[str, ...] = ()) -> state.SandboxState:
+    """``masters``: how many nodes (the first ones) are master-eligible; 0: all of them. ``also_versions``:
+    Elasticsearch versions assembled beside ``es_version`` that `orchestrate upgrade --to` can switch to."""
     if nodes < 1 or nodes > 12:
         raise SandboxError("--nodes must be between 1 and 12 on one machine")
     if zones < 1 or zones > nodes:
@@ -65,14 +67,20 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
         if mode != "netns":
             raise SandboxError("the Riak sandbox needs --hosts netns (each node is a host with its own address)")
         riak.standin_dir()
+    if also_versions and product != "elasticsearch":
+        raise SandboxError("--also-version is for an Elasticsearch sandbox")
     es_home = ensure_es_home(es_version, say) if product == "elasticsearch" else None
+    homes = [es_home, *(ensure_es_home(v, say) for v in dict.fromkeys(also_versions) if v != es_version)] \
+        if es_home else []
     # Every `up` is a fresh cluster: data of another version or shape would not start, and runs
     # journaled against the previous sandbox cluster have nothing left to resume.
     shutil.rmtree(paths.root / "hosts", ignore_errors=True)
+    shutil.rmtree(paths.root / "snapshots", ignore_errors=True)  # a repository of the old cluster's data
     shutil.rmtree(state_root() / "runs" / CLUSTER_NAME, ignore_errors=True)
     started = time.monotonic()
     st = state.SandboxState(mode=mode, es_version=es_version if es_home else "", cluster_name=CLUSTER_NAME,
-                            zones=zones, started_at=time.time(), product=product)
+                            zones=zones, started_at=time.time(), product=product,
+                            versions=[h.version for h in homes])
     paths.root.mkdir(parents=True, exist_ok=True)
     os.chmod(paths.root, 0o755)
     write_ssh_files(paths, [], mode)  # the client key exists before any host is prepared
@@ -82,9 +90,9 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
             say(f"waiting for {nodes} Riak nodes to serve riak_kv")
             riak.wait_ready(paths, members, timeout_s)
         elif mode == "netns":
-            _up_netns(paths, st, nodes, zones, es_home, heap_mb, say, masters or nodes)
+            _up_netns(paths, st, nodes, zones, homes, heap_mb, say, masters or nodes)
         else:
-            _up_local(paths, st, nodes, zones, es_home, heap_mb, say, masters or nodes)
+            _up_local(paths, st, nodes, zones, homes, heap_mb, say, masters or nodes)
         if es_home is not None:
             say(f"waiting for {nodes} nodes to form a green cluster")
             wait_green(paths, st, nodes, timeout_s)
@@ -103,24 +111,48 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
 
 
 def _node_spec(name: str, index: int, zones: int, bind: str, http: int, transport: int,
-               seeds: list[str], masters: list[str], heap_mb: int, eligible: int) -> NodeSpec:
+               seeds: list[str], masters: list[str], heap_mb: int, eligible: int, repo: Path) -> NodeSpec:
     # Nodes after the first `eligible` are data-only: a cluster whose masters are not on every node.
     roles: dict[str, object] = {} if index <= eligible else {"node.roles": ["data", "ingest"]}
+    roles["path.repo"] = [str(repo)]  # a shared file-system snapshot repository may live there
     return NodeSpec(name=name, cluster_name=CLUSTER_NAME, bind_host=bind, http_port=http, transport_port=transport,
                     zone=zone_of(index, zones), seed_hosts=tuple(seeds), initial_masters=tuple(masters),
                     heap_mb=heap_mb, extra_settings=roles)
 
 
-def _write_start_script(es_home: EsHome, host_paths: HostPaths, heap_mb: int) -> Path:
+def _write_start_script(homes: list[EsHome], host_paths: HostPaths, heap_mb: int) -> Path:
+    """One start script per assembled version (elasticsearch-VERSION.sh) and the link the unit runs,
+    elasticsearch.sh, to the first: an upgrade switches the link (upgrade.install method `switch`)."""
     node_dir = host_paths.node_dir
-    env = node_environment(es_home, node_dir)
-    script = node_dir.parent / "elasticsearch.sh"
-    lines = ["#!/bin/sh", "# Starts this host's Elasticsearch node (written by `orchestrate sandbox up`).",
-             "exec env -i " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " "
-             + " ".join(shlex.quote(c) for c in jvm_command(es_home, node_dir, heap_mb))]
-    script.write_text("\n".join(lines) + "\n")
-    script.chmod(0o755)
-    return script
+    for home in homes:
+        env = node_environment(home, node_dir)
+        lines = ["#!/bin/sh", f"# Starts this host's Elasticsearch {home.version} node (written by `orchestrate "
+                              "sandbox up`).",
+                 "exec env -i " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " "
+                 + " ".join(shlex.quote(c) for c in jvm_command(home, node_dir, heap_mb))]
+        versioned = version_script(host_paths, home.version)
+        versioned.write_text("\n".join(lines) + "\n")
+        versioned.chmod(0o755)
+    link = start_link(host_paths)
+    link.unlink(missing_ok=True)
+    link.symlink_to(version_script(host_paths, homes[0].version).name)
+    return link
+
+
+def start_link(host_paths: HostPaths) -> Path:
+    return host_paths.node_dir.parent / "elasticsearch.sh"
+
+
+def version_script(host_paths: HostPaths, version: str) -> Path:
+    return host_paths.node_dir.parent / f"elasticsearch-{version}.sh"
+
+
+def snapshot_dir(paths: SandboxPaths) -> Path:
+    """Where the nodes may keep file-system snapshot repositories (`path.repo`), shared by all hosts."""
+    where = paths.root / "snapshots"
+    where.mkdir(parents=True, exist_ok=True)
+    _chown_node(where)
+    return where
 
 
 def _chown_node(node_dir: Path) -> None:
@@ -128,7 +160,7 @@ def _chown_node(node_dir: Path) -> None:
         subprocess.run(["chown", "-R", f"{NODE_UID}:{NODE_UID}", str(node_dir)], check=True)
 
 
-def _up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: int, es_home: EsHome,
+def _up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: int, homes: list[EsHome],
               heap_mb: int, say: Say, eligible: int) -> None:
     names = node_names(nodes)
     test_hosts = [hosts.TestHost(name, i, zone_of(i, zones)) for i, name in enumerate(names, start=1)]
@@ -144,10 +176,11 @@ def _up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
         st.hosts.append(rec)
         state.save(paths.state_file, st)
         hp = paths.host(host.name)
-        spec = _node_spec(host.name, i, zones, host.address, 9200, 9300, seeds, masters, heap_mb, eligible)
+        spec = _node_spec(host.name, i, zones, host.address, 9200, 9300, seeds, masters, heap_mb, eligible,
+                          snapshot_dir(paths))
         write_node_config(spec, hp.node_dir, zones)
         _chown_node(hp.node_dir)
-        script = _write_start_script(es_home, hp, heap_mb)
+        script = _write_start_script(homes, hp, heap_mb)
         knobs = hosts.seed_knobs(hp, scheduler)
         host_keys.append(hosts.prepare_host_files(hp, host, knobs, paths.authorized_keys, script))
         hosts.create_network(host)
@@ -171,7 +204,7 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _up_local(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: int, es_home: EsHome,
+def _up_local(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: int, homes: list[EsHome],
               heap_mb: int, say: Say, eligible: int) -> None:
     names = node_names(nodes)
     taken = [p for i in range(nodes) for p in (LOCAL_HTTP_BASE + i, LOCAL_TRANSPORT_BASE + i) if not _port_free(p)]
@@ -189,10 +222,10 @@ def _up_local(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
         st.hosts.append(rec)
         state.save(paths.state_file, st)
         spec = _node_spec(name, i, zones, "127.0.0.1", http, LOCAL_TRANSPORT_BASE + i - 1, seeds, masters, heap_mb,
-                          eligible)
+                          eligible, snapshot_dir(paths))
         write_node_config(spec, hp.node_dir, zones)
         _chown_node(hp.node_dir)
-        script = _write_start_script(es_home, hp, heap_mb)
+        script = _write_start_script(homes, hp, heap_mb)
         user = str(NODE_UID) if os.geteuid() == 0 else None
         hosts.write_unit(hp.units_dir, "elasticsearch", str(script), user, enabled=False)
         hp.run_dir.mkdir(parents=True, exist_ok=True)
@@ -315,6 +348,8 @@ def status(paths: SandboxPaths) -> dict[str, Any]:
         "mode": st.mode,
         "product": st.product,
         "es_version": st.es_version,
+        "versions": st.versions,
+        "snapshot_dir": str(paths.root / "snapshots") if st.product == "elasticsearch" else None,
         "describe": describe(st),
         "cluster_name": st.cluster_name,
         "inventory": str(paths.inventory),

@@ -35,6 +35,7 @@ class SandboxState:
     ready: bool = False
     version: int = STATE_VERSION
     product: str = "elasticsearch"
+    versions: list[str] = field(default_factory=list)  # Elasticsearch versions each host can switch to
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)

@@ -226,6 +226,7 @@ def _snap(snapshot: object) -> FakeSnapshot:
 class FakeProduct:
     name = "fake"
     default_playbook = "fake-rolling"
+    upgrade_playbook: str | None = None
     batch_steps: ClassVar[dict[str, StepFn]] = {"hold_setting": hold, "release_setting": release}
     run_steps: ClassVar[dict[str, RunStepFn]] = {"raise_limit": raise_limit}
     checks_before_stop = True
@@ -266,6 +267,10 @@ class FakeProduct:
         lost = sorted(i for n in nodes for i in sole.get(n, ())
                       if not any(fnmatchcase(i, p) for p in options.allow_unavailable))
         return [f"stopping it leaves index(es) {', '.join(lost)} with no copy."] if lost else []
+
+    def with_upgrade_facts(self, adapter: ClusterAdapter, snapshot: object) -> object:
+        raise ConfigError("upgrade", [f"`orchestrate upgrade` is not available for {self.name} clusters yet: roll "
+                                      "with `orchestrate restart` and a command step that installs the version"])
 
     def load_snapshot(self, path: Path) -> FakeSnapshot:
         raise ConfigError(str(path), ["the fake product has no saved snapshots"])

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from orchestrator.config.loader import load_model
-from orchestrator.config.model import Model
+from orchestrator.config.model_base import Model
 from orchestrator.errors import ConfigError
 from orchestrator.paths import search
 

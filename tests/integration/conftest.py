@@ -38,6 +38,7 @@ class Shape:
     hosts: str = "netns"
     product: str = "elasticsearch"
     masters: int = 0  # the first N nodes master-eligible, the rest data-only; 0: every node
+    also_versions: tuple[str, ...] = ()  # versions each host can switch to (`orchestrate upgrade --to`)
 
 
 # The "zones" group: 6 nodes in 2 zones, 3 of them master-eligible (es-1, es-3 in zone-1, es-2 in
@@ -64,7 +65,8 @@ class SandboxManager:
         orchestrate("sandbox", "down")
         proc = orchestrate("sandbox", "up", "--nodes", str(shape.nodes), "--zones", str(shape.zones),
                            "--es-version", shape.es_version, "--hosts", shape.hosts, "--product", shape.product,
-                           "--masters", str(shape.masters), timeout=600)
+                           "--masters", str(shape.masters),
+                           *(a for v in shape.also_versions for a in ("--also-version", v)), timeout=600)
         assert proc.returncode == 0, f"sandbox up failed:\n{proc.stderr}"
         self.shape = shape
         return self.status()

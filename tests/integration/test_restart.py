@@ -391,14 +391,6 @@ def test_zone_mode_restart_of_six_nodes_in_two_zones_under_load(sandboxes: Sandb
                      {"zone-2": 3, "zone-1 (1/2)": 1, "zone-1 (2/2)": 2}), sizes
 
 
-@pytest.mark.sandbox_shape("es8")
-def test_restart_on_elasticsearch_8(sandboxes: SandboxManager) -> None:
-    summary = run_restart_and_verify(sandboxes, Shape(es_version="8.19.21"), "node")
-    assert len(summary["batches"]) == 3
-    nodes = es_client(sandboxes.status()).cat.nodes(format="json", h="name,version")
-    assert {n["version"] for n in nodes} == {"8.19.21"}
-
-
 @pytest.mark.sandbox_shape("local")
 def test_local_mode_restart_with_service_commands(sandboxes: SandboxManager) -> None:
     """No SSH: the `commands` service manager and the local transport, as for a non-root user."""

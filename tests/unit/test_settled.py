@@ -42,6 +42,8 @@ def test_the_captured_answers_are_read() -> None:
         ("filtered", [], None),  # a node refused by an allocation filter: someone's setting, not design
         ("delayed", [], "delayed"),  # waiting for a node this run does not restart
         ("delayed", [LEFT_NODE], None),  # waiting for a node of the run: its copies must come back first
+        # Captured mid-upgrade (es-2 on 9.5.3, es-1 and es-3 on 8.19.21): a primary on es-2 with 2 replicas.
+        ("mixed-version", [], "older_version"),
     ],
 )
 def test_reasons(fixture: str, planned: list[str], expected: str | None) -> None:

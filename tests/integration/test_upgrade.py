@@ -1,0 +1,111 @@
+"""A rolling upgrade of the real sandbox, 8.19.21 -> 9.5.3, under a write load: refused paths change
+nothing, a mixed-version yellow is settled by the allocation explain API, a SIGKILL after a node's
+install is resumed, and every node ends on 9.5.3 exactly once restarted."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from orchestrator.sandbox.load import LoadGenerator
+from tests.helpers import REPO, assert_no_traceback, json_lines, orchestrate
+from tests.integration.conftest import SandboxManager, Shape, es_client
+from tests.integration.test_restart import (
+    doc_counts,
+    end_background_run,
+    prepared,
+    read_events_until,
+    settings,
+    starts_logged,
+)
+
+pytestmark = pytest.mark.sandbox_shape("es8")
+OLD, NEW = "8.19.21", "9.5.3"
+UPGRADABLE = Shape(es_version=OLD, also_versions=(NEW,))
+
+
+def versions(info: dict[str, object]) -> dict[str, str]:
+    rows = es_client(info).cat.nodes(format="json", h="name,version")  # type: ignore[arg-type]
+    return {r["name"]: r["version"] for r in rows}
+
+
+def test_upgrade_from_8_to_9_under_load_with_refusals_a_mixed_version_yellow_and_a_kill(
+        sandboxes: SandboxManager) -> None:
+    info, es = prepared(sandboxes, UPGRADABLE)
+    es.cluster.put_settings(persistent={"indices.recovery.max_bytes_per_sec": "50mb"})
+    before_settings = settings(es)
+
+    # Refused before any change: a downgrade, a skipped major, no snapshot to go back to.
+    for to, said in (("8.0.0", "cannot be downgraded"), ("10.0.0", "more than one major"),
+                     (NEW, "no successful snapshot found")):
+        refused = orchestrate("upgrade", "--cluster", "sandbox", "--to", to, "--yes", "--json", timeout=300)
+        assert refused.returncode == 5, refused.stderr[-2000:]  # preflight failed, nothing changed
+        assert said in refused.stderr, refused.stderr[-2000:]
+        assert_no_traceback(refused)
+    assert settings(es) == before_settings and set(versions(info).values()) == {OLD}
+    assert json.loads(orchestrate("status", "--cluster", "sandbox", "--json").stdout)["run"] is None
+
+    es.snapshot.create_repository(name="backup", body={"type": "fs", "settings": {
+        "location": f"{info['snapshot_dir']}/backup"}})
+    es.snapshot.create(repository="backup", snapshot="before-upgrade", wait_for_completion=True)
+    before_docs = doc_counts(es)
+    before_starts = starts_logged(info)
+    load = LoadGenerator(info["endpoints"], index="load-upgrade", duration_s=900, max_docs=200_000)
+    load.start_then_mark("during")
+    try:
+        # The first node only, then a state only a mixed cluster has: a primary on the new node whose
+        # replicas cannot go to the old ones.
+        first = orchestrate("upgrade", "--cluster", "sandbox", "--to", NEW, "--yes", "--json", "--stop-after", "1",
+                            timeout=600)
+        assert first.returncode == 11, first.stderr[-3000:]
+        upgraded = [n for n, v in versions(info).items() if v == NEW]
+        assert len(upgraded) == 1, versions(info)
+        es.indices.create(index="mixed", settings={"number_of_shards": 1, "number_of_replicas": 2,
+                                                   "index.routing.allocation.include._name": upgraded[0]})
+        es.cluster.health(index="mixed", wait_for_active_shards="1", timeout="60s")
+        es.indices.put_settings(index="mixed", settings={"index.routing.allocation.include._name": None})
+        plan = orchestrate("plan", "--cluster", "sandbox", "--upgrade-to", NEW, "--json", timeout=300)
+        assert "a node of an older version" in plan.stdout, plan.stdout[-2000:]
+
+        # Killed once the next node is installed (stopped, not yet started): resume starts it, no reinstall.
+        run = subprocess.Popen([sys.executable, "-m", "orchestrator", "resume", "--cluster", "sandbox", "--json"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+        try:
+            seen = read_events_until(run, lambda e: f"installed {NEW}" in str(e.get("message")), 300)
+        finally:
+            end_background_run(run, signal.SIGKILL, 30)
+        assert seen[-1]["node"] not in upgraded
+        resumed = orchestrate("resume", "--cluster", "sandbox", "--json", timeout=900)
+        load.mark("after")
+        time.sleep(3)
+    finally:
+        load.stop()
+    report = load.report()
+    print(f"load during the upgrade: {json.dumps(report)}")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert_no_traceback(resumed)
+    events = json_lines(resumed.stdout)
+    assert events[-1]["result"] == "succeeded"
+    # The node killed after its install is started, not installed again; the last one is installed.
+    assert sum(1 for e in events if f"installed {NEW}" in str(e.get("message"))) == 1
+    assert any("yellow, settled" in str(e.get("message")) and "older version" in str(e.get("message"))
+               for e in events), [e.get("message") for e in events]
+    assert load.missing_acknowledged() == [], "an acknowledged document was lost"
+    assert report["red_samples"] == 0 and report["windows"]["during"]["index_ok"] > 0
+
+    after = sandboxes.status()
+    assert set(versions(after).values()) == {NEW}
+    assert starts_logged(after) == {k: v + 1 for k, v in before_starts.items()}, "each node started exactly once"
+    assert es.cluster.health(wait_for_status="green", timeout="60s")["status"] == "green"
+    assert doc_counts(es) == before_docs
+    assert settings(es) == before_settings
+    summary = events[-1]
+    assert all(set(n["phases"]) >= {"stop", "install", "start", "join", "recovery"} for n in summary["nodes"])
+    es.cluster.put_settings(persistent={"indices.recovery.max_bytes_per_sec": None})
+    es.indices.delete(index="mixed")
+    sandboxes.forget()  # its nodes now run 9.5.3: not the shape it was started as

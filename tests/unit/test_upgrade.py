@@ -1,0 +1,183 @@
+"""The upgrade's pure parts: version paths, order, preflight facts, install commands, the procedure."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from orchestrator.config.model import Inventory
+from orchestrator.config.upgrade import check_command
+from orchestrator.errors import ConfigError
+from orchestrator.es.plan import build_plan
+from orchestrator.es.product import PRODUCT
+from orchestrator.es.snapshot import ClusterSnapshot
+from orchestrator.es.versions import UpgradeFacts, facts_findings, parse_version, path_problems
+from orchestrator.restart.plan import Mode
+from orchestrator.runs.target import load_procedure
+from tests.helpers import assert_no_traceback, orchestrate
+from tests.unit.snapshots import copies, inventory, node, snapshot
+
+HOUR_MS = 3_600_000
+FRESH = UpgradeFacts(read_at_ms=100 * HOUR_MS, newest_snapshot="repo:nightly", newest_snapshot_end_ms=99 * HOUR_MS)
+
+
+@pytest.mark.parametrize(
+    ("versions", "target", "refused"),
+    [
+        (["8.19.21", "8.19.21"], "9.5.3", None),
+        (["8.18.2"], "9.0.1", None),  # 9.0 can be reached from 8.18
+        (["8.18.2"], "9.1.0", "8.19 or later"),  # 9.1 and later need 8.19
+        (["8.17.0"], "9.5.3", "8.19 or later"),
+        (["7.17.9"], "8.19.21", None),
+        (["7.16.3"], "8.19.21", "7.17 or later"),
+        (["7.17.9"], "9.5.3", "more than one major"),  # a skipped major
+        (["9.5.3", "8.19.21"], "8.19.21", "cannot be downgraded"),
+        (["8.19.21"], "8.19.20", "cannot be downgraded"),
+        (["8.1.0"], "8.19.21", None),  # within a major, any older minor
+        (["9.5.3", "8.19.21"], "9.5.3", None),  # half done: the rest goes on
+        (["x.y"], "9.5.3", "cannot read its version"),
+    ],
+)
+def test_upgrade_paths(versions: list[str], target: str, refused: str | None) -> None:
+    parsed = parse_version(target)
+    assert parsed is not None
+    problems = path_problems({f"n{i}": v for i, v in enumerate(versions)}, parsed)
+    if refused is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and refused in problems[0], problems
+
+
+def upgrade_snapshot(roles: dict[str, tuple[str, ...]], master: str, versions: dict[str, str] | None = None,
+                     facts: UpgradeFacts = FRESH) -> ClusterSnapshot:
+    nodes = [replace(node(n, roles=r), version=(versions or {}).get(n, "8.19.21")) for n, r in roles.items()]
+    names = list(roles)
+    shards = [c for i in range(len(names)) for c in copies("i", i, [names[i], names[(i + 1) % len(names)]])]
+    return replace(snapshot(nodes, shards, master), upgrade=facts)
+
+
+def test_upgrade_order_tiers_then_no_data_then_masters_elected_last() -> None:
+    roles = {"hot": ("data_hot", "data_content"), "m1": ("master",), "cold": ("data_cold",),
+             "frozen": ("data_frozen",), "ingest": ("ingest",), "warm": ("data_warm",), "m2": ("master", "data"),
+             "m3": ("master",), "plain": ("data",)}
+    snap = upgrade_snapshot(roles, "m1")
+    plan = build_plan(inventory(list(roles)), snap, Mode.NODE, upgrade_to="9.5.3")
+    assert [b.label for b in plan.batches] == ["frozen", "cold", "warm", "hot", "plain", "ingest", "m2", "m3", "m1"]
+    assert plan.upgrade is not None and plan.upgrade.to == "9.5.3"
+    assert plan.upgrade.versions["hot"] == "8.19.21"
+    assert plan.notes[0].startswith("upgrade 8.19.21 -> 9.5.3")
+    assert plan.safe, plan.all_problems()
+    # The same cluster restarted (no upgrade) keeps the restart's order: data-only nodes by name.
+    assert [b.label for b in build_plan(inventory(list(roles)), snap, Mode.NODE).batches][:2] == ["cold", "frozen"]
+
+
+def test_nodes_already_upgraded_are_left_out_and_a_downgrade_is_refused() -> None:
+    roles = {"a": ("master", "data"), "b": ("master", "data"), "c": ("master", "data")}
+    snap = upgrade_snapshot(roles, "a", versions={"b": "9.5.3"})
+    plan = build_plan(inventory(list(roles)), snap, Mode.NODE, upgrade_to="9.5.3")
+    assert [b.label for b in plan.batches] == ["c", "a"]
+    assert any("already on 9.5.3, left out: b" in n for n in plan.notes)
+    down = build_plan(inventory(list(roles)), snap, Mode.NODE, upgrade_to="9.4.0")
+    assert not down.safe and any("cannot be downgraded" in p for p in down.problems)
+    done = build_plan(inventory(list(roles)), upgrade_snapshot(roles, "a", versions=dict.fromkeys(roles, "9.5.3")),
+                      Mode.NODE, upgrade_to="9.5.3")
+    assert done.problems == ("every node already runs 9.5.3: nothing to upgrade",)
+
+
+@pytest.mark.parametrize(
+    ("facts", "check", "problem", "note"),
+    [
+        (FRESH, True, None, "repo:nightly, is 1.0 h old"),
+        (replace(FRESH, newest_snapshot_end_ms=70 * HOUR_MS), True, "30.0 h old, older than", None),
+        (replace(FRESH, newest_snapshot=None, newest_snapshot_end_ms=None), True, "no successful snapshot", None),
+        (replace(FRESH, newest_snapshot=None, newest_snapshot_end_ms=None), False, None, "check is off"),
+        (replace(FRESH, snapshot_error="403 forbidden"), True, "cannot tell whether a recent snapshot exists", None),
+        (replace(FRESH, deprecations=("index_settings logs: uses a 7.x format",)), True, "1 critical item", None),
+        (replace(FRESH, deprecations=None), True, None, "no deprecation API"),
+        (replace(FRESH, plugins={"a": ("analysis-icu",), "b": ()}), True, None, "on 1 node(s): analysis-icu"),
+    ],
+)
+def test_upgrade_preflight_facts(facts: UpgradeFacts, check: bool, problem: str | None, note: str | None) -> None:
+    problems, notes = facts_findings(facts, 24, check)
+    assert [p for p in problems if problem and problem in p] if problem else problems == [], problems
+    if note:
+        assert any(note in n for n in notes), notes
+
+
+def test_facts_survive_a_saved_snapshot() -> None:
+    snap = upgrade_snapshot({"a": ("master", "data")}, "a",
+                            facts=replace(FRESH, plugins={"a": ("repository-s3",)}, deprecations=None))
+    again = ClusterSnapshot.from_json(snap.to_json())
+    assert again.upgrade == snap.upgrade
+
+
+def upgrade_inventory(install: dict[str, object]) -> Inventory:
+    raw = inventory(["es-1"]).model_dump(mode="json")
+    return Inventory.model_validate({**raw, "upgrade": {"install": install}})
+
+
+def test_install_methods_render_idempotent_commands_with_quoted_values() -> None:
+    apt = upgrade_inventory({"method": "package"}).upgrade.install
+    assert apt is not None
+    assert apt.commands("9.5.3", "es-1") == [
+        "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades -o Dpkg::Options::=--force-confold "
+        "elasticsearch=9.5.3"]
+    assert check_command(apt, "9.5.3", "es-1") == "apt-cache show elasticsearch=9.5.3 >/dev/null"
+    dnf = upgrade_inventory({"method": "package", "manager": "dnf"}).upgrade.install
+    assert dnf is not None and dnf.commands("9.5.3", "es-1") == ["dnf -y -q install elasticsearch-9.5.3"]
+    switch = upgrade_inventory({"method": "switch", "target": "/opt/es-{version}", "link": "/opt/es",
+                                "unpack": "/srv/dist/elasticsearch-{version}-linux-x86_64.tar.gz"}).upgrade.install
+    assert switch is not None
+    assert switch.commands("9.5.3", "es-1") == [
+        'test -e /opt/es-9.5.3 || tar -xzf /srv/dist/elasticsearch-9.5.3-linux-x86_64.tar.gz -C "$(dirname '
+        '/opt/es-9.5.3)"', "ln -sfn /opt/es-9.5.3 /opt/es"]
+    odd = upgrade_inventory({"method": "switch", "target": "/opt/my es/{node}-{version}", "link": "/opt/es"})
+    assert odd.upgrade.install is not None
+    assert odd.upgrade.install.commands("9.5.3", "es-1") == ["ln -sfn '/opt/my es/es-1-9.5.3' /opt/es"]
+    own = upgrade_inventory({"method": "commands", "run": ["/usr/local/bin/es-install {version} {node}"],
+                             "check": "test -d /srv/es/{version}"}).upgrade.install
+    assert own is not None and own.commands("9.5.3", "es-1") == ["/usr/local/bin/es-install 9.5.3 es-1"]
+    assert check_command(own, "9.5.3", "es-1") == "test -d /srv/es/9.5.3"
+
+
+@pytest.mark.parametrize("install", [{"method": "yum-ish"}, {"method": "switch", "target": "/opt/x"},
+                                     {"method": "commands", "run": []}, {"method": "package", "package": "-rf"}])
+def test_bad_install_methods_are_refused_when_loaded(install: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        upgrade_inventory(install)
+
+
+def test_the_upgrade_procedure_installs_between_stop_and_start() -> None:
+    procedure = load_procedure(inventory(["es-1"]), PRODUCT, upgrade=True)
+    steps = [name for name, _ in procedure.batch]
+    assert steps.index("stop_service") < steps.index("install_version") < steps.index("upgrade_plugins") \
+        < steps.index("start_service") < steps.index("wait_for_join") < steps.index("check_version")
+    # The restart's procedure has no install: an upgrade with it would only restart, and is refused.
+    raw = inventory(["es-1"]).model_dump(mode="json")
+    with pytest.raises(ConfigError, match="needs the step install_version"):
+        load_procedure(Inventory.model_validate({**raw, "upgrade": {"playbook": "elasticsearch-rolling"}}), PRODUCT,
+                       upgrade=True)
+
+
+@pytest.mark.parametrize(
+    ("doc", "args", "said"),
+    [
+        ({"cluster": {"name": "c", "endpoints": ["http://127.0.0.1:9"]}}, ["--to", "9.5"], "is not a version"),
+        ({"cluster": {"name": "c", "endpoints": ["http://127.0.0.1:9"]}}, ["--to", "9.5.3; rm -rf /"],
+         "is not a version"),
+        ({"cluster": {"name": "c", "product": "riak"}}, ["--to", "3.2.0"], "not available for riak clusters yet"),
+    ],
+)
+def test_upgrade_refuses_bad_input_clearly_before_any_call(doc: dict[str, object], args: list[str], said: str,
+                                                           tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({**doc, "ssh": {"known_hosts": "/dev/null"},
+                                    "nodes": [{"name": "n1", "host": "127.0.0.1"}]}))
+    proc = orchestrate("upgrade", "--config", str(path), "--yes", *args, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert said in proc.stderr
+    assert_no_traceback(proc)
