@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,14 +12,21 @@ from pydantic import ValidationError
 
 from orchestrator.config.model import Inventory
 from orchestrator.config.upgrade import check_command
-from orchestrator.errors import ConfigError
+from orchestrator.errors import ConfigError, OrchestratorError
+from orchestrator.es.adapter import ElasticsearchAdapter
 from orchestrator.es.plan import build_plan
 from orchestrator.es.product import PRODUCT
-from orchestrator.es.snapshot import ClusterSnapshot
+from orchestrator.es.snapshot import ClusterSnapshot, EsNode
+from orchestrator.es.steps import check_version
 from orchestrator.es.versions import UpgradeFacts, facts_findings, parse_version, path_problems
+from orchestrator.hosts.transport import LocalTransport
+from orchestrator.restart.context import RunContext
+from orchestrator.restart.events import Event
+from orchestrator.restart.journal import BatchRecord, RunOptions
 from orchestrator.restart.plan import Mode
 from orchestrator.runs.target import load_procedure
 from tests.helpers import assert_no_traceback, orchestrate
+from tests.unit.journals import journal_of, plan_of
 from tests.unit.snapshots import copies, inventory, node, snapshot
 
 HOUR_MS = 3_600_000
@@ -181,3 +189,37 @@ def test_upgrade_refuses_bad_input_clearly_before_any_call(doc: dict[str, object
     assert proc.returncode == 2, proc.stderr
     assert said in proc.stderr
     assert_no_traceback(proc)
+
+
+class NodesOfVersions(ElasticsearchAdapter):
+    """An adapter whose node info reports given versions (None: the node is not listed yet)."""
+
+    def __init__(self, answers: list[dict[str, str | None]]) -> None:
+        super().__init__(conn=None, client=object())  # type: ignore[arg-type]
+        self.answers = answers
+
+    def nodes(self) -> list[EsNode]:
+        now = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        return [replace(node(n), version=v) for n, v in now.items() if v is not None]
+
+
+def version_check_context(answers: list[dict[str, str | None]]) -> tuple[RunContext, BatchRecord, list[Event]]:
+    plan = plan_of([["es-1"]])
+    journal = journal_of(plan)
+    journal.spec = replace(journal.spec, options=RunOptions(upgrade_to="9.5.3"))
+    inv = Inventory.model_validate({**inventory(["es-1"]).model_dump(mode="json"),
+                                    "timeouts": {"join_s": 5, "poll_interval_s": 0.05}})
+    events: list[Event] = []
+    ctx = RunContext(inv=inv, cluster=NodesOfVersions(answers), transport=LocalTransport(),
+                     service=None, journal=journal, emit=events.append)  # type: ignore[arg-type]
+    return ctx, journal.batches[0], events
+
+
+def test_check_version_waits_for_node_info_and_stops_the_run_on_another_version() -> None:
+    ctx, batch, events = version_check_context([{"es-1": None}, {"es-1": None}, {"es-1": "9.5.3"}])
+    check_version(ctx, batch)
+    assert events[-1].message == "es-1: runs 9.5.3"
+    ctx, batch, events = version_check_context([{"es-1": "8.19.21"}])
+    with pytest.raises(OrchestratorError, match=re.escape("es-1 rejoined running 8.19.21, not 9.5.3")):
+        check_version(ctx, batch)
+    assert events == []
