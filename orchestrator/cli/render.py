@@ -135,9 +135,9 @@ class RunView:
 def report_table(summary: dict[str, Any], columns: Sequence[Column]) -> Table:
     table = Table(title=f"Run {summary['run_id']} on {summary['cluster']}: {summary['result'].upper()} in "
                         f"{human_duration(summary['duration_s'])}", title_justify="left", show_edge=False)
-    # An upgrade's install time gets its own column; a restart has none.
-    installed = any("install" in n["phases"] for n in summary["nodes"])
-    phases = ("stop", "install", "start", "join", "recovery") if installed else ("stop", "start", "join", "recovery")
+    # An upgrade's install and a host's reboot get their own columns, when a node has them.
+    phases = [p for p in ("stop", "install", "reboot", "start", "join", "recovery")
+              if p not in ("install", "reboot") or any(p in n["phases"] for n in summary["nodes"])]
     for col in ("node", "restarted", *phases, *(c.header for c in columns)):
         table.add_column(col, justify="left" if col == "node" else "right")
     for n in summary["nodes"]:

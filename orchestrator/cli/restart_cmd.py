@@ -6,6 +6,7 @@ Each command parses its options, calls one function of `orchestrator.runs`, and 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -51,6 +52,12 @@ ExcludeOpt = typer.Option(None, "--exclude", metavar="PATTERN", help="Leave out 
 CanaryOpt = typer.Option(False, "--canary", help="After the first batch, pause until `orchestrate continue` (check "
                                                  "the canary node first).")
 PauseBetweenOpt = typer.Option(0.0, "--pause-between", metavar="SECONDS", help="Wait this long between batches.")
+RebootOpt = typer.Option(False, "--reboot", help="Reboot each host instead of only restarting the service (host "
+                                                "patching): the service stops, the tuning is applied, the host "
+                                                "reboots (inventory service.reboot), the run waits for a new boot "
+                                                "id, the boot starts the service, and the tuning is checked: a "
+                                                "knob that did not survive is set again and reported NOT "
+                                                "PERSISTED. Needs hosts reached over SSH.")
 StopAfterOpt = typer.Option(0, "--stop-after", metavar="N", min=0, max=100_000,
                             help="Stop once N batches are done (every setting restored, exit 11); `orchestrate "
                                  "resume` goes on (with its own --stop-after). 0: all batches.")
@@ -135,7 +142,7 @@ def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOp
             json_out: bool = JsonOpt, allow_yellow: bool = YellowOpt,
             allow_unavailable: list[str] = UnavailableOpt, nodes: list[str] = NodesOpt,
             exclude: list[str] = ExcludeOpt, canary: bool = CanaryOpt,
-            pause_between: float = PauseBetweenOpt, stop_after: int = StopAfterOpt) -> None:
+            pause_between: float = PauseBetweenOpt, stop_after: int = StopAfterOpt, reboot: bool = RebootOpt) -> None:
     """Rolling restart: shows the plan, asks to confirm (unless --yes), then runs it batch by batch.
 
     Preflight checks everything before the first change (safe plan, every node matched, SSH with
@@ -143,11 +150,12 @@ def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOp
     node is brought back first), restores every temporary setting and exits 130. A failure
     leaves allocation restricted and the journal says what is pending: `orchestrate resume`.
     """
-    control = plans.control_options(nodes, exclude, canary, pause_between)
-    target = open_target(cluster, config)
+    control = replace(plans.control_options(nodes, exclude, canary, pause_between), reboot=reboot)
+    target = open_target(cluster, config, reboot=reboot)
     run_options = options(target, allow_yellow, allow_unavailable, control)
-    plan_confirm_and_run(target, by, run_options, json_out, yes, "Restart {batches} batch(es) of {cluster}?",
-                         stop_after)
+    question = "Reboot the hosts of {batches} batch(es) of {cluster}?" if reboot else \
+        "Restart {batches} batch(es) of {cluster}?"
+    plan_confirm_and_run(target, by, run_options, json_out, yes, question, stop_after)
 
 
 def plan_confirm_and_run(target: Target, by: Mode, run_options: RunOptions, json_out: bool, yes: bool,

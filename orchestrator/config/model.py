@@ -124,6 +124,7 @@ class ServiceSection(Model):
     stop: str | None = None
     start: str | None = None
     status: str | None = None
+    reboot: str = Field("systemctl reboot", min_length=1, max_length=300)  # `restart --reboot`: reboots the host
 
     @model_validator(mode="after")
     def commands_complete(self) -> ServiceSection:
@@ -154,6 +155,7 @@ class Timeouts(Model):
     start_s: float = Field(120, ge=1, le=DAY_S)
     join_s: float = Field(300, ge=1, le=DAY_S)
     recovery_s: float = Field(3600, ge=1, le=7 * DAY_S)
+    reboot_s: float = Field(900, ge=1, le=DAY_S)  # `restart --reboot`: the host back with a new boot id
     poll_interval_s: float = Field(1.0, ge=0.05, le=60)
     # The gate before each batch: this many healthy samples in a row (poll_interval_s apart), and
     # the run stops after unhealthy_s of waiting for them (None: recovery_s).

@@ -31,6 +31,12 @@ class ServiceControl:
     def is_active(self, node: NodeEntry) -> bool:
         return self.transport.run(node, self._command("status", node), 60).ok
 
+    def is_enabled(self, node: NodeEntry) -> bool | None:
+        """Whether the host's boot starts the service; None when the manager cannot tell (commands)."""
+        if self.cfg.manager != "systemd":
+            return None
+        return self.transport.run(node, f"systemctl is-enabled {shlex.quote(self.cfg.unit)}", 60).ok
+
     def stop(self, node: NodeEntry) -> None:
         self._act("stop", node)
 

@@ -66,7 +66,7 @@ class Engine:
             steps.restore_settings(ctx)
             self.hooks("after_run", never_abort=True)
             upgrade = journal.plan.upgrade
-            done = f"upgraded to {upgrade.to}" if upgrade else "restarted"
+            done = f"upgraded to {upgrade.to}" if upgrade else "rebooted" if ctx.options.reboot else "restarted"
             self.finish(RunState.SUCCEEDED, f"all {len(journal.batches)} batches {done}")
         except Aborted as exc:
             stopped = self.stop_safely(exc)

@@ -62,6 +62,7 @@ class RunOptions:
     exclude: tuple[str, ...] = ()  # nodes left out (--exclude), as patterns
     upgrade_to: str = ""  # an upgrade run's target version (`orchestrate upgrade --to`); empty: a restart
     snapshot_check: bool = True  # an upgrade's check for a recent snapshot (off: --no-snapshot-check)
+    reboot: bool = False  # `restart --reboot`: each host is rebooted, not only the service restarted
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> RunOptions:
@@ -71,7 +72,7 @@ class RunOptions:
         return cls(allow_yellow=bool(raw.get("allow_yellow", False)), allow_unavailable=texts("allow_unavailable"),
                    canary=bool(raw.get("canary", False)), pause_between_s=float(raw.get("pause_between_s", 0)),
                    nodes=texts("nodes"), exclude=texts("exclude"), upgrade_to=str(raw.get("upgrade_to", "")),
-                   snapshot_check=bool(raw.get("snapshot_check", True)))
+                   snapshot_check=bool(raw.get("snapshot_check", True)), reboot=bool(raw.get("reboot", False)))
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,7 @@ class NodeRecord:
     recovery: dict[str, int] = field(default_factory=dict)
     # Each change made to the node's host (tuning): {"knob", "before": {...}, "after": {...}}.
     host_changes: list[dict[str, Any]] = field(default_factory=list)
+    boot_before: str | None = None  # `restart --reboot`: the host's boot id before its reboot
 
 
 @dataclass
@@ -295,6 +297,10 @@ class Journal:
         if changes:
             with self.change():
                 self.nodes[node].host_changes = [*self.nodes[node].host_changes, *changes]
+
+    def boot_id_before(self, node: str, boot_id: str) -> None:
+        with self.change():
+            self.nodes[node].boot_before = boot_id
 
     def calls(self, count: int) -> None:
         with self.change():

@@ -14,9 +14,13 @@ from orchestrator.errors import ConfigError
 from orchestrator.restart import steps
 from orchestrator.restart.install import install_version
 from orchestrator.restart.product import Product, RunStepFn
+from orchestrator.restart.reboot import check_tuning, reboot_host
 
-# An upgrade installs while the service is stopped.
-INSTALL_ORDER = (("stop_service", "install_version"), ("install_version", "start_service"))
+# An upgrade installs while the service is stopped; a host is rebooted while it is stopped, and its
+# tuning checked after.
+ENGINE_ORDER = (("stop_service", "install_version"), ("install_version", "start_service"),
+                ("stop_service", "reboot_host"), ("reboot_host", "start_service"), ("reboot_host", "check_tuning"))
+ENGINE_STEPS = {"install_version": install_version, "reboot_host": reboot_host, "check_tuning": check_tuning}
 
 
 @dataclass(frozen=True)
@@ -30,7 +34,7 @@ def resolve(playbook: Playbook, product: Product) -> Procedure:
     where = f"playbook {playbook.name}"
     if playbook.product != product.name:
         raise ConfigError(where, [f"it is for {playbook.product}; the cluster is {product.name}"])
-    known = {**steps.GENERIC, "install_version": install_version, **product.batch_steps}
+    known = {**steps.GENERIC, **ENGINE_STEPS, **product.batch_steps}
     problems: list[str] = []
     batch: list[tuple[str, steps.StepFn]] = []
     for step in playbook.steps():
@@ -42,7 +46,7 @@ def resolve(playbook: Playbook, product: Product) -> Procedure:
             problems.append(f"batch: unknown {product.name} step {step.builtin!r}; known: {', '.join(known)} "
                             "or {command: {name, run, where, timeout_s}}")
     names = [name for name, _ in batch]
-    for first, then in (*INSTALL_ORDER, *product.order_rules):
+    for first, then in (*ENGINE_ORDER, *product.order_rules):
         if first in names and then in names and names.index(first) > names.index(then):
             problems.append(f"batch: {first} must come before {then}")
     before_run: list[tuple[str, RunStepFn]] = []

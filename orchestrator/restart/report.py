@@ -143,9 +143,20 @@ def model(journal: Journal, columns: Sequence[Column] = ()) -> dict[str, Any]:
         "zone": time_zone(journal.created), "summary": summary, "rows": rows, "ticks": ticks,
         "phases": [(p, c) for p, *_, c in PHASES], "columns": [c.header for c in columns],
         "recovery": recovery, "settings": settings, "failed_colour": FAILED_COLOUR,
+        "not_persisted": not_persisted(journal),
         "width": LABEL_WIDTH + TIMELINE_WIDTH + 40, "height": 60 + len(rows) * ROW_HEIGHT,
         "recovery_height": 30 + len(recovery) * ROW_HEIGHT, "label_width": LABEL_WIDTH,
     }
+
+
+def not_persisted(journal: Journal) -> list[dict[str, str]]:
+    """Host knobs a reboot reverted (`restart --reboot`): the boot's value and what the run set again."""
+    def live(side: object) -> str:
+        return str(side.get("live")) if isinstance(side, dict) else str(side)
+
+    return [{"node": rec.name, "knob": str(c.get("knob")), "booted": live(c.get("before")),
+             "fixed": live(c.get("after"))}
+            for rec in journal.nodes.values() for c in rec.host_changes if c.get("not_persisted")]
 
 
 def html(journal: Journal, columns: Sequence[Column] = ()) -> str:

@@ -130,10 +130,12 @@ def start_service(ctx: RunContext, batch: BatchRecord) -> None:
         node = ctx.node(name)
         if reached(ctx.record(name).phase, Phase.JOINED):
             return
-        ctx.set_phase(name, Phase.STARTING, f"{name}: starting the service")
+        running = ctx.service.is_active(node)  # after a reboot, the host's boot may have started it
+        said = "the service is already running (started by the host's boot)" if running else "starting the service"
+        ctx.set_phase(name, Phase.STARTING, f"{name}: {said}")
         ctx.journal.mark(name, "start_issued")
         started = ctx.clock.monotonic()
-        if not ctx.service.is_active(node):
+        if not running:
             ctx.service.start(node)
         ctx.timed(name, "start", ctx.clock.monotonic() - started)
 

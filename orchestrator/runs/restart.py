@@ -32,6 +32,7 @@ from orchestrator.restart.journal import BatchRecord, Journal, NodeRecord, RunFa
 from orchestrator.restart.lock import LOCK_INDEX, RunLock
 from orchestrator.restart.plan import Plan
 from orchestrator.restart.procedure import resolve
+from orchestrator.restart.reboot import reboot_problems
 from orchestrator.runs.audit import audit_log
 from orchestrator.runs.metrics import metrics_sink
 from orchestrator.runs.target import Target
@@ -158,9 +159,11 @@ def start(target: Target, plan: Plan, options: RunOptions, emit: EventSink,
     problems = other_runs(target) + plan.all_problems()
     transport = make_transport(target.inv)
     problems += check_hosts(target.inv, transport)
+    planned = [target.inv.node(n) for b in plan.batches for n in b.nodes]
     if options.upgrade_to and not problems:  # each host can install the version (read-only checks)
-        upgrading = [target.inv.node(n) for b in plan.batches for n in b.nodes]
-        problems += install_problems(target.inv, options.upgrade_to, transport, upgrading)
+        problems += install_problems(target.inv, options.upgrade_to, transport, planned)
+    if options.reboot and not problems:
+        problems += reboot_problems(target.inv, transport, planned)
     if problems:
         transport.close()
         raise PreflightFailed(problems)

@@ -60,7 +60,9 @@ def summary(journal: Journal) -> dict[str, Any]:
         "batches": [{"number": b.number, "label": b.label, "nodes": b.nodes, "state": b.state,
                      "duration_s": round((b.finished or end) - b.started, 1) if b.started else None}
                     for b in journal.batches],
-        "nodes": [{"name": r.name, "restarted": r.restarted, "phases": r.phases, "recovery": r.recovery}
+        "nodes": [{"name": r.name, "restarted": r.restarted, "phases": r.phases, "recovery": r.recovery,
+                   **({"not_persisted": knobs} if (knobs := [str(c.get("knob")) for c in r.host_changes
+                                                             if c.get("not_persisted")]) else {})}
                   for r in journal.nodes.values()],
         "duration_s": round(end - journal.created, 1),
         "cluster_calls": journal.cluster_calls,

@@ -13,6 +13,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.restart.adapter import ClusterAdapter
 from orchestrator.restart.procedure import Procedure, require_install, resolve
 from orchestrator.restart.product import Product
+from orchestrator.restart.reboot import with_reboot
 
 
 @dataclass
@@ -46,9 +47,12 @@ def load_procedure(inv: Inventory, product: Product, upgrade: bool = False) -> P
     return procedure
 
 
-def open_target(cluster: str | None, config: Path | None, upgrade: bool = False) -> Target:
-    """Load and check everything before the first call to the cluster: a bad file fails here."""
+def open_target(cluster: str | None, config: Path | None, upgrade: bool = False, reboot: bool = False) -> Target:
+    """Load and check everything before the first call to the cluster: a bad file fails here. ``reboot``:
+    the procedure of `restart --reboot` (restart/reboot.py)."""
     inv, path = load_inventory(cluster, config)
     product = products.get(inv.cluster.product)
     procedure = load_procedure(inv, product, upgrade)
+    if reboot:
+        procedure = resolve(with_reboot(procedure.playbook), product)
     return Target(inv, path, product, procedure, product.connect(inv))

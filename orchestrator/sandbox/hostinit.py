@@ -81,7 +81,39 @@ def replay_udev_schedulers() -> None:
                 target.write_text(value + "\n")
 
 
+def boot(paths: HostPaths) -> subprocess.Popen[bytes]:
+    """What a boot does: persisted settings first, then sshd and every enabled unit. Returns sshd."""
+    replay_sysctl()
+    replay_udev_schedulers()
+    sshd = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(paths.sshd_dir / "sshd_config")])
+    subprocess.run(["/usr/local/bin/systemctl", "sandbox-boot"])
+    paths.ready_flag.write_text(f"{time.time()}\n")
+    return sshd
+
+
+def fresh_tmpfs() -> None:
+    """/run and /tmp as a boot finds them: empty (no pid file of a process that is gone)."""
+    for target, mode in (("/run", "755"), ("/tmp", "1777")):
+        sh("umount", "-l", target)
+        sh("mount", "-t", "tmpfs", "-o", f"mode={mode}", "tmpfs", target)
+    Path("/run/sshd").mkdir(mode=0o755)
+
+
+def kill_everything_else(timeout_s: float = 30) -> None:
+    """Every process of this host but PID 1 (kill(-1) from PID 1 reaches only this PID namespace)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(-1, signal.SIGKILL)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
 def main(host_dir: str) -> None:
+    from orchestrator.sandbox.hosts import reset_knobs
+
     paths = HostPaths(Path(host_dir))
     spec = json.loads(paths.spec.read_text())
     # PID 1 lives as long as the host: its output goes to the host's init log.
@@ -91,23 +123,31 @@ def main(host_dir: str) -> None:
     sh("hostname", spec["name"])
     mount_private_views(paths)
     mount_knobs(spec["knobs"])
-    # A boot: persisted settings first, then sshd and every enabled unit.
-    replay_sysctl()
-    replay_udev_schedulers()
-    sshd = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(paths.sshd_dir / "sshd_config")])
-    subprocess.run(["/usr/local/bin/systemctl", "sandbox-boot"])
-    paths.ready_flag.write_text(f"{time.time()}\n")
+    running = {"sshd": boot(paths)}
     print(f"host {spec['name']} up", flush=True)
 
     def halt(signum: int, frame: object) -> None:
         # A clean power-off: services stop gracefully first, then sshd.
         subprocess.run(["/usr/local/bin/systemctl", "sandbox-halt"])
-        sshd.terminate()
+        running["sshd"].terminate()
         paths.ready_flag.unlink(missing_ok=True)
         os._exit(0)
 
+    def reboot(signum: int, frame: object) -> None:
+        # `systemctl reboot` on the host: services stop, every process ends, the knobs are back to
+        # their boot defaults with a new boot id, and the host boots again (same mounts, same address).
+        print(f"host {spec['name']} rebooting", flush=True)
+        paths.ready_flag.unlink(missing_ok=True)
+        subprocess.run(["/usr/local/bin/systemctl", "sandbox-halt"])
+        kill_everything_else()
+        reset_knobs(paths)
+        fresh_tmpfs()
+        running["sshd"] = boot(paths)
+        print(f"host {spec['name']} up again", flush=True)
+
     signal.signal(signal.SIGTERM, halt)
     signal.signal(signal.SIGINT, halt)
+    signal.signal(signal.SIGUSR1, reboot)
     while True:
         try:
             os.waitpid(-1, 0)

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,8 @@ KNOB_SEEDS: dict[str, str] = {
     "/proc/sys/vm/max_map_count": "262144\n",
 }
 SCHEDULER_SEED = "none [mq-deadline] kyber bfq \n"
+# Each host has its own boot id, new at every boot, where real hosts have it (read over SSH).
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,9 @@ def seed_knobs(paths: HostPaths, scheduler: str | None) -> dict[str, str]:
         knob_file = paths.knobs / target.strip("/").replace("/", "__")
         knob_file.write_text(content)
         mapping[target] = str(knob_file)
+    boot_id = paths.knobs / "boot_id"
+    boot_id.write_text(f"{uuid.uuid4()}\n")
+    mapping[BOOT_ID] = str(boot_id)
     return mapping
 
 
@@ -148,7 +154,7 @@ def reset_knobs(paths: HostPaths) -> None:
     """A reboot's view of the knobs: back to boot defaults (what was persisted is replayed by the caller)."""
     spec = json.loads(paths.spec.read_text())
     for target, knob_file in spec["knobs"].items():
-        Path(knob_file).write_text(KNOB_SEEDS.get(target, SCHEDULER_SEED))
+        Path(knob_file).write_text(f"{uuid.uuid4()}\n" if target == BOOT_ID else KNOB_SEEDS.get(target, SCHEDULER_SEED))
 
 
 def write_unit(unit_dir: Path, name: str, exec_start: str, user: str | None, enabled: bool,

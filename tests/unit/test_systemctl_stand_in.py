@@ -57,3 +57,9 @@ def test_enable_disable_and_boot(systemctl) -> None:  # type: ignore[no-untyped-
     assert systemctl("is-active", "sleeper").returncode == 0
     assert systemctl("disable", "sleeper").returncode == 0
     assert systemctl("is-enabled", "sleeper").stdout.strip() == "disabled"
+
+
+def test_reboot_outside_a_test_host_never_signals_the_machine_init(systemctl) -> None:  # type: ignore[no-untyped-def]
+    # PID 1 here is the machine's own init: the stand-in must refuse rather than signal it.
+    refused = systemctl("reboot")
+    assert refused.returncode == 1 and "only inside a sandbox test host" in refused.stderr

@@ -1,4 +1,5 @@
-"""The upgrade's pure parts: version paths, order, preflight facts, install commands, the procedure."""
+"""The upgrade's pure parts (version paths, order, preflight facts, install commands, the procedure), and
+the procedure of `restart --reboot`."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
 from orchestrator.restart.journal import BatchRecord, RunOptions
 from orchestrator.restart.plan import Mode
+from orchestrator.restart.procedure import resolve
+from orchestrator.restart.reboot import with_reboot
 from orchestrator.runs.target import load_procedure
 from tests.helpers import assert_no_traceback, orchestrate
 from tests.unit.journals import journal_of, plan_of
@@ -223,3 +226,16 @@ def test_check_version_waits_for_node_info_and_stops_the_run_on_another_version(
     with pytest.raises(OrchestratorError, match=re.escape("es-1 rejoined running 8.19.21, not 9.5.3")):
         check_version(ctx, batch)
     assert events == []
+
+
+def test_reboot_steps_go_after_the_tuning_or_where_the_playbook_puts_them() -> None:
+    procedure = load_procedure(inventory(["es-1"]), PRODUCT)
+    steps = [name for name, _ in resolve(with_reboot(procedure.playbook), PRODUCT).batch]
+    assert steps[steps.index("tune_host") + 1:steps.index("tune_host") + 4] == ["reboot_host", "check_tuning",
+                                                                               "start_service"]
+    placed = procedure.playbook.model_copy(update={"batch": ["stop_service", "reboot_host", "tune_host",
+                                                             "start_service", "wait_for_join"]})
+    assert with_reboot(placed) is placed
+    wrong = procedure.playbook.model_copy(update={"batch": ["reboot_host", "stop_service", "start_service"]})
+    with pytest.raises(ConfigError, match="stop_service must come before reboot_host"):
+        resolve(wrong, PRODUCT)
