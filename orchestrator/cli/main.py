@@ -8,7 +8,7 @@ import sys
 import typer
 
 from orchestrator import __version__
-from orchestrator.cli import forcemerge_cmd, output, restart_cmd, sandbox_cmd, tune_cmd, upgrade_cmd
+from orchestrator.cli import forcemerge_cmd, inventory_cmd, output, restart_cmd, sandbox_cmd, tune_cmd, upgrade_cmd
 from orchestrator.cli.output import say
 from orchestrator.errors import Aborted, OrchestratorError, StoppedAfter
 
@@ -51,6 +51,7 @@ def main(version: bool = typer.Option(False, "--version", "-V", callback=show_ve
         raise typer.BadParameter("give --verbose or --quiet, not both")
     output.set_verbosity(verbose=verbose, quiet=quiet)
 app.add_typer(sandbox_cmd.app, name="sandbox")
+app.add_typer(inventory_cmd.app, name="inventory")
 restart_cmd.register(app)
 upgrade_cmd.register(app)
 app.command()(tune_cmd.tune)

@@ -77,6 +77,9 @@ class ClusterSection(Model):
     password: SecretSource | None = None
     api_key: SecretSource | None = None
     request_timeout_s: float = Field(30.0, ge=1, le=600)
+    # The node attribute that names a node's zone (cluster.routing.allocation.awareness.attributes):
+    # zone mode batches by it when the inventory gives no `zone`.
+    awareness_attribute: str = Field("zone", pattern=r"^[A-Za-z0-9_-]{1,64}$")
 
     @field_validator("endpoints")
     @classmethod

@@ -13,6 +13,7 @@ import elasticsearch
 from orchestrator.errors import ClusterError, ClusterUnreachable
 from orchestrator.es import privileges
 from orchestrator.es.connect import Connection, make_client, translated
+from orchestrator.es.discover import Facts
 from orchestrator.es.preflight import PREFLIGHT_SETTINGS, DiskUsage, Preflight
 from orchestrator.es.settled import MAX_EXPLAINED, UnassignedCopy
 from orchestrator.es.snapshot import ClusterSnapshot, EsNode, Health, ShardCopy
@@ -67,7 +68,7 @@ class ElasticsearchAdapter:
         for node_id, n in raw["nodes"].items():
             nodes.append(EsNode(
                 id=node_id, name=n["name"], host=n.get("host", ""), ip=n.get("ip", ""),
-                roles=tuple(n.get("roles", ())), zone=(n.get("attributes") or {}).get("zone"),
+                roles=tuple(n.get("roles", ())), zone=(n.get("attributes") or {}).get(self.conn.awareness_attribute),
                 version=n.get("version", ""),
                 process_id=(n.get("process") or {}).get("id") or (n.get("jvm") or {}).get("pid"),
                 start_time_ms=(n.get("jvm") or {}).get("start_time_in_millis"),
@@ -124,6 +125,14 @@ class ElasticsearchAdapter:
             running_snapshots=tuple(f"{s.get('repository')}:{s.get('snapshot')} ({s.get('state')})" for s in running),
             missing_privileges=None if lacking is None else tuple(lacking),
         )
+
+    def discovery_facts(self) -> Facts:
+        """What `inventory discover` writes an inventory from: nodes with their settings and HTTP address,
+        and the awareness attributes in force (three requests)."""
+        name = str(self.health().get("cluster_name", ""))
+        info = self._do("list nodes", self.es.nodes.info, metric="settings,http")
+        persistent, transient, defaults = self.cluster_settings(include_defaults=True)
+        return Facts.from_answers(name, info, {**defaults, **persistent, **transient})
 
     def upgrade_facts(self) -> UpgradeFacts:
         """What an upgrade's plan checks besides the restart's: plugins, the newest successful snapshot,

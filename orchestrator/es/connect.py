@@ -12,7 +12,7 @@ import elasticsearch
 from elastic_transport import ConnectionError as TransportConnectionError
 from elastic_transport import ConnectionTimeout, TlsError
 
-from orchestrator.config.model import Inventory
+from orchestrator.config.model import ClusterSection, Inventory
 from orchestrator.errors import ClusterError, ClusterUnreachable, ConfigError
 
 
@@ -27,6 +27,7 @@ class Connection:
     password: str | None = None
     api_key: str | None = None
     request_timeout_s: float = 30.0
+    awareness_attribute: str = "zone"  # the node attribute read as a node's zone
 
     def __repr__(self) -> str:  # never show secrets, even in a traceback
         return f"Connection(endpoints={self.endpoints!r}, ca_file={self.ca_file!r})"
@@ -34,7 +35,11 @@ class Connection:
 
 def connection(inv: Inventory) -> Connection:
     """The inventory's connection settings, secrets resolved (every problem reported at once)."""
-    c = inv.cluster
+    return connection_of(inv.cluster)
+
+
+def connection_of(c: ClusterSection) -> Connection:
+    """A cluster section's connection settings (also `inventory discover`'s, before any inventory exists)."""
     problems = []
     password = api_key = None
     for label, source in (("cluster.password", c.password), ("cluster.api_key", c.api_key)):
@@ -54,7 +59,7 @@ def connection(inv: Inventory) -> Connection:
         raise ConfigError("inventory", problems)
     return Connection(endpoints=tuple(c.endpoints), ca_file=str(c.ca_file) if c.ca_file else None,
                       verify_certs=c.verify_certs, username=c.username, password=password, api_key=api_key,
-                      request_timeout_s=c.request_timeout_s)
+                      request_timeout_s=c.request_timeout_s, awareness_attribute=c.awareness_attribute)
 
 
 def make_client(conn: Connection) -> elasticsearch.Elasticsearch:

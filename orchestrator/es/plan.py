@@ -191,7 +191,8 @@ def build_plan(inv: Inventory, snap: ClusterSnapshot, mode: Mode, tuning: tuple[
         for name in names:
             zone = inv.node(name).zone or es_nodes[name].zone
             if zone is None:
-                problems.append(f"zone mode: node {name} has no zone (inventory `zone` or node attribute `zone`)")
+                problems.append(f"zone mode: node {name} has no zone (inventory `zone`, or the node attribute "
+                                f"`{inv.cluster.awareness_attribute}`: cluster.awareness_attribute)")
                 continue
             zones.setdefault(zone, []).append(name)
         groups = []

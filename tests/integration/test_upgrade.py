@@ -1,6 +1,6 @@
-"""A rolling upgrade of the real sandbox, 8.19.21 -> 9.5.3, under a write load: refused paths change
+"""Rolling upgrades of the real sandbox, 8.19.21 -> 9.5.3, under a write load: refused paths change
 nothing, a mixed-version yellow is settled by the allocation explain API, a SIGKILL after a node's
-install is resumed, and every node ends on 9.5.3 exactly once restarted."""
+install is resumed, every node ends on 9.5.3 restarted exactly once; the same in zone mode."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
+from elasticsearch import Elasticsearch
 
 from orchestrator.sandbox.load import LoadGenerator
 from tests.helpers import REPO, assert_no_traceback, json_lines, orchestrate
@@ -24,16 +27,58 @@ from tests.integration.test_restart import (
     starts_logged,
 )
 
-pytestmark = pytest.mark.sandbox_shape("es8")
 OLD, NEW = "8.19.21", "9.5.3"
 UPGRADABLE = Shape(es_version=OLD, also_versions=(NEW,))
+UPGRADABLE_IN_THREE_ZONES = Shape(nodes=6, zones=3, es_version=OLD, also_versions=(NEW,))
 
 
-def versions(info: dict[str, object]) -> dict[str, str]:
-    rows = es_client(info).cat.nodes(format="json", h="name,version")  # type: ignore[arg-type]
+def versions(info: dict[str, Any]) -> dict[str, str]:
+    rows = es_client(info).cat.nodes(format="json", h="name,version")
     return {r["name"]: r["version"] for r in rows}
 
 
+def snapshot_first(info: dict[str, Any], es: Elasticsearch) -> None:
+    """The way back an upgrade's preflight asks for: a successful snapshot, in the sandbox's repository."""
+    es.snapshot.create_repository(name="backup", body={"type": "fs", "settings": {
+        "location": f"{info['snapshot_dir']}/backup"}})
+    es.snapshot.create(repository="backup", snapshot="before-upgrade", wait_for_completion=True)
+
+
+def upgrade_under_load(sandboxes: SandboxManager, info: dict[str, Any], es: Elasticsearch,
+                       run: Callable[[], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """``run`` the upgrade (it returns the events of its last command) under a write load through every
+    node; then check what every upgrade must give. Returns the events."""
+    before_settings = settings(es)
+    before_docs = doc_counts(es)
+    before_starts = starts_logged(info)
+    load = LoadGenerator(info["endpoints"], index="load-upgrade", duration_s=900, max_docs=200_000)
+    load.start_then_mark("during")
+    try:
+        events = run()
+        load.mark("after")
+        time.sleep(3)
+    finally:
+        load.stop()
+    report = load.report()
+    summary = events[-1]
+    print(f"load during the upgrade: {json.dumps(report)}")
+    print("upgrade figures: " + json.dumps({"duration_s": summary["duration_s"], "nodes": [
+        {"name": n["name"], "phases": n["phases"], "recovery": n["recovery"]} for n in summary["nodes"]]}))
+    assert summary["result"] == "succeeded", summary
+    assert load.missing_acknowledged() == [], "an acknowledged document was lost"
+    assert report["red_samples"] == 0 and report["windows"]["during"]["index_ok"] > 0
+    after = sandboxes.status()
+    assert set(versions(after).values()) == {NEW}
+    assert starts_logged(after) == {k: v + 1 for k, v in before_starts.items()}, "each node started exactly once"
+    assert es.cluster.health(wait_for_status="green", timeout="60s")["status"] == "green"
+    assert doc_counts(es) == before_docs
+    assert settings(es) == before_settings
+    assert all(set(n["phases"]) >= {"stop", "install", "start", "join", "recovery"} for n in summary["nodes"])
+    sandboxes.forget()  # its nodes now run 9.5.3: not the shape it was started as
+    return events
+
+
+@pytest.mark.sandbox_shape("es8")
 def test_upgrade_from_8_to_9_under_load_with_refusals_a_mixed_version_yellow_and_a_kill(
         sandboxes: SandboxManager) -> None:
     info, es = prepared(sandboxes, UPGRADABLE)
@@ -49,21 +94,16 @@ def test_upgrade_from_8_to_9_under_load_with_refusals_a_mixed_version_yellow_and
         assert_no_traceback(refused)
     assert settings(es) == before_settings and set(versions(info).values()) == {OLD}
     assert json.loads(orchestrate("status", "--cluster", "sandbox", "--json").stdout)["run"] is None
+    snapshot_first(info, es)
+    upgraded: list[str] = []
 
-    es.snapshot.create_repository(name="backup", body={"type": "fs", "settings": {
-        "location": f"{info['snapshot_dir']}/backup"}})
-    es.snapshot.create(repository="backup", snapshot="before-upgrade", wait_for_completion=True)
-    before_docs = doc_counts(es)
-    before_starts = starts_logged(info)
-    load = LoadGenerator(info["endpoints"], index="load-upgrade", duration_s=900, max_docs=200_000)
-    load.start_then_mark("during")
-    try:
+    def first_node_then_a_kill_then_resume() -> list[dict[str, Any]]:
         # The first node only, then a state only a mixed cluster has: a primary on the new node whose
         # replicas cannot go to the old ones.
         first = orchestrate("upgrade", "--cluster", "sandbox", "--to", NEW, "--yes", "--json", "--stop-after", "1",
                             timeout=600)
         assert first.returncode == 11, first.stderr[-3000:]
-        upgraded = [n for n, v in versions(info).items() if v == NEW]
+        upgraded.extend(n for n, v in versions(info).items() if v == NEW)
         assert len(upgraded) == 1, versions(info)
         es.indices.create(index="mixed", settings={"number_of_shards": 1, "number_of_replicas": 2,
                                                    "index.routing.allocation.include._name": upgraded[0]})
@@ -81,31 +121,34 @@ def test_upgrade_from_8_to_9_under_load_with_refusals_a_mixed_version_yellow_and
             end_background_run(run, signal.SIGKILL, 30)
         assert seen[-1]["node"] not in upgraded
         resumed = orchestrate("resume", "--cluster", "sandbox", "--json", timeout=900)
-        load.mark("after")
-        time.sleep(3)
-    finally:
-        load.stop()
-    report = load.report()
-    print(f"load during the upgrade: {json.dumps(report)}")
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert_no_traceback(resumed)
-    events = json_lines(resumed.stdout)
-    assert events[-1]["result"] == "succeeded"
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert_no_traceback(resumed)
+        return json_lines(resumed.stdout)
+
+    events = upgrade_under_load(sandboxes, info, es, first_node_then_a_kill_then_resume)
     # The node killed after its install is started, not installed again; the last one is installed.
     assert sum(1 for e in events if f"installed {NEW}" in str(e.get("message"))) == 1
     assert any("yellow, settled" in str(e.get("message")) and "older version" in str(e.get("message"))
                for e in events), [e.get("message") for e in events]
-    assert load.missing_acknowledged() == [], "an acknowledged document was lost"
-    assert report["red_samples"] == 0 and report["windows"]["during"]["index_ok"] > 0
-
-    after = sandboxes.status()
-    assert set(versions(after).values()) == {NEW}
-    assert starts_logged(after) == {k: v + 1 for k, v in before_starts.items()}, "each node started exactly once"
-    assert es.cluster.health(wait_for_status="green", timeout="60s")["status"] == "green"
-    assert doc_counts(es) == before_docs
-    assert settings(es) == before_settings
-    summary = events[-1]
-    assert all(set(n["phases"]) >= {"stop", "install", "start", "join", "recovery"} for n in summary["nodes"])
+    assert events[-1]["message"] == f"all 3 batches upgraded to {NEW}"
     es.cluster.put_settings(persistent={"indices.recovery.max_bytes_per_sec": None})
     es.indices.delete(index="mixed")
-    sandboxes.forget()  # its nodes now run 9.5.3: not the shape it was started as
+
+
+@pytest.mark.sandbox_shape("upgrade-zones")
+def test_zone_mode_upgrade_of_six_nodes_in_three_zones_under_load(sandboxes: SandboxManager) -> None:
+    info, es = prepared(sandboxes, UPGRADABLE_IN_THREE_ZONES)
+    snapshot_first(info, es)
+
+    def by_zone() -> list[dict[str, Any]]:
+        proc = orchestrate("upgrade", "--cluster", "sandbox", "--to", NEW, "--by", "zone", "--yes", "--json",
+                           timeout=900)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json_lines(proc.stdout)
+
+    summary = upgrade_under_load(sandboxes, info, es, by_zone)[-1]
+    zones = {n["name"]: n["zone"] for n in info["nodes"]}
+    batch_zones = [{zones[n] for n in b["nodes"]} for b in summary["batches"]]
+    assert len(batch_zones) == 3 and all(len(z) == 1 for z in batch_zones), batch_zones  # a whole zone each
+    assert set().union(*batch_zones) == {"zone-1", "zone-2", "zone-3"}
+    assert all(len(b["nodes"]) == 2 for b in summary["batches"])

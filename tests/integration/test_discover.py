@@ -1,0 +1,38 @@
+"""`inventory discover` on the real sandbox: the inventory it writes matches the one the sandbox
+wrote, and a restart with it succeeds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from tests.helpers import assert_no_traceback, json_lines, orchestrate
+from tests.integration.conftest import SandboxManager, Shape
+from tests.integration.test_restart import prepared
+
+
+def test_discovered_inventory_matches_the_sandbox_one_and_runs(sandboxes: SandboxManager, tmp_path: Path) -> None:
+    info, _es = prepared(sandboxes, Shape())
+    written = tmp_path / "discovered.yaml"
+    proc = orchestrate("inventory", "discover", "--endpoint", info["endpoints"][0], "--name", "sandbox",
+                       "--ssh-config", info["ssh_config"], "-o", str(written), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert_no_traceback(proc)
+    again = orchestrate("inventory", "discover", "--endpoint", info["endpoints"][0], "-o", str(written))
+    assert again.returncode == 2 and "exists; --force replaces it" in again.stderr
+    found = yaml.safe_load(written.read_text())
+    sandbox = yaml.safe_load(Path(info["inventory"]).read_text())
+    assert found["cluster"]["name"] == sandbox["cluster"]["name"]
+    assert sorted(found["cluster"]["endpoints"]) == sorted(sandbox["cluster"]["endpoints"])
+    assert found["nodes"] == sandbox["nodes"]  # name, host, data paths (one zone: none)
+    for key in ("user", "key_file", "known_hosts"):
+        assert found["ssh"][key] == sandbox["ssh"][key], key
+    assert found["tuning"] == sandbox["tuning"]
+
+    run = orchestrate("restart", "--config", str(written), "--yes", "--json", timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    summary = json_lines(run.stdout)[-1]
+    assert summary["result"] == "succeeded" and len(summary["nodes"]) == 3
+    assert json.loads(orchestrate("status", "--cluster", "sandbox", "--json").stdout)["lock"] is None
