@@ -15,7 +15,7 @@ from orchestrator.cli.output import confirm, emit_json, err_console, out_console
 from orchestrator.cli.render import RunView, plan_table, report_table, summary_line
 from orchestrator.errors import PreflightFailed, UnsafeToProceed
 from orchestrator.restart.journal import Journal, RunFailed, RunOptions
-from orchestrator.restart.lock import LOCK_INDEX
+from orchestrator.restart.lock import LOCK_INDEX, why_keep
 from orchestrator.restart.lock import describe as describe_lock
 from orchestrator.restart.plan import Mode, Plan
 from orchestrator.runs import plans, reports
@@ -235,15 +235,21 @@ def status(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool =
 
 
 def unlock(cluster: str = ClusterOpt, config: Path = ConfigOpt,
-           yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")) -> None:
-    """Remove a run lock whose run is dead (its process and machine are gone). Check first: a live run
-    keeps changing the cluster."""
+           yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+           force: bool = typer.Option(False, "--force", help="Remove it even if its run looks alive (renewed "
+                                                             "recently) or failed and waiting for resume.")) -> None:
+    """Remove the run lock of a dead run: one that stopped renewing it (stale after 300 s), or whose
+    process on this machine is gone. A live run's lock, or a failed run's (it waits for `orchestrate
+    resume`), is kept unless --force."""
     target = open_target(cluster, config)
     holder = target.cluster.read_lock(LOCK_INDEX, target.name)
     if holder is None:
         say("no lock is held")
         return
-    if not yes and not typer.confirm(f"Remove the lock of run {holder.get('run_id')} on {holder.get('host')}?"):
+    keep = why_keep(holder)
+    if keep is not None and not force:
+        raise UnsafeToProceed(f"lock kept: {keep}. --force removes it anyway.")
+    if not yes and not typer.confirm(f"Remove the lock of {describe_lock(holder)}?"):
         raise typer.Exit(1)
     target.cluster.delete_lock(LOCK_INDEX, target.name)
     say(f"lock of run {holder.get('run_id')} removed")

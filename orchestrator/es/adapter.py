@@ -320,6 +320,20 @@ class ElasticsearchAdapter:
                 elasticsearch.NotFoundError):
             self.es.delete(index=index, id=doc_id, refresh="true")
 
+    def renew_lock(self, index: str, doc_id: str, run_id: str, update: dict[str, Any]) -> bool:
+        self.calls += 1
+        with translated("renew the run lock", self.conn.endpoints):
+            try:
+                found = self.es.get(index=index, id=doc_id).body
+                if found["_source"].get("run_id") != run_id:
+                    return False
+                # Written only if nobody changed the lock since it was read (a takeover, say).
+                self.es.index(index=index, id=doc_id, document={**found["_source"], **update},
+                              if_seq_no=found["_seq_no"], if_primary_term=found["_primary_term"], refresh="true")
+            except (elasticsearch.NotFoundError, elasticsearch.ConflictError):
+                return False
+        return True
+
     # --- force-merge (orchestrator.forcemerge) --------------------------------------------------
     def indices(self, pattern: str) -> dict[str, Any]:
         """Open indices matching ``pattern``, with their settings."""

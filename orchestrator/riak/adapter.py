@@ -201,3 +201,13 @@ class RiakAdapter:
 
     def delete_lock(self, index: str, doc_id: str) -> None:
         self._on(self.inv.nodes[0], f"rm -f {self._lock_path(index, doc_id)}", 30)
+
+    def renew_lock(self, index: str, doc_id: str, run_id: str, update: dict[str, Any]) -> bool:
+        held = self.read_lock(index, doc_id)
+        if held is None or held.get("run_id") != run_id:
+            return False
+        path, data = self._lock_path(index, doc_id), shlex.quote(json.dumps({**held, **update}))
+        # Replaced in one rename; only while the file still names this run.
+        script = (f"grep -qF {shlex.quote(json.dumps(run_id))} {path} && printf '%s' {data} > {path}.new "
+                  f"&& mv -f {path}.new {path}")
+        return self._on(self.inv.nodes[0], script, 30)[0] == 0

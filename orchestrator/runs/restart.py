@@ -126,6 +126,7 @@ def _execute(target: Target, journal: Journal, playbook: Playbook, transport: Tr
     inv = target.inv
     lock = RunLock(target.cluster, inv.cluster.name, journal.run_id)
     lock.acquire(takeover=takeover)
+    lock.keep_renewed()
     if accept_unavailable:  # under the lock: the journal has one writer
         journal.accept_unavailable(accept_unavailable)
         emit(Event("run", "accepted for the rest of the run: indices matching "
@@ -145,7 +146,9 @@ def _execute(target: Target, journal: Journal, playbook: Playbook, transport: Tr
         raise RunFailed(exc, journal) from exc
     finally:
         # A failed run keeps the lock: its temporary settings are still in force until `resume`.
-        if not failed:
+        if failed:
+            lock.mark_failed()
+        else:
             lock.release()
         transport.close()
     return journal

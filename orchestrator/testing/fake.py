@@ -156,6 +156,14 @@ class FakeCluster:
     def delete_lock(self, index: str, doc_id: str) -> None:
         self.locks.pop((index, doc_id), None)
 
+    def renew_lock(self, index: str, doc_id: str, run_id: str, update: dict[str, Any]) -> bool:
+        with self._lock:
+            held = self.locks.get((index, doc_id))
+            if held is None or held.get("run_id") != run_id:
+                return False
+            held.update(update)
+            return True
+
 
 class FakeTransport:
     """The hosts: `systemctl stop|start|is-active UNIT` act on the fake cluster; any other command

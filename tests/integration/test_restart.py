@@ -346,6 +346,10 @@ def test_second_concurrent_run_is_refused(sandboxes: SandboxManager) -> None:
         second = orchestrate("restart", "--cluster", "sandbox", "--yes")
         assert second.returncode in (5, 7), second.stderr
         assert "lock" in second.stderr or "not finished" in second.stderr
+        kept = orchestrate("unlock", "--cluster", "sandbox", "--yes")  # a live run's lock is not removed
+        assert kept.returncode == 6 and "is alive: it renewed its lock" in kept.stderr, kept.stderr
+        status = json.loads(orchestrate("status", "--cluster", "sandbox", "--json").stdout)
+        assert status["lock"]["run_id"] == status["run"]["run_id"]
     finally:
         said = end_background_run(first, signal.SIGTERM, 600)
     assert first.returncode == 130, said[-2000:]
@@ -371,6 +375,10 @@ def test_node_that_does_not_come_back_stops_the_run(sandboxes: SandboxManager, t
         assert "es-1" in proc.stderr
         assert_no_traceback(proc)
         assert settings(es)["persistent"].get(ALLOC) == "primaries"
+        # The failed run keeps its lock, marked failed: `unlock` keeps it, `status` says resume finishes it.
+        kept = orchestrate("unlock", "--cluster", "sandbox", "--yes")
+        assert kept.returncode == 6 and "waits for `orchestrate resume`" in kept.stderr, kept.stderr
+        assert "FAILED and waits for `orchestrate resume`" in orchestrate("status", "--cluster", "sandbox").stdout
     finally:
         (unit / "elasticsearch.service").write_text(good)
     # Resumed with the sandbox's own inventory (--yes: it differs from the run's): 15 s to rejoin only

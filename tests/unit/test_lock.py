@@ -1,0 +1,63 @@
+"""The run lock: renewed while a run lives, stale when it stops renewing, kept when its run failed."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from orchestrator.errors import RunLocked
+from orchestrator.restart.lock import LOCK_INDEX, STALE_S, RunLock, describe, is_stale, why_keep
+from orchestrator.testing.fake import FakeCluster
+
+
+def test_a_held_lock_is_renewed_until_release_and_never_renewed_for_another_run() -> None:
+    cluster = FakeCluster.of(["n1"])
+    lock = RunLock(cluster, "c", "run-1")  # type: ignore[arg-type]
+    lock.acquire()
+    taken = cluster.read_lock(LOCK_INDEX, "c")
+    assert taken is not None and "renewed" not in taken
+    lock.keep_renewed(interval_s=0.05)
+    deadline = time.monotonic() + 5
+    while "renewed" not in (cluster.read_lock(LOCK_INDEX, "c") or {}) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert "renewed" in (cluster.read_lock(LOCK_INDEX, "c") or {})
+    lock.release()
+    assert cluster.read_lock(LOCK_INDEX, "c") is None
+    assert cluster.renew_lock(LOCK_INDEX, "c", "run-1", {"renewed": 1.0}) is False  # gone: nothing renewed
+    RunLock(cluster, "c", "run-2").acquire()  # type: ignore[arg-type]
+    assert cluster.renew_lock(LOCK_INDEX, "c", "run-1", {"renewed": 1.0}) is False  # another run's
+    assert "renewed" not in (cluster.read_lock(LOCK_INDEX, "c") or {})
+
+
+def holder(age_s: float, host: str = "elsewhere", **more: object) -> dict[str, object]:
+    return {"run_id": "r1", "host": host, "pid": 1, "started": time.time() - age_s - 10,
+            "renewed": time.time() - age_s, **more}
+
+
+def test_stale_live_and_failed_locks_are_told_apart() -> None:
+    assert not is_stale(holder(10)) and is_stale(holder(STALE_S + 5))
+    assert "renewed 10 s ago" in describe(holder(10))
+    assert "STALE: not renewed for" in describe(holder(STALE_S + 5))
+    failed = holder(STALE_S + 5, state="failed")
+    assert not is_stale(failed) and "FAILED and waits for `orchestrate resume`" in describe(failed)
+    assert why_keep(holder(10)) is not None and "is alive" in str(why_keep(holder(10)))
+    assert why_keep(holder(STALE_S + 5)) is None
+    assert why_keep(holder(10, host=socket.gethostname(), pid=2 ** 22 + 7)) is None  # its process here is gone
+    assert "waits for `orchestrate resume`" in str(why_keep(failed))
+
+
+def test_resume_from_another_machine_takes_over_a_stale_or_failed_lock_not_a_live_one() -> None:
+    for held, taken in ((holder(10), False), (holder(STALE_S + 5), True), (holder(10, state="failed"), True)):
+        cluster = FakeCluster.of(["n1"])
+        cluster.locks[(LOCK_INDEX, "c")] = dict(held)
+        lock = RunLock(cluster, "c", "r1")  # type: ignore[arg-type]
+        if taken:
+            lock.acquire(takeover=True)
+            assert (cluster.read_lock(LOCK_INDEX, "c") or {}).get("host") == socket.gethostname()
+        else:
+            with pytest.raises(RunLocked, match="still active"):
+                lock.acquire(takeover=True)
+        with pytest.raises(RunLocked, match="another run holds the lock"):
+            RunLock(cluster, "c", "r2").acquire(takeover=True)  # type: ignore[arg-type]
