@@ -113,6 +113,10 @@ class SshSection(Model):
     connect_timeout_s: float = Field(10.0, ge=1, le=300)
     command_timeout_s: float = Field(300.0, ge=1, le=7200)
     sudo: bool = False
+    # The OpenSSH client config read for Host aliases, HostName, User, Port, IdentityFile and ProxyJump
+    # (hosts/ssh_config.py); None: ~/.ssh/config when it exists.
+    config_file: Path | None = None
+    read_config: bool = True
 
     @model_validator(mode="after")
     def host_keys_required(self) -> SshSection:

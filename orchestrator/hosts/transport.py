@@ -13,10 +13,11 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.config.model import Inventory, NodeEntry
 from orchestrator.errors import ConfigError, HostError, HostUnreachable
+from orchestrator.hosts.ssh_config import Hop, Route, SshConfig, route
 
 # Every command run on a host, for the run's audit log (runs/audit.py): host, command, exit code, time.
 log = logging.getLogger("orchestrator.hosts")
@@ -136,55 +137,104 @@ class SshTransport:
         self.passphrase = passphrase
         self.known = KnownHosts.load(Path(self.cfg.known_hosts).expanduser())
         self._clients: dict[str, paramiko.SSHClient] = {}
+        self._jumps: dict[tuple[str, ...], paramiko.SSHClient] = {}  # jump connections, shared by nodes
+        self._extra_known: dict[str, KnownHosts] = {}  # UserKnownHostsFile of the SSH config
+        self.ssh_config = SshConfig.load(self.cfg)
         self._lock = threading.Lock()
 
     def _user(self, node: NodeEntry) -> str:
-        return node.ssh_user or self.cfg.user
+        return route(self.ssh_config, self.cfg, node).target.user
 
     def _connect(self, node: NodeEntry) -> paramiko.SSHClient:
-        import paramiko
-
         with self._lock:
             client = self._clients.get(node.name)
             transport = client.get_transport() if client else None
             if client is not None and transport is not None and transport.is_active():
                 return client
-            client = paramiko.SSHClient()
-            for host, by_type in self.known.keys.items():
-                for key in by_type.values():
-                    client.get_host_keys().add(host, key.get_name(), key)
-            client.set_missing_host_key_policy(paramiko.RejectPolicy())
-            port = node.ssh_port or self.cfg.port
-            where = f"{self._user(node)}@{node.host}:{port} ({node.name})"
-            try:
-                client.connect(node.host, port=port, username=self._user(node),
-                               key_filename=str(self.cfg.key_file) if self.cfg.key_file else None,
-                               passphrase=self.passphrase, timeout=self.cfg.connect_timeout_s,
-                               banner_timeout=self.cfg.connect_timeout_s, auth_timeout=self.cfg.connect_timeout_s,
-                               allow_agent=self.cfg.key_file is None, look_for_keys=self.cfg.key_file is None)
-            except paramiko.BadHostKeyException as exc:
-                raise HostUnreachable(f"{where}: the host key does not match {self.cfg.known_hosts}. It may have "
-                                      "been reinstalled, or someone is in the middle; check it, then update "
-                                      "known_hosts.") from exc
-            except paramiko.AuthenticationException as exc:
-                raise HostUnreachable(f"{where}: the SSH key was refused (check ssh.key_file and the host's "
-                                      "authorized_keys)") from exc
-            except paramiko.SSHException as exc:
-                if "not found in known_hosts" in str(exc):
-                    ca = (f" ({self.known.cert_authorities} @cert-authority line(s) there are not used: host "
-                          "certificates cannot be checked yet; list the host's own key)"
-                          if self.known.cert_authorities else "")
-                    raise HostUnreachable(f"{where}: host key unknown; it is not in {self.cfg.known_hosts}{ca}. "
-                                          "Add it after checking its fingerprint (unknown keys are refused).") from exc
-                raise HostUnreachable(f"{where}: SSH failed: {exc}") from exc
-            except (TimeoutError, OSError) as exc:
-                raise HostUnreachable(f"{where}: cannot connect: {exc}") from exc
-            presented = client.get_transport().get_remote_server_key()  # type: ignore[union-attr]
-            if any(presented == key for key in self.known.revoked):
-                client.close()
-                raise HostUnreachable(f"{where}: the host key is marked @revoked in {self.cfg.known_hosts}; refused")
+            way = route(self.ssh_config, self.cfg, node)
+            sock = self._tunnel(way, node) if way.jumps else None
+            client = self._open(way.target, node, sock, way.known_hosts)
             self._clients[node.name] = client
             return client
+
+    def _tunnel(self, way: Route, node: NodeEntry) -> paramiko.Channel:
+        """A channel to the target through the route's jump hosts (ProxyJump), each connection reused."""
+        previous: paramiko.SSHClient | None = None
+        for i, jump in enumerate(way.jumps):
+            key = tuple(j.describe() for j in way.jumps[:i + 1])
+            client = self._jumps.get(key)
+            transport = client.get_transport() if client else None
+            if client is None or transport is None or not transport.is_active():
+                sock = self._channel(previous, jump, node) if previous is not None else None
+                client = self._open(jump, node, sock, way.known_hosts)
+                self._jumps[key] = client
+            previous = client
+        assert previous is not None
+        return self._channel(previous, way.target, node)
+
+    def _channel(self, through: paramiko.SSHClient, to: Hop, node: NodeEntry) -> paramiko.Channel:
+        import paramiko
+
+        transport = through.get_transport()
+        try:
+            assert transport is not None
+            return transport.open_channel("direct-tcpip", (to.hostname, to.port), ("127.0.0.1", 0),
+                                          timeout=self.cfg.connect_timeout_s)
+        except (paramiko.SSHException, OSError, AssertionError) as exc:
+            raise HostUnreachable(f"{node.name}: the jump host cannot reach {to.describe()}: "
+                                  f"{exc or type(exc).__name__}") from exc
+
+    def _known_keys(self, extra_files: tuple[str, ...]) -> list[KnownHosts]:
+        found = [self.known]
+        for path in extra_files:
+            if path not in self._extra_known and Path(path).is_file():
+                self._extra_known[path] = KnownHosts.load(Path(path))
+            if path in self._extra_known:
+                found.append(self._extra_known[path])
+        return found
+
+    def _open(self, hop: Hop, node: NodeEntry, sock: paramiko.Channel | None,
+              known_files: tuple[str, ...]) -> paramiko.SSHClient:
+        """One verified SSH connection to ``hop`` (directly, or over ``sock`` from a jump host)."""
+        import paramiko
+
+        client = paramiko.SSHClient()
+        known = self._known_keys(known_files)
+        for table in known:
+            for host, by_type in table.keys.items():
+                for key in by_type.values():
+                    client.get_host_keys().add(host, key.get_name(), key)
+        client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        jump = "" if hop.alias in (node.host, hop.hostname) else f", jump host {hop.alias}"
+        where = f"{hop.describe()} ({node.name}{jump})"
+        keys: Any = list(hop.key_files) or None  # paramiko takes one path or a list of them
+        try:
+            client.connect(hop.hostname, port=hop.port, username=hop.user, key_filename=keys,
+                           passphrase=self.passphrase, timeout=self.cfg.connect_timeout_s, sock=sock,
+                           banner_timeout=self.cfg.connect_timeout_s, auth_timeout=self.cfg.connect_timeout_s,
+                           allow_agent=not hop.key_files, look_for_keys=not hop.key_files)
+        except paramiko.BadHostKeyException as exc:
+            raise HostUnreachable(f"{where}: the host key does not match {self.cfg.known_hosts}. It may have "
+                                  "been reinstalled, or someone is in the middle; check it, then update "
+                                  "known_hosts.") from exc
+        except paramiko.AuthenticationException as exc:
+            raise HostUnreachable(f"{where}: the SSH key was refused (check ssh.key_file or the SSH config's "
+                                  "IdentityFile, and the host's authorized_keys)") from exc
+        except paramiko.SSHException as exc:
+            if "not found in known_hosts" in str(exc):
+                authorities = sum(k.cert_authorities for k in known)
+                ca = (f" ({authorities} @cert-authority line(s) there are not used: host "
+                      "certificates cannot be checked yet; list the host's own key)" if authorities else "")
+                raise HostUnreachable(f"{where}: host key unknown; it is not in {self.cfg.known_hosts}{ca}. "
+                                      "Add it after checking its fingerprint (unknown keys are refused).") from exc
+            raise HostUnreachable(f"{where}: SSH failed: {exc}") from exc
+        except (TimeoutError, OSError) as exc:
+            raise HostUnreachable(f"{where}: cannot connect: {exc}") from exc
+        presented = client.get_transport().get_remote_server_key()  # type: ignore[union-attr]
+        if any(presented == key for table in known for key in table.revoked):
+            client.close()
+            raise HostUnreachable(f"{where}: the host key is marked @revoked in {self.cfg.known_hosts}; refused")
+        return client
 
     def run(self, node: NodeEntry, command: str, timeout_s: float | None = None,
             stdin: bytes | None = None) -> CommandResult:
@@ -240,7 +290,8 @@ class SshTransport:
     def close(self) -> None:
         with self._lock:
             clients, self._clients = list(self._clients.values()), {}
-        for c in clients:
+            jumps, self._jumps = list(self._jumps.values()), {}
+        for c in [*clients, *reversed(jumps)]:
             c.close()
 
 

@@ -1,0 +1,54 @@
+"""The tool's own SSH through an OpenSSH client config on real sshd hosts: Host aliases resolved,
+keys from IdentityFile, and chained ProxyJump (es-3 reached through es-1 then es-2), as the hosts'
+own sshd logs show."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import yaml
+
+from tests.helpers import assert_no_traceback, orchestrate
+from tests.integration.conftest import SandboxManager, Shape
+
+
+def accepted_from(info: dict[str, object], host: str) -> list[str]:
+    log = Path(str(info["inventory"])).parent / "hosts" / host / "init.log"
+    return re.findall(r"Accepted publickey for root from (\S+)", log.read_text())
+
+
+def test_hosts_reached_through_the_ssh_config_and_chained_jump_hosts(sandboxes: SandboxManager,
+                                                                       tmp_path: Path) -> None:
+    info = sandboxes.get(Shape())
+    address = {n["name"]: n["host"] for n in info["nodes"]}
+    # The sandbox's own ssh_config, with es-2 behind es-1 and es-3 behind es-1 then es-2.
+    config = Path(str(info["ssh_config"])).read_text()
+    config = config.replace(f"HostName {address['es-2']}\n", f"HostName {address['es-2']}\n  ProxyJump es-1\n")
+    config = config.replace(f"HostName {address['es-3']}\n", f"HostName {address['es-3']}\n  ProxyJump es-1,es-2\n")
+    (tmp_path / "ssh_config").write_text(config)
+    inventory = yaml.safe_load(Path(str(info["inventory"])).read_text())
+    inventory["ssh"] = {"transport": "ssh", "config_file": str(tmp_path / "ssh_config"),
+                        "known_hosts": inventory["ssh"]["known_hosts"]}  # user and key from the config
+    for node in inventory["nodes"]:
+        node["host"] = node["name"]  # an alias only the SSH config resolves
+    (tmp_path / "inv.yaml").write_text(yaml.safe_dump(inventory))
+    before = {h: len(accepted_from(info, h)) for h in ("es-2", "es-3")}
+
+    proc = orchestrate("tune", "--config", str(tmp_path / "inv.yaml"), "--check", "--json", timeout=300)
+    assert_no_traceback(proc)
+    reports = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert [r["node"] for r in reports] == ["es-1", "es-2", "es-3"] and all(r["error"] is None for r in reports), \
+        proc.stderr[-2000:]
+    # es-2's sshd saw only es-1 (for es-2 itself, and as the second jump towards es-3); es-3's saw only es-2.
+    assert set(accepted_from(info, "es-2")[before["es-2"]:]) == {address["es-1"]}
+    assert accepted_from(info, "es-3")[before["es-3"]:] == [address["es-2"]]
+
+    broken = config.replace("ProxyJump es-1,es-2", "ProxyJump es-1,10.231.0.250")
+    (tmp_path / "ssh_config").write_text(broken)
+    failed = orchestrate("tune", "--config", str(tmp_path / "inv.yaml"), "--check", "--json", "--nodes", "es-3",
+                         timeout=300)
+    assert_no_traceback(failed)
+    report = json.loads(failed.stdout.splitlines()[-1])
+    assert failed.returncode == 1 and "the jump host cannot reach root@10.231.0.250:22" in report["error"], report
