@@ -38,6 +38,9 @@ def up(
                                            help="Also assemble VERSION, so that `orchestrate upgrade --to VERSION` "
                                                 "can switch the hosts to it (e.g. --es-version 8.19.21 "
                                                 "--also-version 9.5.3)."),
+    bastion: bool = typer.Option(False, "--bastion", help="SSH reaches the node hosts only through a bastion "
+                                                          "host (ProxyJump in the written ssh config, which the "
+                                                          "inventory uses); direct SSH to them fails."),
     hosts: HostsMode = typer.Option(
         None, help="netns: each node in its own test host with sshd (default as root). "
                    "local: nodes on 127.0.0.1 ports, no SSH."),
@@ -53,7 +56,7 @@ def up(
     """
     mode = (hosts.value if hosts else ("netns" if os.geteuid() == 0 else "local"))
     lifecycle.up(SandboxPaths.default(), nodes, zones, es_version, mode, heap_mb, timeout, say, product.value,
-                 masters, tuple(also_version or ()))
+                 masters, tuple(also_version or ()), bastion)
     _print_status(as_json=False)
 
 

@@ -26,6 +26,11 @@ from orchestrator.sandbox.state import SandboxState, save
 
 Say = Callable[[str], None]
 BRIDGE = "orch-br0"
+# `sandbox up --bastion`: the node hosts' sshd listens only on a second network that this machine has
+# no address on; the bastion host is on both, so SSH reaches the nodes only through it (ProxyJump).
+BACK_BRIDGE = "orch-br1"
+BACK_SUBNET = "10.232.0"
+BASTION = "bastion"
 NETNS_PREFIX = "orch-"
 VETH_PREFIX = "orv"
 SUBNET = "10.231.0"
@@ -64,6 +69,14 @@ class TestHost:
     @property
     def veth(self) -> str:
         return f"{VETH_PREFIX}{self.index}"
+
+    @property
+    def back_address(self) -> str:
+        return f"{BACK_SUBNET}.{10 + self.index}"
+
+    @property
+    def back_veth(self) -> str:
+        return f"{VETH_PREFIX}b{self.index}"
 
 
 def run(*cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -117,6 +130,20 @@ def create_bridge() -> None:
     if owner is None:
         run("ip", "addr", "add", f"{GATEWAY}/24", "dev", BRIDGE)
     run("ip", "link", "set", BRIDGE, "up")
+
+
+def create_back_bridge() -> None:
+    """The network behind the bastion: a bridge with no address here, so this machine cannot reach it."""
+    if run("ip", "link", "show", BACK_BRIDGE, check=False).returncode != 0:
+        run("ip", "link", "add", BACK_BRIDGE, "type", "bridge")
+    run("ip", "link", "set", BACK_BRIDGE, "up")
+
+
+def create_back_network(host: TestHost) -> None:
+    run("ip", "link", "add", host.back_veth, "type", "veth", "peer", "name", "eth1", "netns", host.netns)
+    run("ip", "link", "set", host.back_veth, "master", BACK_BRIDGE, "up")
+    run("ip", "-n", host.netns, "addr", "add", f"{host.back_address}/24", "dev", "eth1")
+    run("ip", "-n", host.netns, "link", "set", "eth1", "up")
 
 
 def create_network(host: TestHost) -> None:
@@ -176,7 +203,7 @@ def write_unit(unit_dir: Path, name: str, exec_start: str, user: str | None, ena
 
 
 def prepare_host_files(paths: HostPaths, host: TestHost, knobs: dict[str, str], authorized_keys: Path,
-                       es_start_script: Path | None) -> str:
+                       es_start_script: Path | None, ssh_address: str | None = None) -> str:
     """Everything the host needs on disk (an Elasticsearch unit when a start script is given).
     Returns the host's public key line for known_hosts."""
     for d in (paths.etc_upper, paths.bin_upper, paths.overlay_work("etc"), paths.overlay_work("bin"), paths.sshd_dir):
@@ -192,7 +219,7 @@ def prepare_host_files(paths: HostPaths, host: TestHost, knobs: dict[str, str], 
     if not key.exists():
         run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{host.name}", "-f", str(key))
     (paths.sshd_dir / "sshd_config").write_text("\n".join([
-        f"ListenAddress {host.address}",
+        f"ListenAddress {ssh_address or host.address}",
         "Port 22",
         f"HostKey {key}",
         f"AuthorizedKeysFile {authorized_keys}",
@@ -209,7 +236,7 @@ def prepare_host_files(paths: HostPaths, host: TestHost, knobs: dict[str, str], 
     ]) + "\n")
     paths.spec.write_text(json.dumps({"name": host.name, "address": host.address, "knobs": knobs}, indent=2))
     pub = (paths.sshd_dir / "ssh_host_ed25519_key.pub").read_text().split()
-    return f"{host.address} {pub[0]} {pub[1]}"
+    return f"{ssh_address or host.address} {pub[0]} {pub[1]}"
 
 
 def start_host(paths: HostPaths, host: TestHost, timeout_s: float = 30) -> tuple[int, int]:
@@ -228,6 +255,18 @@ def start_host(paths: HostPaths, host: TestHost, timeout_s: float = 30) -> tuple
             raise SandboxError(f"test host {host.name} did not boot:\n{tail}")
         time.sleep(0.05)
     return proc.pid, init_pid_of(proc.pid)
+
+
+def prepare_bastion(paths: SandboxPaths, scheduler: str | None) -> tuple[TestHost, str]:
+    """The bastion host, on both networks, sshd on this machine's side; returns it and its known_hosts
+    line. Booted with the others (`start_host`)."""
+    host = TestHost(BASTION, 0, "none")
+    hp = paths.host(BASTION)
+    knobs = seed_knobs(hp, scheduler)
+    line = prepare_host_files(hp, host, knobs, paths.authorized_keys, None)
+    create_network(host)
+    create_back_network(host)
+    return host, line
 
 
 def boot_all(paths: SandboxPaths, st: SandboxState, test_hosts: list[TestHost], host_keys: list[str],
@@ -287,3 +326,4 @@ def leftover_namespaces() -> list[str]:
 
 def delete_bridge() -> None:
     run("ip", "link", "del", BRIDGE, check=False)
+    run("ip", "link", "del", BACK_BRIDGE, check=False)

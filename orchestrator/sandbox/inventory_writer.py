@@ -14,7 +14,8 @@ from orchestrator.sandbox.layout import SandboxPaths
 from orchestrator.sandbox.state import HostRecord, SandboxState
 
 
-def write_ssh_files(paths: SandboxPaths, records: list[HostRecord], mode: str) -> None:
+def write_ssh_files(paths: SandboxPaths, records: list[HostRecord], mode: str,
+                    bastion: HostRecord | None = None) -> None:
     paths.ssh_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     if not paths.ssh_key.exists():
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "orchestrator-sandbox",
@@ -22,11 +23,13 @@ def write_ssh_files(paths: SandboxPaths, records: list[HostRecord], mode: str) -
     paths.authorized_keys.write_text(paths.ssh_key.with_suffix(".pub").read_text())
     if mode != "netns" or not records:
         return
+    # Behind a bastion, a node's sshd listens only on the network the bastion shares with it.
+    jump = f"  ProxyJump {bastion.name}\n" if bastion else ""
     blocks = [
-        f"Host {r.name}\n  HostName {r.address}\n  User root\n  IdentityFile {paths.ssh_key}\n"
+        f"Host {r.name}\n  HostName {r.ssh_address or r.address}\n  User root\n  IdentityFile {paths.ssh_key}\n"
         f"  IdentitiesOnly yes\n  UserKnownHostsFile {paths.known_hosts}\n  StrictHostKeyChecking yes\n"
-        f"  ConnectTimeout 5\n"
-        for r in records
+        f"  ConnectTimeout 5\n{jump if r is not bastion else ''}"
+        for r in [*([bastion] if bastion else []), *records]
     ]
     paths.ssh_config.write_text("\n".join(blocks))
 
@@ -69,13 +72,16 @@ def inventory_document(paths: SandboxPaths, st: SandboxState) -> dict[str, Any]:
                  "known_hosts": str(paths.known_hosts), "connect_timeout_s": 5}
                 if netns else {"transport": "local"}),
         "service": {"manager": "systemd", "unit": "elasticsearch"} if netns else local_service_commands(paths),
-        "nodes": [{"name": h.name, "host": h.address, "zone": h.zone,
+        # Behind a bastion, hosts are the SSH config's aliases: it says how to reach them (ProxyJump).
+        "nodes": [{"name": h.name, "host": h.name if st.bastion else h.address, "zone": h.zone,
                    "data_paths": [str(paths.host(h.name).node_dir / "data")]} for h in st.hosts],
         # Sandbox nodes are small: tight timeouts make a stuck run fail fast.
         "timeouts": {"stop_s": 60, "start_s": 60, "join_s": 120, "recovery_s": 300, "poll_interval_s": 0.5},
         "tuning": {"profile": "elasticsearch" if netns else "none"},
         "playbook": "elasticsearch-rolling",
     }
+    if st.bastion is not None:
+        doc["ssh"]["config_file"] = str(paths.ssh_config)
     if len(st.versions) > 1:
         # `orchestrate upgrade --to V` switches each host's start-script link to V's script.
         host_dir = str(paths.root / "hosts") + "/{node}"

@@ -43,7 +43,7 @@ def zone_of(index: int, zones: int) -> str:
 
 def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, heap_mb: int,
        timeout_s: float, say: Say, product: str = "elasticsearch", masters: int = 0,
-       also_versions: tuple[str, ...] = ()) -> state.SandboxState:
+       also_versions: tuple[str, ...] = (), bastion: bool = False) -> state.SandboxState:
     """``masters``: how many nodes (the first ones) are master-eligible; 0: all of them. ``also_versions``:
     Elasticsearch versions assembled beside ``es_version`` that `orchestrate upgrade --to` can switch to."""
     if nodes < 1 or nodes > 12:
@@ -67,6 +67,8 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
         if mode != "netns":
             raise SandboxError("the Riak sandbox needs --hosts netns (each node is a host with its own address)")
         riak.standin_dir()
+    if bastion and (mode != "netns" or product != "elasticsearch"):
+        raise SandboxError("--bastion is for an Elasticsearch sandbox with --hosts netns")
     if also_versions and product != "elasticsearch":
         raise SandboxError("--also-version is for an Elasticsearch sandbox")
     es_home = ensure_es_home(es_version, say) if product == "elasticsearch" else None
@@ -90,7 +92,7 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
             say(f"waiting for {nodes} Riak nodes to serve riak_kv")
             riak.wait_ready(paths, members, timeout_s)
         elif mode == "netns":
-            _up_netns(paths, st, nodes, zones, homes, heap_mb, say, masters or nodes)
+            _up_netns(paths, st, nodes, zones, homes, heap_mb, say, masters or nodes, bastion)
         else:
             _up_local(paths, st, nodes, zones, homes, heap_mb, say, masters or nodes)
         if es_home is not None:
@@ -103,7 +105,7 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
         raise
     st.ready = True
     state.save(paths.state_file, st)
-    write_ssh_files(paths, st.hosts, mode)
+    write_ssh_files(paths, st.hosts, mode, st.bastion)
     write_inventory(paths, st)
     what = f"Elasticsearch {es_version}, green" if es_home else "Riak stand-in, ready"
     say(f"sandbox up: {nodes} nodes, {what} in {time.monotonic() - started:.1f} s")
@@ -161,18 +163,21 @@ def _chown_node(node_dir: Path) -> None:
 
 
 def _up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: int, homes: list[EsHome],
-              heap_mb: int, say: Say, eligible: int) -> None:
+              heap_mb: int, say: Say, eligible: int, bastion: bool = False) -> None:
     names = node_names(nodes)
     test_hosts = [hosts.TestHost(name, i, zone_of(i, zones)) for i, name in enumerate(names, start=1)]
     seeds = [f"{h.address}:9300" for h in test_hosts]
     masters = names[: min(3, eligible)]
     scheduler = hosts.data_disk_scheduler(paths.root)
-    say(f"creating {nodes} test hosts on {hosts.SUBNET}.0/24")
+    say(f"creating {nodes} test hosts on {hosts.SUBNET}.0/24" + (", SSH only through a bastion" if bastion else ""))
     hosts.create_bridge()
+    if bastion:
+        hosts.create_back_bridge()
     host_keys = []
     for i, host in enumerate(test_hosts, start=1):
         rec = state.HostRecord(name=host.name, zone=host.zone, address=host.address,
-                               http_url=f"http://{host.address}:9200", netns=host.netns, veth=host.veth)
+                               http_url=f"http://{host.address}:9200", netns=host.netns, veth=host.veth,
+                               ssh_address=host.back_address if bastion else None)
         st.hosts.append(rec)
         state.save(paths.state_file, st)
         hp = paths.host(host.name)
@@ -182,9 +187,21 @@ def _up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
         _chown_node(hp.node_dir)
         script = _write_start_script(homes, hp, heap_mb)
         knobs = hosts.seed_knobs(hp, scheduler)
-        host_keys.append(hosts.prepare_host_files(hp, host, knobs, paths.authorized_keys, script))
+        host_keys.append(hosts.prepare_host_files(hp, host, knobs, paths.authorized_keys, script,
+                                                  ssh_address=rec.ssh_address))
         hosts.create_network(host)
+        if bastion:
+            hosts.create_back_network(host)
+    if bastion:
+        jump, line = hosts.prepare_bastion(paths, scheduler)
+        st.bastion = state.HostRecord(name=jump.name, zone="", address=jump.address, http_url="",
+                                      netns=jump.netns, veth=jump.veth)
+        state.save(paths.state_file, st)
+        host_keys.append(line)
     hosts.boot_all(paths, st, test_hosts, host_keys, "elasticsearch", say)
+    if st.bastion is not None:
+        st.bastion.unshare_pid, st.bastion.init_pid = hosts.start_host(paths.host(hosts.BASTION), jump)
+        state.save(paths.state_file, st)
 
 
 def local_systemctl(host_paths: HostPaths) -> str:
@@ -295,7 +312,7 @@ def down(paths: SandboxPaths, say: Say) -> int:
     st = state.load(paths.state_file)
     stopped = 0
     if st is not None:
-        for h in st.hosts:
+        for h in [*st.hosts, *([st.bastion] if st.bastion else [])]:
             if st.mode == "netns":
                 if hosts.pid_alive(h.init_pid):
                     stopped += 1
@@ -354,6 +371,7 @@ def status(paths: SandboxPaths) -> dict[str, Any]:
         "cluster_name": st.cluster_name,
         "inventory": str(paths.inventory),
         "ssh_config": str(paths.ssh_config) if st.mode == "netns" else None,
+        "bastion": st.bastion.address if st.bastion else None,
         "known_hosts": str(paths.known_hosts) if st.mode == "netns" else None,
         "endpoints": [h.http_url for h in st.hosts if h.http_url],
         "nodes": [{"name": h.name, "host": h.address, "zone": h.zone, "http": h.http_url, "pid": pids.get(h.name)}

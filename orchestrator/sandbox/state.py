@@ -22,6 +22,7 @@ class HostRecord:
     veth: str | None = None
     unshare_pid: int | None = None
     init_pid: int | None = None
+    ssh_address: str | None = None  # where its sshd listens, when not `address` (behind the bastion)
 
 
 @dataclass
@@ -36,6 +37,7 @@ class SandboxState:
     version: int = STATE_VERSION
     product: str = "elasticsearch"
     versions: list[str] = field(default_factory=list)  # Elasticsearch versions each host can switch to
+    bastion: HostRecord | None = None  # `up --bastion`: the only way SSH reaches the node hosts
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -47,6 +49,7 @@ class SandboxState:
             raise SandboxError(f"sandbox state has format version {raw.get('version')}, this tool reads "
                                f"{STATE_VERSION}: run `orchestrate sandbox down` with the tool that started it")
         raw["hosts"] = [HostRecord(**h) for h in raw["hosts"]]
+        raw["bastion"] = HostRecord(**raw["bastion"]) if raw.get("bastion") else None
         return cls(**raw)
 
 

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 
 # Tests run grouped by the sandbox they need, so each shape is started once: a `sandbox up` costs
 # 15-20 s. Unmarked tests use the default 3-node sandbox; `sandbox_last` tests end their group.
-SHAPE_ORDER = ["default", "zones", "es8", "upgrade-zones", "local", "riak"]
+SHAPE_ORDER = ["default", "zones", "es8", "upgrade-zones", "bastion", "local", "riak"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -39,6 +39,7 @@ class Shape:
     product: str = "elasticsearch"
     masters: int = 0  # the first N nodes master-eligible, the rest data-only; 0: every node
     also_versions: tuple[str, ...] = ()  # versions each host can switch to (`orchestrate upgrade --to`)
+    bastion: bool = False  # SSH reaches the node hosts only through a bastion host
 
 
 # The "zones" group: 6 nodes in 2 zones, 3 of them master-eligible (es-1, es-3 in zone-1, es-2 in
@@ -66,7 +67,8 @@ class SandboxManager:
         proc = orchestrate("sandbox", "up", "--nodes", str(shape.nodes), "--zones", str(shape.zones),
                            "--es-version", shape.es_version, "--hosts", shape.hosts, "--product", shape.product,
                            "--masters", str(shape.masters),
-                           *(a for v in shape.also_versions for a in ("--also-version", v)), timeout=600)
+                           *(a for v in shape.also_versions for a in ("--also-version", v)),
+                           *(["--bastion"] if shape.bastion else []), timeout=600)
         assert proc.returncode == 0, f"sandbox up failed:\n{proc.stderr}"
         self.shape = shape
         return self.status()

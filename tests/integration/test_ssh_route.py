@@ -1,16 +1,18 @@
 """The tool's own SSH through an OpenSSH client config on real sshd hosts: Host aliases resolved,
 keys from IdentityFile, and chained ProxyJump (es-3 reached through es-1 then es-2), as the hosts'
-own sshd logs show."""
+own sshd logs show; and a sandbox whose hosts only a bastion reaches."""
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
-from tests.helpers import assert_no_traceback, orchestrate
+from tests.helpers import assert_no_traceback, json_lines, orchestrate
 from tests.integration.conftest import SandboxManager, Shape
 
 
@@ -52,3 +54,24 @@ def test_hosts_reached_through_the_ssh_config_and_chained_jump_hosts(sandboxes: 
     assert_no_traceback(failed)
     report = json.loads(failed.stdout.splitlines()[-1])
     assert failed.returncode == 1 and "the jump host cannot reach root@10.231.0.250:22" in report["error"], report
+
+
+@pytest.mark.sandbox_shape("bastion")
+def test_behind_a_bastion_direct_ssh_fails_and_the_run_goes_through_it(sandboxes: SandboxManager) -> None:
+    info = sandboxes.get(Shape(bastion=True))
+    ssh_dir = Path(str(info["ssh_config"])).parent
+    direct = ["ssh", "-o", "ConnectTimeout=3", "-o", "BatchMode=yes", "-i", str(ssh_dir / "id_ed25519"),
+              "-o", f"UserKnownHostsFile={ssh_dir / 'known_hosts'}"]
+    for address in (info["nodes"][0]["host"], "10.232.0.11"):  # its front address; the network behind
+        proc = subprocess.run([*direct, f"root@{address}", "true"], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 255, proc.stderr
+    bastion = str(info["bastion"])
+    assert bastion and subprocess.run([*direct, f"root@{bastion}", "true"], timeout=60).returncode == 0
+    before = {n: len(accepted_from(info, n)) for n in ("es-1", "es-2", "es-3")}
+
+    run = orchestrate("restart", "--cluster", "sandbox", "--yes", "--json", timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json_lines(run.stdout)[-1]["result"] == "succeeded"
+    for node in ("es-1", "es-2", "es-3"):  # every SSH connection to a node came from the bastion
+        seen = set(accepted_from(info, node)[before[node]:])
+        assert seen == {"10.232.0.10"}, (node, seen)
