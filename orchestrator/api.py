@@ -26,7 +26,8 @@ from orchestrator.restart.events import Event, discard
 from orchestrator.restart.journal import Journal, RunFailed
 from orchestrator.restart.plan import Mode, Plan
 
-__all__ = ["Cancel", "Event", "Plan", "RunResult", "forcemerge", "plan", "restart", "resume", "status", "tune"]
+__all__ = ["Cancel", "Event", "Plan", "RunResult", "forcemerge", "plan", "restart", "resume", "status", "tune",
+           "upgrade"]
 
 EventCallback = Callable[[Event], None]
 
@@ -49,10 +50,10 @@ class RunResult:
     summary: dict[str, Any]
 
 
-def _target(cluster: str | None, config: str | Path | None) -> Any:
+def _target(cluster: str | None, config: str | Path | None, upgrade: bool = False, reboot: bool = False) -> Any:
     from orchestrator.runs.target import open_target
 
-    return open_target(cluster, Path(config) if config is not None else None)
+    return open_target(cluster, Path(config) if config is not None else None, upgrade=upgrade, reboot=reboot)
 
 
 def _options(target: Any, allow_yellow: bool, allow_unavailable: Sequence[str], nodes: Sequence[str],
@@ -98,16 +99,40 @@ def _run(action: Callable[[], Journal]) -> RunResult:
 
 def restart(cluster: str | None = None, *, config: str | Path | None = None, by: str = "node",
             allow_yellow: bool = False, allow_unavailable: Sequence[str] = (), nodes: Sequence[str] = (),
-            exclude: Sequence[str] = (), pause_between_s: float = 0, stop_after: int = 0,
+            exclude: Sequence[str] = (), pause_between_s: float = 0, stop_after: int = 0, reboot: bool = False,
             on_event: EventCallback | None = None, cancel: Cancel | None = None) -> RunResult:
-    """A rolling restart, as `orchestrate restart --yes`: refused (`PreflightFailed`, nothing changed)
-    when the plan is unsafe. ``on_event`` receives every event, in the calling thread."""
+    """A rolling restart, as `orchestrate restart --yes` (``reboot``: `--reboot`, each host rebooted):
+    refused (`PreflightFailed`, nothing changed) when the plan is unsafe. ``on_event`` receives every
+    event, in the calling thread."""
+    from dataclasses import replace
+
+    target = _target(cluster, config, reboot=reboot)
+    options = replace(_options(target, allow_yellow, allow_unavailable, nodes, exclude,
+                               pause_between_s=pause_between_s), reboot=reboot)
+    return _start(target, by, options, stop_after, on_event, cancel)
+
+
+def upgrade(cluster: str | None = None, *, to: str, config: str | Path | None = None, by: str = "node",
+            snapshot_check: bool = True, allow_yellow: bool = False, allow_unavailable: Sequence[str] = (),
+            nodes: Sequence[str] = (), exclude: Sequence[str] = (), stop_after: int = 0,
+            on_event: EventCallback | None = None, cancel: Cancel | None = None) -> RunResult:
+    """A rolling upgrade to ``to``, as `orchestrate upgrade --to VERSION --yes` (docs/upgrade.md): refused
+    (`PreflightFailed`, nothing changed) on an unsupported path, without a recent snapshot (unless
+    ``snapshot_check=False``), or when the plan is unsafe."""
+    from orchestrator.runs import plans
+
+    target = _target(cluster, config, upgrade=True)
+    options = plans.upgrade_options(_options(target, allow_yellow, allow_unavailable, nodes, exclude), to,
+                                    snapshot_check)
+    return _start(target, by, options, stop_after, on_event, cancel)
+
+
+def _start(target: Any, by: str, options: Any, stop_after: int, on_event: EventCallback | None,
+           cancel: Cancel | None) -> RunResult:
     from orchestrator.errors import PreflightFailed
     from orchestrator.runs import plans
     from orchestrator.runs import restart as runs
 
-    target = _target(cluster, config)
-    options = _options(target, allow_yellow, allow_unavailable, nodes, exclude, pause_between_s=pause_between_s)
     the_plan = plans.make_plan(target, _mode(by), options)
     if not the_plan.safe:
         raise PreflightFailed(runs.other_runs(target) + the_plan.all_problems())

@@ -29,3 +29,17 @@ def test_a_cancel_token_is_the_engine_s_abort_flag() -> None:
     assert not token.requested
     token.cancel("enough")
     assert token.requested and token.reason == "enough"
+
+
+def test_an_upgrade_to_no_version_or_of_a_product_without_upgrades_is_refused_before_any_call(
+        tmp_path: Path) -> None:
+    inv = tmp_path / "c.yaml"
+    inv.write_text("cluster: {name: c, endpoints: ['http://127.0.0.1:9']}\nssh: {known_hosts: /dev/null}\n"
+                   "nodes: [{name: a, host: 127.0.0.1}]\n")
+    with pytest.raises(ConfigError, match="is not a version such as 9.5.3"):
+        api.upgrade(config=inv, to="latest")
+    riak = tmp_path / "r.yaml"
+    riak.write_text("cluster: {name: r, product: riak}\nssh: {known_hosts: /dev/null}\n"
+                    "nodes: [{name: a, host: 127.0.0.1}]\n")
+    with pytest.raises(ConfigError, match="not available for riak clusters yet"):
+        api.upgrade(config=riak, to="3.2.0")
