@@ -126,7 +126,6 @@ def _execute(target: Target, journal: Journal, playbook: Playbook, transport: Tr
     inv = target.inv
     lock = RunLock(target.cluster, inv.cluster.name, journal.run_id)
     lock.acquire(takeover=takeover)
-    lock.keep_renewed()
     if accept_unavailable:  # under the lock: the journal has one writer
         journal.accept_unavailable(accept_unavailable)
         emit(Event("run", "accepted for the rest of the run: indices matching "
@@ -138,6 +137,7 @@ def _execute(target: Target, journal: Journal, playbook: Playbook, transport: Tr
                      journal=journal, emit=emit, tuner=make_tuner(inv, transport), abort=abort)
     failed = True
     try:
+        lock.keep_renewed()  # stopped in `finally`, whatever happens
         with abort_on_signals(abort, emit):
             Engine(ctx, target.product, resolve(playbook, target.product), PRELUDES, stop_after).run()
         failed = False
