@@ -51,7 +51,7 @@ class PackageInstall(Model):
         # yum and dnf keep a changed config file and write the new default as .rpmnew.
         return [f"{self.manager} -y -q install {self.package}-{v}"]
 
-    def describe(self) -> str:
+    def describe(self, version: str = "", node: str = "") -> str:
         return f"{self.manager} package {self.package}"
 
 
@@ -80,8 +80,12 @@ class SwitchInstall(Model):
         out.append(f"ln -sfn {target} {fill_path(self.link, version, node)}")
         return out
 
-    def describe(self) -> str:
-        return f"link {self.link} -> {self.target}"
+    def describe(self, version: str = "{version}", node: str = "{node}") -> str:
+        """The link and its target, filled for a node and version when given."""
+        def filled(t: str) -> str:
+            return PLACEHOLDER.sub(lambda m: version if m.group(1) == "version" else node, t)
+
+        return f"link {filled(self.link)} -> {filled(self.target)}"
 
 
 class CommandsInstall(Model):
@@ -97,7 +101,7 @@ class CommandsInstall(Model):
     def commands(self, version: str, node: str) -> list[str]:
         return [fill(c, version, node) for c in self.run]
 
-    def describe(self) -> str:
+    def describe(self, version: str = "", node: str = "") -> str:
         return f"{len(self.run)} command(s) of the inventory"
 
 

@@ -54,7 +54,7 @@ def install_version(ctx: RunContext, batch: BatchRecord) -> None:
                                 "`orchestrate resume` installs again")
         ctx.timed(name, "install", ctx.clock.monotonic() - started)
         ctx.journal.mark(name, INSTALLED)
-        ctx.emit(Event("step", f"{name}: installed {version} ({method.describe()}) in "
+        ctx.emit(Event("step", f"{name}: installed {version} ({method.describe(version, name)}) in "
                                f"{ctx.clock.monotonic() - started:.1f} s", node=name, data={"version": version}))
 
     for_each_node(ctx, batch, install)
@@ -77,6 +77,7 @@ def install_problems(inv: Inventory, version: str, transport: Transport, nodes: 
             problems.append(f"{node.name}: cannot check that {version} can be installed: {exc}")
             continue
         if not result.ok:
-            problems.append(f"{node.name}: {version} cannot be installed ({method.describe()}): `{command[:200]}` "
+            problems.append(f"{node.name}: {version} cannot be installed ({method.describe(version, node.name)}): "
+                            f"`{command[:200]}` "
                             f"exited {result.rc}{': ' + result.stderr.strip()[-200:] if result.stderr.strip() else ''}")
     return problems

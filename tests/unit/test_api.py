@@ -36,7 +36,7 @@ def test_an_upgrade_to_no_version_or_of_a_product_without_upgrades_is_refused_be
     inv = tmp_path / "c.yaml"
     inv.write_text("cluster: {name: c, endpoints: ['http://127.0.0.1:9']}\nssh: {known_hosts: /dev/null}\n"
                    "nodes: [{name: a, host: 127.0.0.1}]\n")
-    with pytest.raises(ConfigError, match="is not a version such as 9.5.3"):
+    with pytest.raises(ConfigError, match=r"is not a version such as 9\.5\.3"):
         api.upgrade(config=inv, to="latest")
     riak = tmp_path / "r.yaml"
     riak.write_text("cluster: {name: r, product: riak}\nssh: {known_hosts: /dev/null}\n"

@@ -4,8 +4,10 @@ the procedure of `restart --reboot`."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -23,6 +25,7 @@ from orchestrator.es.versions import UpgradeFacts, facts_findings, parse_version
 from orchestrator.hosts.transport import LocalTransport
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
+from orchestrator.restart.install import install_problems
 from orchestrator.restart.journal import BatchRecord, RunOptions
 from orchestrator.restart.plan import Mode
 from orchestrator.restart.procedure import resolve
@@ -239,3 +242,30 @@ def test_reboot_steps_go_after_the_tuning_or_where_the_playbook_puts_them() -> N
     wrong = procedure.playbook.model_copy(update={"batch": ["reboot_host", "stop_service", "start_service"]})
     with pytest.raises(ConfigError, match="stop_service must come before reboot_host"):
         resolve(wrong, PRODUCT)
+
+
+class AnsweringTransport:
+    """Each command's exit code from a function of the command; every command recorded."""
+
+    def __init__(self, rc_of: Callable[[str], int]) -> None:
+        self.rc_of, self.commands = rc_of, list[str]()
+
+    def run(self, node: object, command: str, timeout_s: float | None = None, stdin: bytes | None = None) -> Any:
+        from orchestrator.hosts.transport import CommandResult
+
+        self.commands.append(command)
+        rc = self.rc_of(command)
+        return CommandResult(rc, "", "" if rc == 0 else "no such version")
+
+
+def test_install_preflight_names_each_host_that_cannot_install_and_a_missing_method() -> None:
+    inv = Inventory.model_validate({**inventory(["es-1", "es-2"]).model_dump(mode="json"),
+                                    "upgrade": {"install": {"method": "switch", "link": "/opt/es",
+                                                            "target": "/opt/es-{version}-{node}"}}})
+    transport = AnsweringTransport(lambda c: 1 if "es-2" in c else 0)
+    problems = install_problems(inv, "9.5.3", transport, list(inv.nodes))  # type: ignore[arg-type]
+    assert transport.commands == ["test -e /opt/es-9.5.3-es-1", "test -e /opt/es-9.5.3-es-2"]
+    assert problems == ["es-2: 9.5.3 cannot be installed (link /opt/es -> /opt/es-9.5.3-es-2): "
+                        "`test -e /opt/es-9.5.3-es-2` exited 1: no such version"]
+    assert install_problems(inventory(["es-1"]), "9.5.3", transport, [])[0].startswith(  # type: ignore[arg-type]
+        "upgrade.install is not set in the inventory")
