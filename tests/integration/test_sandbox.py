@@ -66,8 +66,10 @@ def test_node_stopped_and_started_over_ssh_rejoins(sandboxes: SandboxManager) ->
 
 
 def test_numad_runs_and_stops_per_host(sandboxes: SandboxManager) -> None:
-    # Fresh hosts: restart tests before this one tuned them (numad off, THP never).
-    info = sandboxes.get(Shape(), fresh=True)
+    # Restart tests before this one tuned the hosts (numad stopped): started again, as a boot would.
+    info = sandboxes.get(Shape())
+    for host in ("es-1", "es-2"):
+        assert ssh(info, host, "systemctl start numad").returncode == 0
     assert ssh(info, "es-1", "pgrep -x numad && pidof numad").returncode == 0
     assert ssh(info, "es-1", "systemctl stop numad; pgrep -x numad").returncode == 1
     assert ssh(info, "es-2", "pgrep -x numad").returncode == 0
