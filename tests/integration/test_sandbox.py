@@ -80,6 +80,8 @@ def test_knob_write_changes_one_host_and_never_the_machine(sandboxes: SandboxMan
     info = sandboxes.get(Shape())
     before = real_knob_values()
     thp = "/sys/kernel/mm/transparent_hugepage/enabled"
+    for host in ("es-1", "es-2"):  # back to the boot default, whatever earlier tests tuned
+        assert ssh(info, host, f"echo '[always] madvise never' > {thp}").returncode == 0
     assert ssh(info, "es-1", f"cat {thp}").stdout == "[always] madvise never\n"
     assert ssh(info, "es-1", f"echo never > {thp} && echo 0 > /proc/sys/vm/zone_reclaim_mode").returncode == 0
     assert ssh(info, "es-1", f"cat {thp}").stdout.strip() == "never"
