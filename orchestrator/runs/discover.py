@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from orchestrator.config.loader import read_bytes_of
+from orchestrator.config.loader import problems_of, read_bytes_of
 from orchestrator.config.model import ClusterSection, Inventory
 from orchestrator.errors import ConfigError
 from orchestrator.es.adapter import ElasticsearchAdapter
@@ -28,7 +28,7 @@ def discover(endpoint: str, cluster: dict[str, Any], ssh_config: Path | None = N
     try:
         section = ClusterSection.model_validate({"name": name or "discovered", "endpoints": [endpoint], **cluster})
     except ValidationError as exc:
-        raise ConfigError("discover", [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]) from None
+        raise ConfigError("discover", problems_of(exc, None)) from None
     facts = ElasticsearchAdapter(connection_of(section)).discovery_facts()
     view = SshView()
     if ssh_config is not None:
@@ -45,8 +45,7 @@ def discover(endpoint: str, cluster: dict[str, Any], ssh_config: Path | None = N
     try:
         Inventory.model_validate(doc)  # what is written loads: checked by the inventory's own model
     except ValidationError as exc:
-        raise ConfigError("discovered inventory", [f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
-                                                   for e in exc.errors()][:10]) from None
+        raise ConfigError("discovered inventory", problems_of(exc, None)[:10]) from None
     header = (f"# Discovered from {endpoint} by `orchestrate inventory discover` on "
               f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}.\n# Review it (SSH user, keys, tuning profile) before a "
               "run; `orchestrate plan --config THIS_FILE` checks it against the cluster.\n")
