@@ -163,6 +163,8 @@ class Timeouts(Model):
     join_s: float = Field(300, ge=1, le=DAY_S)
     recovery_s: float = Field(3600, ge=1, le=7 * DAY_S)
     reboot_s: float = Field(900, ge=1, le=DAY_S)  # `restart --reboot`: the host back with a new boot id
+    # Before a batch stops, for the retention leases of its copies (Elasticsearch renews every 30 s).
+    lease_wait_s: float = Field(45, ge=0, le=DAY_S)
     poll_interval_s: float = Field(1.0, ge=0.05, le=60)
     # The gate before each batch: this many healthy samples in a row (poll_interval_s apart), and
     # the run stops after unhealthy_s of waiting for them (None: recovery_s).
@@ -181,8 +183,11 @@ class RecoveryLimits(Model):
     node_initial_primaries_recoveries: int = Field(4, ge=1, le=100)
     max_bytes_per_sec: str = Field("100mb", max_length=30)
     max_concurrent_file_chunks: int = Field(4, ge=1, le=8)
+    # Wait for retention leases only when the copies that would be copied in full weigh at least this
+    # much (about what max_bytes_per_sec copies in the 15 s an average wait takes); "0b": always.
+    lease_wait_min_bytes: str = Field("1gb", max_length=30)
 
-    @field_validator("max_bytes_per_sec")
+    @field_validator("max_bytes_per_sec", "lease_wait_min_bytes")
     @classmethod
     def byte_size(cls, v: str) -> str:
         if not BYTE_SIZE_RE.fullmatch(v.lower()):

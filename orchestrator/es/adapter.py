@@ -14,6 +14,7 @@ from orchestrator.errors import ClusterError, ClusterUnreachable
 from orchestrator.es import privileges
 from orchestrator.es.connect import Connection, make_client, translated
 from orchestrator.es.discover import Facts
+from orchestrator.es.leases import STATS_FIELDS
 from orchestrator.es.preflight import PREFLIGHT_SETTINGS, DiskUsage, Preflight
 from orchestrator.es.settled import MAX_EXPLAINED, UnassignedCopy
 from orchestrator.es.snapshot import ClusterSnapshot, EsNode, Health, ShardCopy
@@ -254,6 +255,12 @@ class ElasticsearchAdapter:
                     "recovered_bytes": size.get("recovered_in_bytes", 0),
                 })
         return rows
+
+    def shard_lease_stats(self) -> dict[str, Any]:
+        """Per shard copy: where, its documents and size, its last commit, its view of retention leases
+        (hidden indices too: data streams' backing indices are hidden)."""
+        return dict(self._do("read retention leases", self.es.indices.stats, metric="docs,store", level="shards",
+                             expand_wildcards="open,hidden", filter_path=STATS_FIELDS))
 
     # --- what the restart engine asks of every product (restart/adapter.py) -------------------
     def gate_snapshot(self, restarting: Collection[str]) -> ClusterSnapshot:

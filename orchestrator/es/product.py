@@ -36,7 +36,8 @@ class ElasticsearchProduct:
     run_steps = steps.RUN_STEPS
     checks_before_stop = True
     order_rules = (("restrict_allocation", "restore_allocation"), ("restrict_allocation", "stop_service"),
-                   ("flush", "stop_service"), ("wait_for_join", "restore_allocation"),
+                   ("flush", "stop_service"), ("flush", "wait_for_retention_leases"),
+                   ("wait_for_retention_leases", "stop_service"), ("wait_for_join", "restore_allocation"),
                    ("restore_allocation", "wait_for_recovery"), ("install_version", "upgrade_plugins"),
                    ("upgrade_plugins", "start_service"), ("wait_for_join", "check_version"))
     plan_columns = (Column("shard copies", lambda f: str(int(f.get("shard_copies", 0)))),

@@ -9,8 +9,9 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from orchestrator.errors import HostError, OrchestratorError
+from orchestrator.errors import ClusterError, HostError, OrchestratorError, WaitTimeout
 from orchestrator.es.adapter import ElasticsearchAdapter
+from orchestrator.es.leases import LeaseAtRisk, bytes_at_risk, leases_at_risk
 from orchestrator.es.plan import ALLOCATION_ENABLE
 from orchestrator.es.safety import unassigned_beyond_accepted
 from orchestrator.es.settled import blocking_text, settle
@@ -21,7 +22,7 @@ from orchestrator.restart.journal import BatchRecord
 from orchestrator.restart.phases import Phase
 from orchestrator.restart.steps import StepFn, for_each_node, restore_settings, set_temporarily
 from orchestrator.retry import Seen, wait_until
-from orchestrator.units import human_bytes
+from orchestrator.units import human_bytes, parse_size
 
 
 def es(ctx: RunContext) -> ElasticsearchAdapter:
@@ -57,6 +58,62 @@ def flush(ctx: RunContext, batch: BatchRecord) -> None:
     except OrchestratorError as exc:
         # A failed flush costs recovery time (files copied instead of reused), never data.
         ctx.emit(Event("warning", f"flush failed, going on: {exc}", batch=batch.number))
+
+
+def wait_for_retention_leases(ctx: RunContext, batch: BatchRecord) -> None:
+    """Before the batch stops: wait until the copies that stay hold current retention leases for the
+    batch's copies, so those recover from their own files (see es/leases.py). Elasticsearch renews
+    leases every 30 s; the wait is bounded by ``timeouts.lease_wait_s`` and skipped when the copies
+    at risk are smaller than ``recovery.lease_wait_min_bytes`` (copying them is quicker). Never fails
+    the run: a lease not renewed in time costs copying, not data, and is reported per shard."""
+    node_ids = ctx.journal.plan.node_ids
+    stopping = {node_ids[n] for n in batch.nodes if n in node_ids}
+    names = {node_id: name for name, node_id in node_ids.items()}
+    min_bytes = parse_size(ctx.inv.recovery.lease_wait_min_bytes)
+    found: list[list[LeaseAtRisk]] = []
+
+    def renewed(seen: Seen[bool]) -> bool | None:
+        risks = leases_at_risk(es(ctx).shard_lease_stats(), stopping)
+        found.append(risks)
+        if not risks or bytes_at_risk(found[0]) < min_bytes:
+            return True
+        seen.text = (f"{len(risks)} shard copies ({human_bytes(bytes_at_risk(risks))}) behind, "
+                     f"e.g. {risks[0].text(names)}")
+        if len(found) == 1:
+            ctx.emit(Event("wait", f"batch {batch.number}: waiting for Elasticsearch to renew the retention leases of "
+                                   f"{len(risks)} shard copies ({human_bytes(bytes_at_risk(risks))}) so they recover "
+                                   "from their own files (it renews every 30 s)", batch=batch.number))
+        return None
+
+    started = ctx.clock.monotonic()
+    try:
+        wait_until(renewed, what="retention leases to be renewed", timeout_s=ctx.inv.timeouts.lease_wait_s,
+                   interval_s=max(ctx.inv.timeouts.poll_interval_s, 2.0), clock=ctx.clock,
+                   should_stop=lambda: ctx.abort.requested)
+    except WaitTimeout:
+        pass
+    except ClusterError as exc:
+        ctx.emit(Event("warning", f"retention leases could not be read, going on: {exc}", batch=batch.number))
+        return
+    first, last = found[0] if found else [], found[-1] if found else []
+    waited = ctx.clock.monotonic() - started
+    if not first:
+        return
+    if bytes_at_risk(first) < min_bytes:
+        ctx.emit(Event("step", f"batch {batch.number}: not waiting for retention leases: {len(first)} shard copies "
+                               f"({human_bytes(bytes_at_risk(first))}) may be copied in full, less than "
+                               f"recovery.lease_wait_min_bytes", batch=batch.number,
+                       data={"leases_behind": len(first), "bytes_at_risk": bytes_at_risk(first)}))
+    elif not last:
+        ctx.emit(Event("step", f"batch {batch.number}: retention leases renewed after {waited:.1f} s; every copy "
+                               "can recover from its own files", batch=batch.number, data={"lease_wait_s": waited}))
+    else:
+        shown = "; ".join(r.text(names) for r in last[:10]) + (f"; and {len(last) - 10} more" if len(last) > 10 else "")
+        at_risk = human_bytes(bytes_at_risk(last))
+        ctx.emit(Event("warning", f"batch {batch.number}: {len(last)} shard copies ({at_risk}) "
+                                  "will likely be copied in full: their retention leases were not renewed within "
+                                  f"{waited:.0f} s: {shown}", batch=batch.number,
+                       data={"leases_behind": [r.text(names) for r in last], "bytes_at_risk": bytes_at_risk(last)}))
 
 
 def wait_for_recovery(ctx: RunContext, batch: BatchRecord) -> None:
@@ -261,6 +318,7 @@ RUN_STEPS = {"raise_recovery_limits": raise_recovery_limits}
 STEPS: dict[str, StepFn] = {
     "restrict_allocation": restrict_allocation,
     "flush": flush,
+    "wait_for_retention_leases": wait_for_retention_leases,
     "restore_allocation": restore_allocation,
     "wait_for_recovery": wait_for_recovery,
     "upgrade_plugins": upgrade_plugins,

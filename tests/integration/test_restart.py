@@ -242,6 +242,37 @@ def test_node_mode_restart_of_three_nodes_under_load(sandboxes: SandboxManager, 
     assert Path(summary["journal"]).with_suffix(".html").exists(), "restart writes the report beside the journal"
 
 
+def test_under_writes_a_restarted_node_waits_for_retention_leases_and_copies_nothing(
+        sandboxes: SandboxManager, tmp_path: Path) -> None:
+    """Writes move the commit the flush makes past leases the primary renews only every 30 s: without
+    waiting for the renewal, the node's copies of the written index are copied again in full."""
+    info, es = prepared(sandboxes, Shape())
+    load = LoadGenerator(info["endpoints"], index="lease-test", duration_s=300, max_docs=50_000)
+    load.start_then_mark("during")
+    inventory = custom_inventory(tmp_path, lambda inv: inv.setdefault("recovery", {}).update(
+        lease_wait_min_bytes="0b"))
+    started_ms = time.time() * 1000
+    try:
+        proc = orchestrate("restart", "--config", str(inventory), "--nodes", "es-2", "--yes", "--json", timeout=600)
+    finally:
+        load.stop()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert load.missing_acknowledged() == []
+    lines = json_lines(proc.stdout)
+    messages = [line.get("message", "") for line in lines]
+    assert any("waiting for Elasticsearch to renew the retention leases" in m for m in messages), messages
+    assert any("retention leases renewed after" in m for m in messages), messages
+    # From Elasticsearch itself: every recovery onto es-2 since the run began replayed operations or
+    # reused files: not one byte was copied from a peer, for the written index too.
+    onto = [(index, s) for index, body in es.indices.recovery(index="*", active_only=False).items()
+            for s in body["shards"]
+            if s["target"]["name"] == "es-2" and s["start_time_in_millis"] >= started_ms and s["type"] == "PEER"]
+    assert "lease-test" in {index for index, _ in onto}, "es-2 held a copy of the written index"
+    assert sum(s["index"]["size"]["recovered_in_bytes"] for _, s in onto) == 0, onto
+    assert lines[-1]["nodes"][0]["recovery"]["bytes_from_peers"] == 0
+    es.indices.delete(index="lease-test")
+
+
 def custom_inventory(tmp_path: Path, change: Any) -> Path:
     inv = yaml.safe_load(Path(sandbox_inventory()).read_text())
     change(inv)

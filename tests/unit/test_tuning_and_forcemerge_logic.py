@@ -89,7 +89,7 @@ def test_forcemerge_decisions(facts: IndexFacts, include_write: bool, verdict: V
 
 
 def test_shipped_playbook_loads() -> None:
-    assert [s.name for s in load_playbook("elasticsearch-rolling").steps()][2] == "stop_service"
+    assert [s.name for s in load_playbook("elasticsearch-rolling").steps()][3] == "stop_service"
 
 
 @pytest.mark.parametrize(("batch", "message"), [

@@ -1,0 +1,136 @@
+"""Retention leases before a stop: the decision over shard stats captured from the sandbox, and the step."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from orchestrator.config.model import Inventory
+from orchestrator.es.adapter import ElasticsearchAdapter
+from orchestrator.es.leases import bytes_at_risk, leases_at_risk, lowest_kept
+from orchestrator.es.steps import wait_for_retention_leases
+from orchestrator.hosts.transport import LocalTransport
+from orchestrator.restart.context import RunContext
+from orchestrator.restart.events import Event
+from orchestrator.retry import Clock
+from tests.unit.journals import journal_of, plan_of
+from tests.unit.snapshots import inventory
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "leases"
+# The sandbox's node ids in the captured answers (GET _stats/docs,store?level=shards, sample-1 and sample-2).
+IDS = {"es-1": "gKIAkoaoTJe-kM7Nzk_aMA", "es-2": "BLhr6CQ2ScaT8GYvhMrYeQ", "es-3": "FoxF3uWgR9qj04QYpiBi7Q"}
+NAMES = {v: k for k, v in IDS.items()}
+
+
+def captured(name: str) -> dict[str, Any]:
+    return dict(json.loads((FIXTURES / f"{name}.json").read_text()))
+
+
+def test_leases_renewed_after_the_flush_put_no_copy_at_risk() -> None:
+    stats = captured("current")
+    for node_id in IDS.values():
+        assert leases_at_risk(stats, {node_id}) == []
+
+
+def test_right_after_indexing_every_copy_on_the_stopping_node_is_at_risk_named_with_its_holder() -> None:
+    stats = captured("after-indexing")
+    for name, node_id in IDS.items():
+        risks = leases_at_risk(stats, {node_id})
+        held = {(index, int(shard)) for index, body in stats["indices"].items()
+                for shard, shard_copies in body["shards"].items()
+                for c in shard_copies if c["routing"]["node"] == node_id}
+        assert {(r.index, r.shard) for r in risks} == held, name
+        for r in risks:
+            assert r.holder_id != node_id and r.retaining_seq_no is not None
+            assert r.retaining_seq_no < r.needed_seq_no and r.size_bytes > 0
+        assert re.fullmatch(r"\[sample-\d\]\[\d\] on es-\d: lease at \d+, es-\d keeps >= \d+", risks[0].text(NAMES))
+        assert bytes_at_risk(risks) == sum(r.size_bytes for r in risks)
+
+
+def shard(*copies: dict[str, Any]) -> dict[str, Any]:
+    return {"indices": {"i": {"shards": {"0": list(copies)}}}}
+
+
+def copy(node: str, primary: bool, leases: dict[str, int], checkpoint: int = 99, docs: int = 100,
+         state: str = "STARTED") -> dict[str, Any]:
+    return {"routing": {"node": node, "primary": primary, "state": state}, "docs": {"count": docs},
+            "store": {"size_in_bytes": 10}, "commit": {"user_data": {"local_checkpoint": str(checkpoint)}},
+            "retention_leases": {"leases": [{"id": f"peer_recovery/{n}", "retaining_seq_no": s}
+                                            for n, s in leases.items()]}}
+
+
+def test_the_holder_keeps_a_lease_down_to_a_tenth_of_its_documents_behind_its_commit() -> None:
+    assert lowest_kept(copy("a", True, {}, checkpoint=99, docs=100)) == 90
+    assert lowest_kept({"routing": {}}) is None
+    # Exactly at the bound: kept; one below: dropped.
+    assert leases_at_risk(shard(copy("a", True, {"b": 90}), copy("b", False, {})), {"b"}) == []
+    assert len(leases_at_risk(shard(copy("a", True, {"b": 89}), copy("b", False, {})), {"b"})) == 1
+    # No lease at all.
+    [risk] = leases_at_risk(shard(copy("a", True, {}), copy("b", False, {})), {"b"})
+    assert risk.retaining_seq_no is None and "no lease" in risk.text({})
+
+
+def test_only_a_copy_that_can_act_as_primary_decides() -> None:
+    # The primary stays: a replica's stale view does not matter.
+    stats = shard(copy("a", True, {"c": 100}), copy("b", False, {"c": 0}), copy("c", False, {}))
+    assert leases_at_risk(stats, {"c"}) == []
+    # The primary stops: any staying replica may be promoted, so each one's view counts.
+    stats = shard(copy("a", True, {}), copy("b", False, {"a": 100}), copy("c", False, {"a": 0}))
+    assert [r.holder_id for r in leases_at_risk(stats, {"a"})] == ["c"]
+    # Every copy stops (zone mode with the replicas in the zone): nothing to recover from.
+    assert leases_at_risk(shard(copy("a", True, {}), copy("b", False, {})), {"a", "b"}) == []
+    # A copy still initializing holds nothing yet.
+    assert leases_at_risk(shard(copy("a", True, {}, state="INITIALIZING"), copy("b", False, {})), {"b"}) == []
+
+
+class LeaseAnswers(ElasticsearchAdapter):
+    """Shard stats answered in turn (the last one repeated)."""
+
+    def __init__(self, answers: list[dict[str, Any]]) -> None:
+        super().__init__(conn=None, client=object())  # type: ignore[arg-type]
+        self.answers = answers
+        self.reads = 0
+
+    def shard_lease_stats(self) -> dict[str, Any]:
+        self.reads += 1
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+
+def lease_context(answers: list[dict[str, Any]], **recovery: Any) -> tuple[RunContext, list[Event], LeaseAnswers]:
+    plan = replace(plan_of([["es-1"], ["es-2"], ["es-3"]]), node_ids=IDS)
+    inv = Inventory.model_validate({**inventory(list(IDS)).model_dump(mode="json"), "recovery": recovery,
+                                    "timeouts": {"lease_wait_s": 45}})
+    now = [0.0]
+    clock = Clock(monotonic=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s))
+    events: list[Event] = []
+    cluster = LeaseAnswers(answers)
+    ctx = RunContext(inv=inv, cluster=cluster, transport=LocalTransport(), service=None,  # type: ignore[arg-type]
+                     journal=journal_of(plan), emit=events.append, clock=clock)
+    return ctx, events, cluster
+
+
+def test_the_step_waits_for_the_renewal_says_how_long_and_never_fails_the_run() -> None:
+    behind, current = captured("after-indexing"), captured("current")
+    ctx, events, cluster = lease_context([behind, behind, current], lease_wait_min_bytes="0b")
+    wait_for_retention_leases(ctx, ctx.journal.batches[1])
+    assert cluster.reads == 3
+    assert "waiting for Elasticsearch to renew the retention leases of 4 shard copies" in events[0].message
+    assert re.search(r"retention leases renewed after \d+\.\d s", events[-1].message)
+    # Never renewed within the timeout: a warning naming the shards, and the run goes on.
+    ctx, events, cluster = lease_context([behind], lease_wait_min_bytes="0b")
+    wait_for_retention_leases(ctx, ctx.journal.batches[0])
+    assert events[-1].kind == "warning" and "4 shard copies" in events[-1].message
+    assert "will likely be copied in full" in events[-1].message and "[sample-1][0] on es-1" in events[-1].message
+    assert cluster.reads > 10
+
+
+def test_the_step_does_not_wait_when_copying_is_cheaper_or_nothing_is_at_risk() -> None:
+    ctx, events, cluster = lease_context([captured("after-indexing")])  # the default: 1gb
+    wait_for_retention_leases(ctx, ctx.journal.batches[0])
+    assert cluster.reads == 1 and "not waiting for retention leases: 4 shard copies" in events[-1].message
+    ctx, events, cluster = lease_context([captured("current")], lease_wait_min_bytes="0b")
+    wait_for_retention_leases(ctx, ctx.journal.batches[0])
+    assert cluster.reads == 1 and events == []
