@@ -16,7 +16,7 @@ from orchestrator.es.connect import Connection, make_client, translated
 from orchestrator.es.discover import Facts
 from orchestrator.es.leases import STATS_FIELDS
 from orchestrator.es.preflight import PREFLIGHT_SETTINGS, DiskUsage, Preflight
-from orchestrator.es.settled import MAX_EXPLAINED, UnassignedCopy
+from orchestrator.es.settled import MAX_EXPLAINED, UnassignedCopy, reason_for
 from orchestrator.es.snapshot import ClusterSnapshot, EsNode, Health, ShardCopy
 from orchestrator.es.versions import UpgradeFacts
 from orchestrator.restart.plan import Plan
@@ -223,9 +223,11 @@ class ElasticsearchAdapter:
             unassigned=self.explain_unassigned(shards) if settling else (),
         )
 
-    def explain_unassigned(self, shards: Iterable[ShardCopy]) -> tuple[UnassignedCopy, ...]:
+    def explain_unassigned(self, shards: Iterable[ShardCopy],
+                           until_blocking: Collection[str] | None = None) -> tuple[UnassignedCopy, ...]:
         """The allocation explain API's answer for each unassigned shard copy (one call per shard and
-        role, at most MAX_EXPLAINED): what a settled yellow is judged on."""
+        role, at most MAX_EXPLAINED): what a settled yellow is judged on. With ``until_blocking`` (the
+        planned node ids), the look stops at the first copy that blocks: one is enough to wait."""
         counts = Counter((c.index, c.shard, c.primary) for c in shards if c.state == "UNASSIGNED")
         out = []
         for (index, shard, primary), n in sorted(counts.items())[:MAX_EXPLAINED]:
@@ -237,6 +239,8 @@ class ElasticsearchAdapter:
             except ClusterError:
                 continue  # assigned meanwhile (or not explainable): counted as unexplained, so it waits
             out.append(UnassignedCopy.from_explain(raw, copies=n))
+            if until_blocking is not None and reason_for(out[-1], until_blocking) is None:
+                break
         return tuple(out)
 
     def recoveries(self, active_only: bool = False) -> list[dict[str, Any]]:

@@ -118,8 +118,8 @@ def settle(unassigned_total: int, copies: Iterable[UnassignedCopy], planned_node
         else:
             accepted.setdefault(reason, set()).add(copy.index)
     if unassigned_total > explained:
-        blocking.append(f"{unassigned_total - explained} unassigned copies not explained (more than "
-                        f"{MAX_EXPLAINED} shards are unassigned, or they changed while looking)")
+        blocking.append(f"{unassigned_total - explained} unassigned copies not explained (the look stops at "
+                        f"the first copy that blocks and at {MAX_EXPLAINED} shards, and copies change while looking)")
     if not accepted and not blocking:
         blocking.append("yellow, but no unassigned copy was found to explain (the cluster changed while looking)")
     return Settlement(accepted={r: tuple(sorted(i)) for r, i in accepted.items()}, blocking=tuple(blocking))

@@ -168,7 +168,8 @@ def wait_for_recovery(ctx: RunContext, batch: BatchRecord) -> None:
             return True
         if allow_yellow:
             return None if unassigned_beyond_accepted(h["unassigned_shards"], ctx.journal.plan) else True
-        settlement = settle(h["unassigned_shards"], es(ctx).explain_unassigned(es(ctx).shards()),
+        planned = set(ctx.journal.plan.node_ids.values())
+        settlement = settle(h["unassigned_shards"], es(ctx).explain_unassigned(es(ctx).shards(), planned),
                             ctx.journal.plan.node_ids.values())
         if settlement.settled:
             ctx.emit(Event("step", f"batch {batch.number}: yellow, settled: {settlement.accepted_text()}",

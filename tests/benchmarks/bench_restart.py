@@ -80,7 +80,7 @@ def eta_errors(events: list[dict[str, Any]], end: float) -> list[float]:
     return errors
 
 
-def measured_restart(by: str, load: bool = False) -> dict[str, Any]:
+def measured_restart(by: str, load: bool = False, config: Path | None = None) -> dict[str, Any]:
     info = json.loads(orchestrate("sandbox", "status", "--json").stdout)
     es = Elasticsearch(info["endpoints"], request_timeout=30, max_retries=len(info["endpoints"]))
     gen = None
@@ -89,7 +89,8 @@ def measured_restart(by: str, load: bool = False) -> dict[str, Any]:
         gen.start_then_mark("during")
     since = time.time()
     started = time.monotonic()
-    proc = orchestrate("restart", "--cluster", "sandbox", "--by", by, "--yes", "--json")
+    target = ["--config", str(config)] if config else ["--cluster", "sandbox"]
+    proc = orchestrate("restart", *target, "--by", by, "--yes", "--json")
     wall = time.monotonic() - started
     end = time.time()
     load_report = None
@@ -106,7 +107,9 @@ def measured_restart(by: str, load: bool = False) -> dict[str, Any]:
     reused = sum(n["recovery"].get("bytes_reused", 0) for n in summary["nodes"])
     waiting = sum(n["phases"].get("join", 0) + n["phases"].get("recovery", 0) for n in summary["nodes"])
     errors = eta_errors(events, end)
+    waits = [e["data"]["lease_wait_s"] for e in events if "lease_wait_s" in e.get("data", {})]
     return {
+        "lease_waits_s": [round(w, 1) for w in waits], "config": str(config) if config else None,
         "mode": by, "nodes": nodes, "batches": len(summary["batches"]), "under_load": load,
         "wall_s": round(wall, 2), "irreducible_s": irr["sum_s"],
         "overhead_ratio": round(wall / irr["sum_s"], 3) if irr["sum_s"] else None,

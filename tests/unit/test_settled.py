@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -174,3 +175,34 @@ def test_a_slow_recovery_names_its_slowest_shard() -> None:
     said = slowest_recovery([row(0, 100), row(1, 9000), row(2, 0, "EXISTING_STORE")], "es-1")
     assert said == "[logs][1] copying files from es-2, stage INDEX, 8.8 KiB left of 9.8 KiB"
     assert slowest_recovery([row(0, 1)], "es-3") is None
+
+
+class ExplainingClient:
+    """An Elasticsearch client stand-in whose allocation explain answers from captured fixtures."""
+
+    def __init__(self, answers: dict[str, dict[str, Any]]) -> None:
+        self.answers, self.asked = answers, list[str]()
+        self.cluster = self
+
+    def allocation_explain(self, index: str, shard: int, primary: bool) -> dict[str, Any]:
+        self.asked.append(index)
+        return self.answers[index]
+
+
+def test_the_recovery_wait_stops_explaining_at_the_first_copy_that_blocks() -> None:
+    from orchestrator.es.adapter import ElasticsearchAdapter
+    from orchestrator.es.snapshot import ShardCopy
+
+    answers = {name: json.loads((EXPLAIN / f"{name}.json").read_text())
+               for name in ("by-design", "delayed", "filtered")}
+    client = ExplainingClient(answers)
+    conn = SimpleNamespace(endpoints=["http://x:9200"])
+    adapter = ElasticsearchAdapter(conn=conn, client=client)  # type: ignore[arg-type]
+    unassigned = [ShardCopy(name, 0, False, "UNASSIGNED", None, 0) for name in ("by-design", "delayed", "filtered")]
+    # Waiting for a node of the run: "delayed" blocks, so "filtered" is not asked about.
+    found = adapter.explain_unassigned(unassigned, until_blocking={LEFT_NODE})
+    assert client.asked == ["by-design", "delayed"] and len(found) == 2
+    assert not settle(3, found, [LEFT_NODE]).settled
+    # Without a node of the run to wait for, every copy is explained (what the gate and the plan show).
+    client.asked.clear()
+    assert len(adapter.explain_unassigned(unassigned)) == 3 and client.asked == ["by-design", "delayed", "filtered"]

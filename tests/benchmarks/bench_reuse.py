@@ -1,0 +1,73 @@
+"""Bytes reused on restart, with and without waiting for retention leases (issue 16's data set).
+
+3 nodes, 40 indices of 3 shards and 1 replica (240 copies: one shard copy weighs about 0.4 % of
+the data), 80,000 documents. Runs: right after indexing with the default `lease_wait_min_bytes`
+(1gb: the sandbox's copies are far smaller, so the run does not wait) and with `0b` (always
+wait); then idle runs back to back; then under a write load, with `0b` and with the default.
+
+    python -m tests.benchmarks.bench_reuse [--idle-runs 5] [--out reports/bench-reuse.json]   (root)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.benchmarks.bench_restart import REPO, measured_restart, orchestrate
+
+INDICES, DOCS = 40, 80_000
+
+
+def load() -> None:
+    proc = orchestrate("sandbox", "load", "--docs", str(DOCS), "--indices", str(INDICES))
+    if proc.returncode != 0:
+        raise SystemExit(f"sandbox load failed: {proc.stderr[-2000:]}")
+
+
+def always_wait_inventory(out_dir: Path) -> Path:
+    info = json.loads(orchestrate("sandbox", "status", "--json").stdout)
+    inv = yaml.safe_load(Path(info["inventory"]).read_text())
+    inv.setdefault("recovery", {})["lease_wait_min_bytes"] = "0b"
+    path = out_dir / "bench-reuse-inventory.yaml"
+    path.write_text(yaml.safe_dump(inv))
+    return path
+
+
+def row(label: str, run: dict[str, Any]) -> dict[str, Any]:
+    run["label"] = label
+    print(f"{label:<34} wall {run['wall_s']:>6.1f} s  reuse {run['reuse_ratio']!s:>7}  "
+          f"copied {run['bytes_from_peers']:>9} B  lease waits {run['lease_waits_s']}", flush=True)
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--idle-runs", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=REPO / "reports" / "bench-reuse.json")
+    args = parser.parse_args()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    orchestrate("sandbox", "down")
+    up = orchestrate("sandbox", "up", "--nodes", "3")
+    if up.returncode != 0:
+        raise SystemExit(f"sandbox up failed: {up.stderr[-2000:]}")
+    wait_always = always_wait_inventory(args.out.parent)
+    runs = []
+    load()
+    runs.append(row("after indexing, default (1gb)", measured_restart("node")))
+    load()  # the same documents again: every shard written anew
+    runs.append(row("after indexing, lease_wait_min_bytes 0b", measured_restart("node", config=wait_always)))
+    for i in range(args.idle_runs):
+        runs.append(row(f"idle {i + 1}, default", measured_restart("node")))
+    runs.append(row("under load, 0b", measured_restart("node", load=True, config=wait_always)))
+    runs.append(row("under load, default (1gb)", measured_restart("node", load=True)))
+    orchestrate("sandbox", "down")
+    args.out.write_text(json.dumps({"indices": INDICES, "docs": DOCS, "runs": runs}, indent=2))
+    print(f"written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
