@@ -14,9 +14,9 @@ from orchestrator.config.model import Inventory
 from orchestrator.es.preflight import preflight_findings
 from orchestrator.es.safety import (
     ACCEPTED_UNASSIGNED,
-    batch_problems,
     cluster_problems,
     master_notes,
+    quorum_problems,
     unavailability,
     yellow_settlement,
 )
@@ -208,12 +208,13 @@ def build_plan(inv: Inventory, snap: ClusterSnapshot, mode: Mode, tuning: tuple[
     accepted: list[str] = []
     for number, (label, members) in enumerate(groups, start=1):
         ids = {es_nodes[m].id for m in members}
-        accepted += unavailability(snap, sorted(ids), label, allow_unavailable)[1]
+        lonely, acknowledged = unavailability(snap, sorted(ids), label, allow_unavailable)
+        accepted += acknowledged
         copies = [c for node_id in ids for c in snap.copies_by_node.get(node_id, ())]
         size = sum(c.size_bytes for c in copies)
         batches.append(Batch(number=number, label=label, nodes=tuple(members),
                              estimate_s=round(estimate_batch_s(size, rate), 1),
-                             problems=tuple(batch_problems(snap, sorted(ids), label, allow_unavailable)),
+                             problems=tuple(lonely + quorum_problems(snap, sorted(ids), label)),
                              figures={"shard_copies": len(copies), "bytes": size}))
     notes = [*upgrade_notes, *connection_warnings(inv), *master_notes(snap), *settled, *warnings, *splits, *accepted]
     if snap.has_shutdown_api:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from fnmatch import fnmatchcase
-from itertools import chain
 
 from orchestrator.es.settled import Settlement, blocking_text, settle
 from orchestrator.es.snapshot import ClusterSnapshot
@@ -45,8 +44,13 @@ def cluster_problems(snap: ClusterSnapshot, allow_yellow: bool, planned_node_ids
 
 def shards_without_other_copy(snap: ClusterSnapshot, node_ids: Iterable[str]) -> list[str]:
     """Shards whose every started copy is on ``node_ids``: restarting them makes the shard unavailable."""
-    on_batch = Counter(chain.from_iterable(snap.started_by_node.get(n, ()) for n in set(node_ids)))
+    ids = set(node_ids)
     total = snap.started_copies
+    # Only a shard with no more started copies than the batch has nodes can have all of them in it:
+    # counting those alone keeps a plan of 5,000 one-node batches linear in the copies.
+    most = len(ids)
+    candidates = [k for n in ids for k in snap.started_by_node.get(n, ()) if total[k] <= most]
+    on_batch = Counter(candidates)
     return sorted(f"[{i}][{s}]" for (i, s), n in on_batch.items() if total[(i, s)] == n)
 
 
@@ -95,7 +99,11 @@ def unavailability(snap: ClusterSnapshot, node_ids: list[str], label: str,
 def batch_problems(snap: ClusterSnapshot, node_ids: list[str], label: str,
                    accepted: Iterable[str] = ()) -> list[str]:
     """Reasons restarting these nodes together is unsafe, with what to do about it."""
-    problems, _ = unavailability(snap, node_ids, label, accepted)
+    return unavailability(snap, node_ids, label, accepted)[0] + quorum_problems(snap, node_ids, label)
+
+
+def quorum_problems(snap: ClusterSnapshot, node_ids: list[str], label: str) -> list[str]:
+    problems = []
     masters = snap.master_eligible
     leaving_masters = [n for n in masters if n.id in node_ids]
     # With fewer than 3 master-eligible nodes a master restart cannot keep a quorum: see master_notes.
