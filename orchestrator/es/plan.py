@@ -210,12 +210,12 @@ def build_plan(inv: Inventory, snap: ClusterSnapshot, mode: Mode, tuning: tuple[
         ids = {es_nodes[m].id for m in members}
         lonely, acknowledged = unavailability(snap, sorted(ids), label, allow_unavailable)
         accepted += acknowledged
-        copies = [c for node_id in ids for c in snap.copies_by_node.get(node_id, ())]
-        size = sum(c.size_bytes for c in copies)
+        loads = [snap.load_by_node.get(node_id, (0, 0)) for node_id in ids]
+        copies, size = sum(n for n, _ in loads), sum(b for _, b in loads)
         batches.append(Batch(number=number, label=label, nodes=tuple(members),
                              estimate_s=round(estimate_batch_s(size, rate), 1),
                              problems=tuple(lonely + quorum_problems(snap, sorted(ids), label)),
-                             figures={"shard_copies": len(copies), "bytes": size}))
+                             figures={"shard_copies": copies, "bytes": size}))
     notes = [*upgrade_notes, *connection_warnings(inv), *master_notes(snap), *settled, *warnings, *splits, *accepted]
     if snap.has_shutdown_api:
         notes.append("the cluster has the node shutdown API; this version restricts allocation with "

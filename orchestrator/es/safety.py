@@ -45,13 +45,8 @@ def cluster_problems(snap: ClusterSnapshot, allow_yellow: bool, planned_node_ids
 def shards_without_other_copy(snap: ClusterSnapshot, node_ids: Iterable[str]) -> list[str]:
     """Shards whose every started copy is on ``node_ids``: restarting them makes the shard unavailable."""
     ids = set(node_ids)
-    total = snap.started_copies
-    # Only a shard with no more started copies than the batch has nodes can have all of them in it:
-    # counting those alone keeps a plan of 5,000 one-node batches linear in the copies.
-    most = len(ids)
-    candidates = [k for n in ids for k in snap.started_by_node.get(n, ()) if total[k] <= most]
-    on_batch = Counter(candidates)
-    return sorted(f"[{i}][{s}]" for (i, s), n in on_batch.items() if total[(i, s)] == n)
+    return sorted(f"[{i}][{s}]" for n in ids for (i, s), holders in snap.started_by_first_holder.get(n, ())
+                  if ids.issuperset(holders))
 
 
 def replica_counts(snap: ClusterSnapshot) -> dict[str, int]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property, partial
-from itertools import chain
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -93,24 +92,32 @@ class ClusterSnapshot:
         return {n.id: n for n in self.nodes}
 
     @cached_property
-    def copies_by_node(self) -> dict[str, list[ShardCopy]]:
-        out: dict[str, list[ShardCopy]] = defaultdict(list)
+    def load_by_node(self) -> dict[str, tuple[int, int]]:
+        """node id -> (shard copies on it, their bytes): what a batch's size and estimate are made of."""
+        count: Counter[str] = Counter()
+        size: Counter[str] = Counter()
         for c in self.shards:
             if c.node_id is not None:
-                out[c.node_id].append(c)
+                count[c.node_id] += 1
+                size[c.node_id] += c.size_bytes
+        return {n: (count[n], size[n]) for n in count}
+
+    @cached_property
+    def started_holders(self) -> dict[tuple[str, int], list[str]]:
+        """(index, shard) -> the ids of the nodes holding a started copy of it."""
+        out: dict[tuple[str, int], list[str]] = defaultdict(list)
+        for c in self.shards:
+            if c.state == "STARTED" and c.node_id is not None:
+                out[(c.index, c.shard)].append(c.node_id)
         return out
 
     @cached_property
-    def started_copies(self) -> Counter[tuple[str, int]]:
-        return Counter(chain.from_iterable(self.started_by_node.values()))
-
-    @cached_property
-    def started_by_node(self) -> dict[str, list[tuple[str, int]]]:
-        """node id -> (index, shard) of each started copy on it."""
-        out: dict[str, list[tuple[str, int]]] = defaultdict(list)
-        for c in self.shards:
-            if c.state == "STARTED" and c.node_id is not None:
-                out[c.node_id].append((c.index, c.shard))
+    def started_by_first_holder(self) -> dict[str, list[tuple[tuple[str, int], list[str]]]]:
+        """node id -> the shards whose first started copy is on it, with all their holders: a batch
+        looks at each shard once (through its first holder), not at each copy."""
+        out: dict[str, list[tuple[tuple[str, int], list[str]]]] = defaultdict(list)
+        for key, holders in self.started_holders.items():
+            out[holders[0]].append((key, holders))
         return out
 
     @cached_property

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -91,8 +94,23 @@ def make_plan(target: Target, mode: Mode, options: RunOptions, save_snapshot: Pa
         except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
             raise ConfigError(repr(str(save_snapshot))[:300], [f"cannot write the snapshot: "
                                                                f"{getattr(exc, 'strerror', None) or exc}"]) from None
-    plan = target.product.plan(target.inv, snapshot, mode, options, profile_summary(target.inv))
+    with gc_paused():
+        plan = target.product.plan(target.inv, snapshot, mode, options, profile_summary(target.inv))
     return with_gate(select_nodes(plan, options), target.inv)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Planning builds millions of small objects that all live until the plan is made: the cyclic
+    collector, run every 700 allocations, finds nothing to free and cost half the time of reading
+    a 1,000,000-copy state (1.9 s of 2.7 s). Reference counting still frees what is dropped."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def with_gate(plan: Plan, inv: Inventory) -> Plan:
@@ -108,7 +126,8 @@ def plan_from_file(cluster: str | None, config: Path | None, snapshot: Path, mod
     inv, _path = load_inventory(cluster, config)
     product = products.get(inv.cluster.product)
     procedure = load_procedure(inv, product, upgrade=bool(options.upgrade_to))
-    snap = product.load_snapshot(snapshot)
     options = replace(options, allow_yellow=options.allow_yellow or inv.allow_yellow)
-    plan = with_gate(select_nodes(product.plan(inv, snap, mode, options, profile_summary(inv)), options), inv)
+    with gc_paused():
+        snap = product.load_snapshot(snapshot)
+        plan = with_gate(select_nodes(product.plan(inv, snap, mode, options, profile_summary(inv)), options), inv)
     return plan, [name for name, _ in procedure.batch]

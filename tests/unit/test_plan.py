@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from orchestrator.es.plan import ALLOCATION_ENABLE, build_plan, match_nodes
 from orchestrator.es.safety import batch_problems, cluster_problems, shards_without_other_copy
+from orchestrator.es.snapshot import ShardCopy
 from orchestrator.restart.plan import Mode
 from tests.unit.snapshots import copies, inventory, node, snapshot
 
@@ -144,6 +145,25 @@ def test_shards_without_other_copy_ignores_unassigned() -> None:
     snap = snapshot([node("a"), node("b")], copies("i", 0, ["a", "b"]), "a")
     assert shards_without_other_copy(snap, ["id-a"]) == []
     assert shards_without_other_copy(snap, ["id-a", "id-b"]) == ["[i][0]"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(placement=st.lists(st.lists(st.sampled_from("abcde"), min_size=1, max_size=4), min_size=1, max_size=12),
+       states=st.lists(st.sampled_from(["STARTED", "STARTED", "INITIALIZING", "UNASSIGNED"]), min_size=48,
+                       max_size=48),
+       batch=st.sets(st.sampled_from("abcde"), min_size=1))
+def test_shards_without_other_copy_is_every_shard_whose_started_copies_are_all_in_the_batch(
+        placement: list[list[str]], states: list[str], batch: set[str]) -> None:
+    shards = []
+    for s, holders in enumerate(placement):
+        for i, n in enumerate(holders):
+            state = states[(s * 4 + i) % len(states)]
+            shards.append(ShardCopy("i", s, i == 0, state, None if state == "UNASSIGNED" else f"id-{n}", 1))
+    snap = snapshot([node(n) for n in "abcde"], shards, "a")
+    ids = {f"id-{n}" for n in batch}
+    started = {s: [c.node_id for c in shards if c.shard == s and c.state == "STARTED"] for s in range(len(placement))}
+    expected = sorted(f"[i][{s}]" for s, on in started.items() if on and all(n in ids for n in on))
+    assert shards_without_other_copy(snap, ids) == expected
 
 
 def test_nodes_and_exclude_choose_a_subset_in_the_plans_order() -> None:
