@@ -277,6 +277,15 @@ class ElasticsearchAdapter:
                 return n.process_identity
         return None
 
+    def await_identity(self, plan: Plan, name: str, timeout_s: float) -> str | None:
+        identity = self.live_identity(plan, name)
+        if identity is not None or timeout_s < 1:
+            return identity
+        # The node is away: one server-side wait for one more node than now, then look again.
+        present = int(self.health()["number_of_nodes"])
+        self.health(wait_for_nodes=f">={present + 1}", timeout_s=timeout_s)
+        return self.live_identity(plan, name)
+
     def live_settings(self, wanted: list[tuple[str, str]]) -> list[Any]:
         persistent, transient = self.cluster_settings()
         return [(transient if scope == "transient" else persistent).get(key) for scope, key in wanted]

@@ -29,6 +29,11 @@ class ClusterAdapter(Protocol):
         """The node's current process identity, or None when it is not serving (down or not joined)."""
         ...
 
+    def await_identity(self, plan: Plan, name: str, timeout_s: float) -> str | None:
+        """As live_identity; when the node is not serving, a product that can wait server-side for it
+        to join does so, up to ``timeout_s`` (one request instead of polling); others answer at once."""
+        ...
+
     def put_setting(self, scope: str, key: str, value: Any) -> None:
         """Write one temporary setting (``value`` None: back to unset)."""
         ...

@@ -78,8 +78,14 @@ def restore_settings(ctx: RunContext, keys: set[str] | None = None, batch: int |
 
 
 # --- the node's process ----------------------------------------------------------------------------
-def live_identity(ctx: RunContext, name: str) -> str | None:
-    """The node's current process identity, or None when it is not serving."""
+JOIN_WAIT_S = 5.0  # the longest server-side wait of one look for a rejoin
+
+
+def live_identity(ctx: RunContext, name: str, wait_s: float = 0) -> str | None:
+    """The node's current process identity, or None when it is not serving; with ``wait_s``, waiting
+    for it to join first where the product can (see ClusterAdapter.await_identity)."""
+    if wait_s > 0:
+        return ctx.cluster.await_identity(ctx.journal.plan, name, wait_s)
     return ctx.cluster.live_identity(ctx.journal.plan, name)
 
 
@@ -150,7 +156,8 @@ def wait_for_join(ctx: RunContext, batch: BatchRecord) -> None:
         started = ctx.clock.monotonic()
 
         def joined(seen: Seen[str]) -> str | None:
-            identity = live_identity(ctx, name)
+            left = ctx.inv.timeouts.join_s - (ctx.clock.monotonic() - started)
+            identity = live_identity(ctx, name, wait_s=min(JOIN_WAIT_S, max(left, 0)))
             if identity is None:
                 seen.text = f"{name} is not in the cluster yet"
                 if not ctx.service.is_active(ctx.node(name)):

@@ -149,6 +149,9 @@ class RiakAdapter:
         pid = self.pid(self.inv.node(name))
         return f"pid {pid}" if pid else None
 
+    def await_identity(self, plan: Plan, name: str, timeout_s: float) -> str | None:
+        return self.live_identity(plan, name)  # riak-admin has no wait: the engine polls
+
     def put_setting(self, scope: str, key: str, value: Any) -> None:
         if key != "transfer_limit":
             raise ClusterError(f"Riak has no temporary setting {key!r}")

@@ -127,6 +127,9 @@ class FakeCluster:
                 return None
             return f"pid {node.pid}"
 
+    def await_identity(self, plan: Plan, name: str, timeout_s: float) -> str | None:
+        return self.live_identity(plan, name)
+
     def put_setting(self, scope: str, key: str, value: Any) -> None:
         self.calls += 1
         with self.operation(), self._lock:

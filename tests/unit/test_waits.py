@@ -1,4 +1,5 @@
-"""Retention leases before a stop: the decision over shard stats captured from the sandbox, and the step."""
+"""Waits around a stop: retention leases before it (decision over shard stats captured from the sandbox,
+and the step), and the server-side wait for the rejoin after it."""
 
 from __future__ import annotations
 
@@ -134,3 +135,29 @@ def test_the_step_does_not_wait_when_copying_is_cheaper_or_nothing_is_at_risk() 
     ctx, events, cluster = lease_context([captured("current")], lease_wait_min_bytes="0b")
     wait_for_retention_leases(ctx, ctx.journal.batches[0])
     assert cluster.reads == 1 and events == []
+
+
+class Joining(ElasticsearchAdapter):
+    """Identities answered in turn; health calls recorded."""
+
+    def __init__(self, identities: list[str | None]) -> None:
+        super().__init__(conn=None, client=object())  # type: ignore[arg-type]
+        self.identities, self.health_calls = identities, list[dict[str, Any]]()
+
+    def live_identity(self, plan: Any, name: str) -> str | None:
+        return self.identities.pop(0)
+
+    def health(self, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
+        self.health_calls.append(kwargs)
+        return {"number_of_nodes": 2}
+
+
+def test_a_rejoin_is_awaited_by_one_server_side_wait_for_one_more_node() -> None:
+    plan = plan_of([["es-1"]])
+    away = Joining([None, "pid 2"])
+    assert away.await_identity(plan, "es-1", 5) == "pid 2"
+    assert away.health_calls == [{}, {"wait_for_nodes": ">=3", "timeout_s": 5}]
+    there = Joining(["pid 1"])
+    assert there.await_identity(plan, "es-1", 5) == "pid 1" and there.health_calls == []
+    no_time_left = Joining([None])
+    assert no_time_left.await_identity(plan, "es-1", 0.5) is None and no_time_left.health_calls == []
