@@ -282,8 +282,11 @@ class ElasticsearchAdapter:
         if identity is not None or timeout_s < 1:
             return identity
         # The node is away: one server-side wait for one more node than now, then look again.
-        present = int(self.health()["number_of_nodes"])
-        self.health(wait_for_nodes=f">={present + 1}", timeout_s=timeout_s)
+        try:
+            present = int(self.health()["number_of_nodes"])
+            self.health(wait_for_nodes=f">={present + 1}", timeout_s=timeout_s)
+        except ClusterError:
+            pass  # no elected master while the node was one (health needs it; node info does not)
         return self.live_identity(plan, name)
 
     def live_settings(self, wanted: list[tuple[str, str]]) -> list[Any]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.config.model import Inventory
+from orchestrator.errors import ClusterError
 from orchestrator.es.adapter import ElasticsearchAdapter
 from orchestrator.es.leases import bytes_at_risk, leases_at_risk, lowest_kept
 from orchestrator.es.steps import wait_for_retention_leases
@@ -143,12 +144,15 @@ class Joining(ElasticsearchAdapter):
     def __init__(self, identities: list[str | None]) -> None:
         super().__init__(conn=None, client=object())  # type: ignore[arg-type]
         self.identities, self.health_calls = identities, list[dict[str, Any]]()
+        self.no_master = False
 
     def live_identity(self, plan: Any, name: str) -> str | None:
         return self.identities.pop(0)
 
     def health(self, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
         self.health_calls.append(kwargs)
+        if self.no_master:
+            raise ClusterError("cluster health: Elasticsearch answered HTTP 503: master_not_discovered_exception")
         return {"number_of_nodes": 2}
 
 
@@ -161,3 +165,7 @@ def test_a_rejoin_is_awaited_by_one_server_side_wait_for_one_more_node() -> None
     assert there.await_identity(plan, "es-1", 5) == "pid 1" and there.health_calls == []
     no_time_left = Joining([None])
     assert no_time_left.await_identity(plan, "es-1", 0.5) is None and no_time_left.health_calls == []
+    # The node was the only master: health cannot answer, node info can.
+    masterless = Joining([None, "pid 2"])
+    masterless.no_master = True
+    assert masterless.await_identity(plan, "es-1", 5) == "pid 2"
