@@ -19,6 +19,8 @@ class ServiceControl:
         self.transport = transport
         self.cfg = cfg
         self.timeout_s = timeout_s
+        # systemd's stop and start are no-ops on a unit already stopped or started; commands may not be.
+        self.idempotent = cfg.manager == "systemd"
 
     def _command(self, action: str, node: NodeEntry) -> str:
         if self.cfg.manager == "systemd":

@@ -35,6 +35,8 @@ FORMAT_VERSION = 2
 MAX_JOURNAL_BYTES = 256_000_000
 RUN_ID = re.compile(r"\d{8}T\d{6}-[0-9a-f]{6}")
 
+REBOOTED = "rebooted"  # the mark (NodeRecord.started_at) of a host back from its reboot
+
 
 class RunState(StrEnum):
     RUNNING = "running"

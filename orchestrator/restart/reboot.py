@@ -13,12 +13,11 @@ from orchestrator.errors import HostUnreachable, OrchestratorError
 from orchestrator.hosts.transport import Transport
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
-from orchestrator.restart.journal import BatchRecord
+from orchestrator.restart.journal import REBOOTED, BatchRecord
 from orchestrator.restart.steps import for_each_node
 from orchestrator.retry import Seen, wait_until
 
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
-REBOOTED = "rebooted"  # the journal's mark of a host back from its reboot
 TUNING_CHECKED = "tuning_checked"
 REBOOT_STEPS = ("reboot_host", "check_tuning")
 

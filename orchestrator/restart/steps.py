@@ -20,7 +20,7 @@ from orchestrator.hosts.service import render
 from orchestrator.hosts.transport import LocalTransport
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
-from orchestrator.restart.journal import BatchRecord, UndoState
+from orchestrator.restart.journal import REBOOTED, BatchRecord, UndoState
 from orchestrator.restart.phases import Phase, reached
 from orchestrator.retry import Seen, wait_until
 
@@ -104,7 +104,8 @@ def stop_service(ctx: RunContext, batch: BatchRecord) -> None:
             return
         ctx.set_phase(name, Phase.STOPPING, f"{name}: stopping the service")
         started = ctx.clock.monotonic()
-        if ctx.service.is_active(node):
+        # `systemctl stop` of a stopped unit succeeds: one SSH round trip; your command may not.
+        if ctx.service.idempotent or ctx.service.is_active(node):
             ctx.service.stop(node)
         ctx.timed(name, "stop", ctx.clock.monotonic() - started)
         ctx.set_phase(name, Phase.STOPPED, f"{name}: stopped in {ctx.clock.monotonic() - started:.1f} s")
@@ -136,7 +137,10 @@ def start_service(ctx: RunContext, batch: BatchRecord) -> None:
         node = ctx.node(name)
         if reached(ctx.record(name).phase, Phase.JOINED):
             return
-        running = ctx.service.is_active(node)  # after a reboot, the host's boot may have started it
+        # After a reboot the host's boot may have started it (said, not started again); otherwise
+        # `systemctl start` of a running unit succeeds, and the check would cost an SSH round trip.
+        rebooted = REBOOTED in ctx.record(name).started_at
+        running = ctx.service.is_active(node) if rebooted or not ctx.service.idempotent else False
         said = "the service is already running (started by the host's boot)" if running else "starting the service"
         ctx.set_phase(name, Phase.STARTING, f"{name}: {said}")
         ctx.journal.mark(name, "start_issued")

@@ -198,6 +198,8 @@ class FakeTransport:
             fake.up = False
             return CommandResult(0, "", "")
         if verb == "start":
+            if fake.up:
+                return CommandResult(0, "", "")  # as systemd: starting a running unit does nothing
             if fake.start_fails:
                 return CommandResult(1, "", f"Job for {unit} failed")
             fake.up, fake.starts = True, fake.starts + 1
