@@ -6,6 +6,7 @@ effect for the key (a transient value wins over a persistent one).
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 from typing import Any
 
@@ -69,51 +70,48 @@ def wait_for_retention_leases(ctx: RunContext, batch: BatchRecord) -> None:
     node_ids = ctx.journal.plan.node_ids
     stopping = {node_ids[n] for n in batch.nodes if n in node_ids}
     names = {node_id: name for name, node_id in node_ids.items()}
-    min_bytes = parse_size(ctx.inv.recovery.lease_wait_min_bytes)
-    found: list[list[LeaseAtRisk]] = []
 
-    def renewed(seen: Seen[bool]) -> bool | None:
-        risks = leases_at_risk(es(ctx).shard_lease_stats(), stopping)
-        found.append(risks)
-        if not risks or bytes_at_risk(found[0]) < min_bytes:
-            return True
-        seen.text = (f"{len(risks)} shard copies ({human_bytes(bytes_at_risk(risks))}) behind, "
-                     f"e.g. {risks[0].text(names)}")
-        if len(found) == 1:
-            ctx.emit(Event("wait", f"batch {batch.number}: waiting for Elasticsearch to renew the retention leases of "
-                                   f"{len(risks)} shard copies ({human_bytes(bytes_at_risk(risks))}) so they recover "
-                                   "from their own files (it renews every 30 s)", batch=batch.number))
-        return None
+    def at_risk() -> list[LeaseAtRisk]:
+        return leases_at_risk(es(ctx).shard_lease_stats(), stopping)
 
-    started = ctx.clock.monotonic()
     try:
-        wait_until(renewed, what="retention leases to be renewed", timeout_s=ctx.inv.timeouts.lease_wait_s,
-                   interval_s=max(ctx.inv.timeouts.poll_interval_s, 2.0), clock=ctx.clock,
-                   should_stop=lambda: ctx.abort.requested)
-    except WaitTimeout:
-        pass
+        risks = at_risk()
     except ClusterError as exc:
         ctx.emit(Event("warning", f"retention leases could not be read, going on: {exc}", batch=batch.number))
         return
-    first, last = found[0] if found else [], found[-1] if found else []
-    waited = ctx.clock.monotonic() - started
-    if not first:
+    if not risks:
         return
-    if bytes_at_risk(first) < min_bytes:
-        ctx.emit(Event("step", f"batch {batch.number}: not waiting for retention leases: {len(first)} shard copies "
-                               f"({human_bytes(bytes_at_risk(first))}) may be copied in full, less than "
-                               f"recovery.lease_wait_min_bytes", batch=batch.number,
-                       data={"leases_behind": len(first), "bytes_at_risk": bytes_at_risk(first)}))
-    elif not last:
+    size = human_bytes(bytes_at_risk(risks))
+    if bytes_at_risk(risks) < parse_size(ctx.inv.recovery.lease_wait_min_bytes):
+        ctx.emit(Event("step", f"batch {batch.number}: not waiting for retention leases: {len(risks)} shard copies "
+                               f"({size}) may be copied in full, less than recovery.lease_wait_min_bytes",
+                       batch=batch.number, data={"leases_behind": len(risks), "bytes_at_risk": bytes_at_risk(risks)}))
+        return
+    ctx.emit(Event("wait", f"batch {batch.number}: waiting for Elasticsearch to renew the retention leases of "
+                           f"{len(risks)} shard copies ({size}) so they recover from their own files (it renews "
+                           "every 30 s)", batch=batch.number))
+
+    def renewed(seen: Seen[bool]) -> bool | None:
+        nonlocal risks
+        risks = at_risk()
+        seen.text = f"{len(risks)} shard copies behind" + (f", e.g. {risks[0].text(names)}" if risks else "")
+        return True if not risks else None
+
+    started = ctx.clock.monotonic()
+    with contextlib.suppress(WaitTimeout, ClusterError):  # reported below with what was last seen
+        wait_until(renewed, what="retention leases to be renewed", timeout_s=ctx.inv.timeouts.lease_wait_s,
+                   interval_s=max(ctx.inv.timeouts.poll_interval_s, 2.0), clock=ctx.clock,
+                   should_stop=lambda: ctx.abort.requested)
+    waited = ctx.clock.monotonic() - started
+    if not risks:
         ctx.emit(Event("step", f"batch {batch.number}: retention leases renewed after {waited:.1f} s; every copy "
                                "can recover from its own files", batch=batch.number, data={"lease_wait_s": waited}))
-    else:
-        shown = "; ".join(r.text(names) for r in last[:10]) + (f"; and {len(last) - 10} more" if len(last) > 10 else "")
-        at_risk = human_bytes(bytes_at_risk(last))
-        ctx.emit(Event("warning", f"batch {batch.number}: {len(last)} shard copies ({at_risk}) "
-                                  "will likely be copied in full: their retention leases were not renewed within "
-                                  f"{waited:.0f} s: {shown}", batch=batch.number,
-                       data={"leases_behind": [r.text(names) for r in last], "bytes_at_risk": bytes_at_risk(last)}))
+        return
+    shown = "; ".join(r.text(names) for r in risks[:10]) + (f"; and {len(risks) - 10} more" if len(risks) > 10 else "")
+    ctx.emit(Event("warning", f"batch {batch.number}: {len(risks)} shard copies ({human_bytes(bytes_at_risk(risks))}) "
+                              "will likely be copied in full: their retention leases were not renewed within "
+                              f"{waited:.0f} s: {shown}", batch=batch.number,
+                   data={"leases_behind": [r.text(names) for r in risks], "bytes_at_risk": bytes_at_risk(risks)}))
 
 
 def wait_for_recovery(ctx: RunContext, batch: BatchRecord) -> None:
