@@ -165,7 +165,7 @@ def forcemerge(cluster: str | None = None, *, config: str | Path | None = None, 
                on_event: EventCallback | None = None) -> Any:
     """Force-merge indices no longer written to (`orchestrate forcemerge`); returns the merge report
     (`outcome`: success, partial or failure; `results` per index). Chain `restart` after a success."""
-    from orchestrator.forcemerge.cluster import elasticsearch
+    from orchestrator.forcemerge.cluster import shard_cluster
     from orchestrator.forcemerge.run import plan_merges, run_merges
 
     if not 1 <= max_segments <= 100 or not 1 <= concurrency <= 16:
@@ -173,7 +173,7 @@ def forcemerge(cluster: str | None = None, *, config: str | Path | None = None, 
 
         raise ConfigError("forcemerge", ["max_segments must be 1-100 and concurrency 1-16"])
     target = _target(cluster, config)
-    es = elasticsearch(target.cluster, target.name, target.product.name)
+    es = shard_cluster(target.cluster, target.name, target.product.name)
     decisions = plan_merges(es, indices, max_segments, include_write_indices)
     return run_merges(es, decisions, max_segments, concurrency, on_event or discard)
 

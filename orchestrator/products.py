@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 PLUGINS = {
     "elasticsearch": "orchestrator.es.product",
+    "opensearch": "orchestrator.opensearch.product",
     "riak": "orchestrator.riak.product",
 }
 

@@ -45,12 +45,12 @@ def forcemerge(
     and is polled, so a long merge never hits a client or proxy timeout. Exit 0 success, 10
     partial (some merges failed), 1 failure.
     """
-    from orchestrator.forcemerge.cluster import elasticsearch
+    from orchestrator.forcemerge.cluster import shard_cluster
     from orchestrator.forcemerge.run import plan_merges, run_merges
     from orchestrator.runs.target import open_target
 
     target = open_target(cluster, config)
-    es = elasticsearch(target.cluster, target.name, target.product.name)
+    es = shard_cluster(target.cluster, target.name, target.product.name)
     decisions = plan_merges(es, indices, max_segments, include_write_indices)
     if dry_run:
         _show_decisions(decisions, json_out)

@@ -25,7 +25,9 @@ def set_verbosity(verbose: bool, quiet: bool) -> None:
     if verbose:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s audit   %(message)s", "%H:%M:%S"))
-        for name in ("orchestrator", "elastic_transport.transport"):
+        from orchestrator.runs.audit import AUDITED_LOGGERS
+
+        for name in AUDITED_LOGGERS:
             logging.getLogger(name).addHandler(handler)
             logging.getLogger(name).setLevel(logging.INFO)
 

@@ -13,7 +13,8 @@ from orchestrator.errors import SandboxError
 from orchestrator.sandbox import lifecycle
 from orchestrator.sandbox.layout import SandboxPaths
 
-app = typer.Typer(help="A real Elasticsearch cluster on this machine, assembled from Maven Central.",
+app = typer.Typer(help="A real Elasticsearch (or OpenSearch) cluster on this machine, assembled from Maven "
+                       "Central.",
                   no_args_is_help=True)
 
 
@@ -24,6 +25,7 @@ class HostsMode(StrEnum):
 
 class Product(StrEnum):
     elasticsearch = "elasticsearch"
+    opensearch = "opensearch"
     riak = "riak"
 
 
@@ -46,8 +48,12 @@ def up(
                    "local: nodes on 127.0.0.1 ports, no SSH."),
     heap_mb: int = typer.Option(256, help="JVM heap per node, in MiB."),
     timeout: float = typer.Option(180, help="Seconds to wait for a green cluster."),
-    product: Product = typer.Option(Product.elasticsearch, help="riak: Riak test hosts running the Riak stand-in "
-                                                                "of tests/fixtures/riak (netns only)."),
+    product: Product = typer.Option(Product.elasticsearch, help="opensearch: OpenSearch nodes (--os-version) "
+                                                                "instead of Elasticsearch. riak: Riak test hosts "
+                                                                "running the Riak stand-in of tests/fixtures/riak "
+                                                                "(netns only)."),
+    os_version: str = typer.Option("3.8.0", help="OpenSearch version, with --product opensearch: 3.8.0 is tested "
+                                                 "(the last with its netty module on Maven Central)."),
 ) -> None:
     """Start the sandbox and return when the cluster is green (Riak: every node serving riak_kv).
 
@@ -55,7 +61,8 @@ def up(
     an ssh config: `ssh -F $(orchestrate sandbox status --json | jq -r .ssh_config) es-1 uptime`.
     """
     mode = (hosts.value if hosts else ("netns" if os.geteuid() == 0 else "local"))
-    lifecycle.up(SandboxPaths.default(), nodes, zones, es_version, mode, heap_mb, timeout, say, product.value,
+    version = os_version if product is Product.opensearch else es_version
+    lifecycle.up(SandboxPaths.default(), nodes, zones, version, mode, heap_mb, timeout, say, product.value,
                  masters, tuple(also_version or ()), bastion)
     _print_status(as_json=False)
 
@@ -82,15 +89,15 @@ def load(
     if not info.get("running"):
         raise SandboxError("no sandbox is running: `orchestrate sandbox up` first")
     if info.get("product") == "riak":
-        raise SandboxError("`sandbox load` indexes into Elasticsearch; the running sandbox is Riak")
+        raise SandboxError("`sandbox load` indexes into Elasticsearch or OpenSearch; the running sandbox is Riak")
     if duration is None:
         from orchestrator.sandbox.data import load_sample_data
 
-        load_sample_data(info["endpoints"], docs, indices, say)
+        load_sample_data(info["endpoints"], docs, indices, say, info["product"])
         return
     from orchestrator.sandbox.load import LoadGenerator
 
-    gen = LoadGenerator(info["endpoints"], duration_s=duration)
+    gen = LoadGenerator(info["endpoints"], duration_s=duration, product=info["product"])
     gen.start()
     say(f"load: indexing and searching through {len(info['endpoints'])} nodes for {duration:.0f} s")
     try:

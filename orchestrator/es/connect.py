@@ -1,65 +1,19 @@
-"""Building an elasticsearch-py client from connection settings, and translating its errors."""
+"""Elasticsearch's client: elasticsearch-py built from the connection settings, its errors translated,
+and the `Rest` the shared adapter (shards/adapter.py) sends its requests through."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import elasticsearch
 from elastic_transport import ConnectionError as TransportConnectionError
 from elastic_transport import ConnectionTimeout, TlsError
 
-from orchestrator.config.model import ClusterSection, Inventory
-from orchestrator.errors import ClusterError, ClusterUnreachable, ConfigError
-
-
-@dataclass(frozen=True)
-class Connection:
-    """Where and how to reach a cluster. Secrets are resolved before this is built, never logged."""
-
-    endpoints: tuple[str, ...]
-    ca_file: str | None = None
-    verify_certs: bool = True
-    username: str | None = None
-    password: str | None = None
-    api_key: str | None = None
-    request_timeout_s: float = 30.0
-    awareness_attribute: str = "zone"  # the node attribute read as a node's zone
-
-    def __repr__(self) -> str:  # never show secrets, even in a traceback
-        return f"Connection(endpoints={self.endpoints!r}, ca_file={self.ca_file!r})"
-
-
-def connection(inv: Inventory) -> Connection:
-    """The inventory's connection settings, secrets resolved (every problem reported at once)."""
-    return connection_of(inv.cluster)
-
-
-def connection_of(c: ClusterSection) -> Connection:
-    """A cluster section's connection settings (also `inventory discover`'s, before any inventory exists)."""
-    problems = []
-    password = api_key = None
-    for label, source in (("cluster.password", c.password), ("cluster.api_key", c.api_key)):
-        if source is not None:
-            try:
-                value = source.resolve()
-            except ValueError as exc:
-                problems.append(f"{label}: {exc}")
-                continue
-            if label == "cluster.password":
-                password = value
-            else:
-                api_key = value
-    if c.ca_file is not None and not Path(c.ca_file).is_file():
-        problems.append(f"cluster.ca_file: {c.ca_file} not found")
-    if problems:
-        raise ConfigError("inventory", problems)
-    return Connection(endpoints=tuple(c.endpoints), ca_file=str(c.ca_file) if c.ca_file else None,
-                      verify_certs=c.verify_certs, username=c.username, password=password, api_key=api_key,
-                      request_timeout_s=c.request_timeout_s, awareness_attribute=c.awareness_attribute)
+from orchestrator.errors import ClusterUnreachable
+from orchestrator.shards.connection import Connection
+from orchestrator.shards.rest import HttpError, WrongProduct, short
 
 
 def make_client(conn: Connection) -> elasticsearch.Elasticsearch:
@@ -89,26 +43,24 @@ def translated(what: str, endpoints: tuple[str, ...]) -> Iterator[None]:
         yield
     except TlsError as exc:
         raise ClusterUnreachable(
-            f"{what}: the TLS certificate of {where} is not trusted ({_short(exc)}). "
+            f"{what}: the TLS certificate of {where} is not trusted ({short(exc)}). "
             "Set cluster.ca_file to the CA that signed it.") from exc
     except ConnectionTimeout as exc:
-        raise ClusterUnreachable(f"{what}: {where} did not answer in time ({_short(exc)})") from exc
+        raise ClusterUnreachable(f"{what}: {where} did not answer in time ({short(exc)})") from exc
     except TransportConnectionError as exc:
-        raise ClusterUnreachable(f"{what}: cannot connect to {where} ({_short(exc)})") from exc
+        raise ClusterUnreachable(f"{what}: cannot connect to {where} ({short(exc)})") from exc
+    except elasticsearch.UnsupportedProductError as exc:  # an ApiError: caught first
+        raise WrongProduct(f"{what}: {where} is not an Elasticsearch 8.x/9.x cluster ({exc}); for an OpenSearch "
+                           "cluster, set cluster.product: opensearch in the inventory") from exc
     except elasticsearch.AuthenticationException as exc:
-        raise ClusterError(f"{what}: {where} refused the credentials (HTTP 401). "
-                           "Check the user/password or API key source in the inventory.") from exc
+        raise HttpError(f"{what}: {where} refused the credentials (HTTP 401). "
+                        "Check the user/password or API key source in the inventory.", 401, exc.body) from exc
     except elasticsearch.AuthorizationException as exc:
-        raise ClusterError(f"{what}: the user is not allowed to do this (HTTP 403): {_reason(exc)}") from exc
+        raise HttpError(f"{what}: the user is not allowed to do this (HTTP 403): {_reason(exc)}", 403,
+                        exc.body) from exc
     except elasticsearch.ApiError as exc:
-        raise ClusterError(f"{what}: Elasticsearch answered HTTP {exc.meta.status}: {_reason(exc)}") from exc
-    except elasticsearch.UnsupportedProductError as exc:
-        raise ClusterError(f"{what}: {where} is not an Elasticsearch 8.x/9.x cluster ({exc})") from exc
-
-
-def _short(exc: Exception) -> str:
-    text = str(exc)
-    return text if len(text) < 300 else text[:300] + "..."
+        raise HttpError(f"{what}: Elasticsearch answered HTTP {exc.meta.status}: {_reason(exc)}", exc.meta.status,
+                        exc.body) from exc
 
 
 def _reason(exc: elasticsearch.ApiError) -> str:
@@ -119,6 +71,22 @@ def _reason(exc: elasticsearch.ApiError) -> str:
     return str(err or exc.message)
 
 
-def call(what: str, conn: Connection, fn: Callable[[], Any]) -> Any:
-    with translated(what, conn.endpoints):
-        return fn()
+class ElasticsearchRest:
+    """The shared adapter's requests, sent with elasticsearch-py (which checks the server is Elasticsearch)."""
+
+    label = "Elasticsearch"
+
+    def __init__(self, conn: Connection, client: elasticsearch.Elasticsearch | None = None) -> None:
+        self.conn = conn
+        self.endpoints = conn.endpoints
+        self.client = client or make_client(conn)
+
+    def request(self, what: str, method: str, path: str, params: Mapping[str, Any] | None = None,
+                body: Any = None) -> Any:
+        headers = {"accept": "application/json"}
+        if body is not None:
+            headers["content-type"] = "application/json"
+        with translated(what, self.endpoints):
+            answer = self.client.perform_request(method, path, params=dict(params or {}), headers=headers,
+                                                 body=body)
+        return answer.body

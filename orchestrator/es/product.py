@@ -1,87 +1,36 @@
-"""Elasticsearch as a product plug-in of the restart engine (see restart/product.py)."""
+"""Elasticsearch as a product plug-in of the restart engine (see restart/product.py): the shared shard
+model (shards/) over elasticsearch-py, with rolling upgrades."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
-from typing import Any
 
-from orchestrator.config.loader import read_bytes_of, strict_json
 from orchestrator.config.model import Inventory
 from orchestrator.errors import ConfigError
-from orchestrator.es import safety, steps
-from orchestrator.es.plan import build_plan
-from orchestrator.es.snapshot import ClusterSnapshot
 from orchestrator.restart.adapter import ClusterAdapter
-from orchestrator.restart.journal import RunOptions
-from orchestrator.restart.plan import Mode, Plan
-from orchestrator.restart.product import Column
-from orchestrator.units import human_bytes
+from orchestrator.shards.product import ShardProduct, snap
+from orchestrator.shards.snapshot import ClusterSnapshot
 
 
-def _snap(snapshot: object) -> ClusterSnapshot:
-    assert isinstance(snapshot, ClusterSnapshot), "an Elasticsearch decision over another product's snapshot"
-    return snapshot
-
-
-MAX_SNAPSHOT_BYTES = 2_000_000_000  # 5,000 nodes and 1,000,000 shard copies take about 150 MB
-
-
-class ElasticsearchProduct:
+class ElasticsearchProduct(ShardProduct):
     name = "elasticsearch"
     default_playbook = "elasticsearch-rolling"
     upgrade_playbook: str | None = "elasticsearch-upgrade"
-    batch_steps = steps.STEPS
-    run_steps = steps.RUN_STEPS
-    checks_before_stop = True
-    order_rules = (("restrict_allocation", "restore_allocation"), ("restrict_allocation", "stop_service"),
-                   ("flush", "stop_service"), ("flush", "wait_for_retention_leases"),
-                   ("wait_for_retention_leases", "stop_service"), ("wait_for_join", "restore_allocation"),
-                   ("restore_allocation", "wait_for_recovery"), ("install_version", "upgrade_plugins"),
-                   ("upgrade_plugins", "start_service"), ("wait_for_join", "check_version"))
-    plan_columns = (Column("shard copies", lambda f: str(int(f.get("shard_copies", 0)))),
-                    Column("size", lambda f: human_bytes(int(f.get("bytes", 0)))))
-    report_columns = (Column("from peers", lambda f: human_bytes(int(f["bytes_from_peers"]))
-                             if "bytes_from_peers" in f else "-"),
-                      Column("reused", lambda f: human_bytes(int(f["bytes_reused"])) if "bytes_reused" in f else "-"))
 
     def connect(self, inv: Inventory) -> ClusterAdapter:
-        from orchestrator.es.adapter import ElasticsearchAdapter
-        from orchestrator.es.connect import connection
+        from orchestrator.es.connect import ElasticsearchRest
+        from orchestrator.shards.adapter import ShardClusterAdapter
+        from orchestrator.shards.connection import connection
 
         if not inv.cluster.endpoints:
             raise ConfigError("inventory", ["cluster.endpoints: an Elasticsearch cluster needs at least one endpoint"])
-        return ElasticsearchAdapter(connection(inv))
-
-    def plan(self, inv: Inventory, snapshot: object, mode: Mode, options: RunOptions,
-             tuning: tuple[str, ...]) -> Plan:
-        return build_plan(inv, _snap(snapshot), mode, tuning=tuning, allow_yellow=options.allow_yellow,
-                          allow_unavailable=options.allow_unavailable, upgrade_to=options.upgrade_to,
-                          snapshot_check=options.snapshot_check)
+        return ShardClusterAdapter(ElasticsearchRest(connection(inv)), inv.cluster.awareness_attribute)
 
     def with_upgrade_facts(self, adapter: ClusterAdapter, snapshot: object) -> ClusterSnapshot:
-        from orchestrator.es.adapter import ElasticsearchAdapter
+        from orchestrator.shards.adapter import ShardClusterAdapter
 
-        assert isinstance(adapter, ElasticsearchAdapter)
-        return replace(_snap(snapshot), upgrade=adapter.upgrade_facts())
-
-    def gate(self, snapshot: object, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
-        return safety.gate(_snap(snapshot), plan, tuple(nodes), options)
-
-    def stop_check(self, snapshot: object, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
-        return safety.stop_check(_snap(snapshot), plan, tuple(nodes), options)
-
-    def load_snapshot(self, path: Path) -> ClusterSnapshot:
-        data = read_bytes_of(path, limit=MAX_SNAPSHOT_BYTES)
-        try:
-            return ClusterSnapshot.from_json(strict_json(data))
-        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
-            raise ConfigError(str(path), [f"not a cluster snapshot written by --save-snapshot: "
-                                          f"{type(exc).__name__}: {str(exc)[:200]}"]) from None
-
-    def dump_snapshot(self, snapshot: object) -> dict[str, Any]:
-        return _snap(snapshot).to_json()
+        assert isinstance(adapter, ShardClusterAdapter)
+        return replace(snap(snapshot), upgrade=adapter.upgrade_facts())
 
 
 PRODUCT = ElasticsearchProduct()

@@ -6,20 +6,20 @@ import time
 from collections import defaultdict
 
 from orchestrator.errors import ConfigError
-from orchestrator.es.adapter import ElasticsearchAdapter
 from orchestrator.forcemerge.decide import IndexFacts
 from orchestrator.restart.lock import LOCK_INDEX
+from orchestrator.shards.adapter import ShardClusterAdapter
 
 
-def elasticsearch(cluster: object, name: str, product: str) -> ElasticsearchAdapter:
-    """The cluster's adapter as an Elasticsearch one: force-merge is an Elasticsearch action."""
-    if not isinstance(cluster, ElasticsearchAdapter):
+def shard_cluster(cluster: object, name: str, product: str) -> ShardClusterAdapter:
+    """The cluster's adapter as one of the shard model: force-merge is an Elasticsearch and OpenSearch action."""
+    if not isinstance(cluster, ShardClusterAdapter):
         raise ConfigError("inventory", [f"cluster {name} is a {product} cluster; force-merge is for Elasticsearch "
-                                        "clusters"])
+                                        "and OpenSearch clusters"])
     return cluster
 
 
-def resolve(es: ElasticsearchAdapter, pattern: str) -> list[str]:
+def resolve(es: ShardClusterAdapter, pattern: str) -> list[str]:
     raw = es.indices(pattern)
     names = sorted(n for n, body in raw.items() if n != LOCK_INDEX
                    and str(body.get("settings", {}).get("index", {}).get("hidden", "false")) != "true")
@@ -28,7 +28,7 @@ def resolve(es: ElasticsearchAdapter, pattern: str) -> list[str]:
     return names
 
 
-def segments_per_shard(es: ElasticsearchAdapter, indices: list[str]) -> dict[str, int]:
+def segments_per_shard(es: ShardClusterAdapter, indices: list[str]) -> dict[str, int]:
     """The most segments any copy of any shard of each index has."""
     rows = es.segments(indices)
     per_copy: dict[tuple[str, str, str, str], int] = defaultdict(int)
@@ -40,7 +40,7 @@ def segments_per_shard(es: ElasticsearchAdapter, indices: list[str]) -> dict[str
     return worst
 
 
-def write_targets(es: ElasticsearchAdapter, indices: list[str]) -> dict[str, str]:
+def write_targets(es: ShardClusterAdapter, indices: list[str]) -> dict[str, str]:
     """index -> the alias or data stream it is the write index of."""
     out: dict[str, str] = {}
     aliases = es.aliases(indices)
@@ -55,7 +55,7 @@ def write_targets(es: ElasticsearchAdapter, indices: list[str]) -> dict[str, str
     return out
 
 
-def indexing_totals(es: ElasticsearchAdapter, indices: list[str]) -> tuple[dict[str, int], dict[str, int]]:
+def indexing_totals(es: ShardClusterAdapter, indices: list[str]) -> tuple[dict[str, int], dict[str, int]]:
     totals, docs = {}, {}
     for name, body in es.indexing_stats(indices).items():
         totals[name] = int(body["primaries"]["indexing"]["index_total"])
@@ -63,7 +63,7 @@ def indexing_totals(es: ElasticsearchAdapter, indices: list[str]) -> tuple[dict[
     return totals, docs
 
 
-def gather(es: ElasticsearchAdapter, pattern: str, sample_s: float) -> list[IndexFacts]:
+def gather(es: ShardClusterAdapter, pattern: str, sample_s: float) -> list[IndexFacts]:
     indices = resolve(es, pattern)
     first, _ = indexing_totals(es, indices)
     time.sleep(sample_s)  # writes during this window mark an index as still being written to
@@ -75,11 +75,11 @@ def gather(es: ElasticsearchAdapter, pattern: str, sample_s: float) -> list[Inde
             for i in indices]
 
 
-def start_merge(es: ElasticsearchAdapter, index: str, max_segments: int) -> str:
+def start_merge(es: ShardClusterAdapter, index: str, max_segments: int) -> str:
     return es.start_forcemerge(index, max_segments)
 
 
-def task_state(es: ElasticsearchAdapter, task_id: str) -> tuple[bool, str | None]:
+def task_state(es: ShardClusterAdapter, task_id: str) -> tuple[bool, str | None]:
     """(completed, error). A task no longer known after completion counts as completed."""
     body = es.task(task_id)
     if body is None:

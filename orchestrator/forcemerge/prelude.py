@@ -7,9 +7,9 @@ run before any node is touched.
 from __future__ import annotations
 
 from orchestrator.errors import Aborted, UnsafeToProceed
-from orchestrator.es.adapter import ElasticsearchAdapter
 from orchestrator.forcemerge.run import plan_merges, run_merges
 from orchestrator.restart.context import RunContext
+from orchestrator.shards.adapter import ShardClusterAdapter
 
 NAME = "forcemerge"
 
@@ -22,8 +22,8 @@ def spec(indices: str, max_segments: int, concurrency: int, include_write_indice
 
 def run_prelude(ctx: RunContext) -> None:
     cluster = ctx.cluster
-    if not isinstance(cluster, ElasticsearchAdapter):
-        raise UnsafeToProceed("a force-merge runs on Elasticsearch clusters only")
+    if not isinstance(cluster, ShardClusterAdapter):
+        raise UnsafeToProceed("a force-merge runs on Elasticsearch and OpenSearch clusters only")
     wanted = ctx.journal.spec.prelude[NAME]
     decisions = plan_merges(cluster, str(wanted["indices"]), int(wanted["max_segments"]),
                             bool(wanted["include_write_indices"]))

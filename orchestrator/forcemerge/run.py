@@ -7,11 +7,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from orchestrator.errors import OrchestratorError
-from orchestrator.es.adapter import ElasticsearchAdapter
 from orchestrator.forcemerge import cluster
 from orchestrator.forcemerge.decide import Decision, Verdict, decide
 from orchestrator.restart.events import Event, EventSink
 from orchestrator.retry import Clock
+from orchestrator.shards.adapter import ShardClusterAdapter
 
 
 @dataclass
@@ -45,13 +45,13 @@ class MergeReport:
                 "failed": sum(1 for r in self.results if r.error)}
 
 
-def plan_merges(es: ElasticsearchAdapter, pattern: str, max_segments: int, include_write: bool,
+def plan_merges(es: ShardClusterAdapter, pattern: str, max_segments: int, include_write: bool,
                 sample_s: float = 2.0) -> list[Decision]:
     facts = cluster.gather(es, pattern, sample_s)
     return [decide(f, max_segments, include_write) for f in facts]
 
 
-def run_merges(es: ElasticsearchAdapter, decisions: list[Decision], max_segments: int, concurrency: int,
+def run_merges(es: ShardClusterAdapter, decisions: list[Decision], max_segments: int, concurrency: int,
                emit: EventSink, poll_s: float = 1.0, timeout_s: float = 6 * 3600,
                clock: Clock | None = None, should_stop: Callable[[], bool] | None = None) -> MergeReport:
     clock = clock or Clock()
@@ -95,6 +95,8 @@ def run_merges(es: ElasticsearchAdapter, decisions: list[Decision], max_segments
             result.seconds = round(clock.monotonic() - started, 2)
             result.error = error
             if error is None:
+                # A refresh first: until one, OpenSearch lists the merged-away segments beside the new one.
+                es.refresh([d.index])
                 result.segments_after = cluster.segments_per_shard(es, [d.index]).get(d.index)
             emit(Event("merge", f"{d.index}: {'FAILED: ' + error if error else 'done'} in {result.seconds:.1f} s"
                                 f"{'' if error else f', {d.segments_before} -> {result.segments_after} segments'}",

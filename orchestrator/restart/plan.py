@@ -2,7 +2,7 @@
 for the run, the host tuning, an estimate, and every reason it would be unsafe.
 
 Each product builds its plan with a pure function of its inventory and a snapshot of its
-cluster (es/plan.py, riak/plan.py); what is particular to it (shard copies and bytes, a ring
+cluster (shards/plan.py, riak/plan.py); what is particular to it (shard copies and bytes, a ring
 share) goes in a batch's ``figures``.
 """
 

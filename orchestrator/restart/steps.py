@@ -218,7 +218,7 @@ def command_step(step: CommandStep) -> StepFn:
     return run
 
 
-# The steps every product shares; each product adds its own (es/steps.py, riak/steps.py).
+# The steps every product shares; each product adds its own (shards/steps.py, opensearch/routing.py, riak/steps.py).
 GENERIC: dict[str, StepFn] = {
     "stop_service": stop_service,
     "tune_host": tune_host,

@@ -22,8 +22,11 @@ from typing import Any
 from orchestrator.restart.events import Event, EventSink
 from orchestrator.restart.journal import Journal
 
-AUDITED_LOGGERS = ("orchestrator", "elastic_transport.transport")
-REQUEST = re.compile(r"^(?P<method>[A-Z]+) (?P<url>\S+) \[status:(?P<status>\S+) duration:(?P<duration>[\d.]+)s\]")
+# Ours, and the requests each product's client logs: elasticsearch-py's, opensearch-py's.
+CLIENT_LOGGERS = ("elastic_transport.transport", "opensearch")
+AUDITED_LOGGERS = ("orchestrator", *CLIENT_LOGGERS)
+REQUEST = re.compile(r"^(?P<method>[A-Z]+) (?P<url>\S+) \[status:(?P<status>\S+) (?:duration|request):"
+                     r"(?P<duration>[\d.]+)s\]")
 # user:password@ in a URL; an Authorization header to the end of its line; NAME=value or NAME: value
 # for names that hold secrets.
 SECRETS = re.compile(r"(?P<url>://[^/\s:@]+:)[^@\s/]+@"
@@ -45,7 +48,7 @@ def record_fields(record: logging.LogRecord) -> dict[str, Any]:
     audit = getattr(record, "audit", None)
     if isinstance(audit, dict):
         fields = dict(audit)
-    elif (found := REQUEST.match(record.getMessage())) and record.name.startswith("elastic_transport"):
+    elif (found := REQUEST.match(record.getMessage())) and record.name in CLIENT_LOGGERS:
         status = found["status"]
         fields = {"kind": "request", "method": found["method"], "url": found["url"],
                   "status": int(status) if status.isdigit() else status, "duration_s": float(found["duration"])}

@@ -14,11 +14,26 @@ from pydantic import ValidationError
 from orchestrator.config.loader import problems_of, read_bytes_of
 from orchestrator.config.model import ClusterSection, Inventory
 from orchestrator.errors import ConfigError
-from orchestrator.es.adapter import ElasticsearchAdapter
-from orchestrator.es.connect import connection_of
-from orchestrator.es.discover import SshView, ansible_view, inventory_document, ssh_config_view
+from orchestrator.es.connect import ElasticsearchRest
+from orchestrator.opensearch.adapter import OpenSearchAdapter
+from orchestrator.opensearch.connect import OpenSearchRest
+from orchestrator.shards.adapter import ShardClusterAdapter
+from orchestrator.shards.connection import connection_of
+from orchestrator.shards.discover import Facts, SshView, ansible_view, inventory_document, ssh_config_view
+from orchestrator.shards.rest import WrongProduct
 
 MAX_INPUT_BYTES = 20_000_000  # an SSH config or an Ansible listing of thousands of hosts
+
+
+def cluster_facts(section: ClusterSection) -> tuple[Facts, str]:
+    """What the cluster says of itself, and which product it is: asked as Elasticsearch first, then,
+    if the server says it is another product, as OpenSearch."""
+    conn = connection_of(section)
+    try:
+        return ShardClusterAdapter(ElasticsearchRest(conn), section.awareness_attribute).discovery_facts(), \
+            "elasticsearch"
+    except WrongProduct:
+        return OpenSearchAdapter(OpenSearchRest(conn), section.awareness_attribute).discovery_facts(), "opensearch"
 
 
 def discover(endpoint: str, cluster: dict[str, Any], ssh_config: Path | None = None,
@@ -29,7 +44,7 @@ def discover(endpoint: str, cluster: dict[str, Any], ssh_config: Path | None = N
         section = ClusterSection.model_validate({"name": name or "discovered", "endpoints": [endpoint], **cluster})
     except ValidationError as exc:
         raise ConfigError("discover", problems_of(exc, None)) from None
-    facts = ElasticsearchAdapter(connection_of(section)).discovery_facts()
+    facts, product = cluster_facts(section)
     view = SshView()
     if ssh_config is not None:
         view = ssh_config_view(read_bytes_of(ssh_config, MAX_INPUT_BYTES).decode(errors="replace"), facts.nodes,
@@ -41,7 +56,7 @@ def discover(endpoint: str, cluster: dict[str, Any], ssh_config: Path | None = N
             raise ConfigError(str(ansible), [f"not the JSON `ansible-inventory -i INVENTORY --list` prints: {exc}"]) \
                 from None
         view = ansible_view(listing if isinstance(listing, dict) else {}, facts.nodes, str(ansible))
-    doc, notes = inventory_document(facts, endpoint, cluster, view, name)
+    doc, notes = inventory_document(facts, endpoint, cluster, view, name, product)
     try:
         Inventory.model_validate(doc)  # what is written loads: checked by the inventory's own model
     except ValidationError as exc:

@@ -38,16 +38,12 @@ POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
 
 
 @dataclass(frozen=True)
-class EsHome:
-    """A ready Elasticsearch home, shared read-only by every node of one version."""
+class AssembledHome:
+    """A ready product home in the cache, shared read-only by every node of one version."""
 
     version: str
     path: Path
     java_home: Path
-
-    @property
-    def bridge_jar(self) -> Path:
-        return next((self.path / "lib" / "entitlement-bridge").glob("*.jar"))
 
     @property
     def launcher_dir(self) -> Path:
@@ -56,6 +52,14 @@ class EsHome:
     @property
     def nofile_shim(self) -> Path:
         return self.launcher_dir / "libnofile_floor.so"
+
+
+class EsHome(AssembledHome):
+    """An Elasticsearch home: its launcher, agent and console stand-ins are built into it."""
+
+    @property
+    def bridge_jar(self) -> Path:
+        return next((self.path / "lib" / "entitlement-bridge").glob("*.jar"))
 
 
 def cache_root() -> Path:
@@ -71,30 +75,43 @@ def cache_root() -> Path:
 def ensure_es_home(version: str, say: Callable[[str], None] | None = None) -> EsHome:
     """Return the cached home for ``version``, building it first if needed (about 10 s warm)."""
     java_home = find_java_home(version)
-    home = cache_root() / f"elasticsearch-{version}"
+
+    def build(tmp: Path, staging: Path) -> None:
+        _lay_out(staging, resolve_jars(version, tmp))
+        _compile_helpers(staging, java_home, tmp / "classes")
+
+    home = cached_home(f"elasticsearch-{version}", LAYOUT_VERSION, build,
+                       lambda where: say(f"assembling Elasticsearch {version} from Maven Central into {where} (once)")
+                       if say else None)
+    return EsHome(version, home, java_home)
+
+
+def cached_home(name: str, layout_version: str, build: Callable[[Path, Path], None],
+                announce: Callable[[Path], None]) -> Path:
+    """The cache's folder ``name``, built first (``build(tmp, staging)`` lays it out in ``staging``)
+    unless a complete one of ``layout_version`` is there; readable by the unprivileged node user."""
+    home = cache_root() / name
     marker = home / ".complete"
-    if marker.exists() and marker.read_text().strip() == LAYOUT_VERSION:
-        return EsHome(version, home, java_home)
-    if say:
-        say(f"assembling Elasticsearch {version} from Maven Central into {home} (once)")
-    with tempfile.TemporaryDirectory(prefix="orchestrator-es-") as tmp:
-        jars = _resolve_jars(version, Path(tmp))
+    if marker.exists() and marker.read_text().strip() == layout_version:
+        return home
+    announce(home)
+    with tempfile.TemporaryDirectory(prefix="orchestrator-home-") as tmp:
         staging = Path(tmp) / "home"
-        _lay_out(staging, jars)
-        _compile_helpers(staging, java_home, Path(tmp) / "classes")
+        staging.mkdir()
+        build(Path(tmp), staging)
         if home.exists():
             shutil.rmtree(home)
         home.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(staging, home, symlinks=True)
-    _make_world_readable(home)
-    marker.write_text(LAYOUT_VERSION + "\n")
-    return EsHome(version, home, java_home)
+    make_world_readable(home)
+    marker.write_text(layout_version + "\n")
+    return home
 
 
-def _resolve_jars(version: str, tmp: Path) -> list[Path]:
+def resolve_jars(version: str, tmp: Path, pom: str = POM, product: str = "Elasticsearch") -> list[Path]:
     if shutil.which("mvn") is None:
-        raise SandboxError("Maven (`mvn`) is needed to fetch Elasticsearch from Maven Central: apt-get install maven")
-    (tmp / "pom.xml").write_text(POM.format(v=version))
+        raise SandboxError(f"Maven (`mvn`) is needed to fetch {product} from Maven Central: apt-get install maven")
+    (tmp / "pom.xml").write_text(pom.format(v=version))
     out = tmp / "jars"
     cmd = ["mvn", "-B", "-q", "-f", str(tmp / "pom.xml"), "dependency:copy-dependencies",
            "-DincludeScope=runtime", f"-DoutputDirectory={out}"]
@@ -106,7 +123,7 @@ def _resolve_jars(version: str, tmp: Path) -> list[Path]:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-8:])
         unreachable = any(word in tail.lower() for word in ("resolve", "transfer", "unknownhost"))
         hint = "Maven Central is unreachable from this machine" if unreachable else "Maven failed"
-        raise SandboxError(f"{hint} while fetching Elasticsearch {version}:\n{tail}")
+        raise SandboxError(f"{hint} while fetching {product} {version}:\n{tail}")
     return sorted(out.glob("*.jar"))
 
 
@@ -155,17 +172,25 @@ def _compile_helpers(home: Path, java_home: Path, classes: Path) -> None:
                         "Can-Retransform-Classes: true\n")
     steps.append([jar, "--create", "--file", str(home / "lib" / "entitlement-agent" / "sandbox-entitlement-agent.jar"),
                   "--manifest", str(manifest), "-C", str(classes / "agent"), "."])
+    steps.append(nofile_shim_command(launcher))
+    run_build(steps)
+
+
+def nofile_shim_command(launcher: Path) -> list[str]:
+    """The gcc command that builds the file-limit shim (host_files/nofile_floor.c) into ``launcher``."""
     if shutil.which("gcc") is None:
         raise SandboxError("gcc is needed once to build the sandbox's file-limit shim: apt-get install gcc")
-    steps.append(["gcc", "-shared", "-fPIC", "-O2", "-o", str(launcher / "libnofile_floor.so"),
-                  str(NOFILE_SHIM_SRC), "-ldl"])
+    return ["gcc", "-shared", "-fPIC", "-O2", "-o", str(launcher / "libnofile_floor.so"), str(NOFILE_SHIM_SRC), "-ldl"]
+
+
+def run_build(steps: list[list[str]]) -> None:
     for cmd in steps:
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise SandboxError(f"building the sandbox launcher failed: {' '.join(cmd)}\n{proc.stderr.strip()}")
 
 
-def _make_world_readable(root: Path) -> None:
+def make_world_readable(root: Path) -> None:
     """Nodes run as an unprivileged user: the shared home must be readable by all."""
     for path in [root, *root.rglob("*")]:
         mode = path.stat().st_mode

@@ -2,42 +2,65 @@
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable, Iterator
-from typing import Any
-
-from elasticsearch import helpers
 
 from orchestrator.errors import SandboxError
-from orchestrator.es.connect import Connection, make_client, translated
+from orchestrator.sandbox.rest import rest_for
+from orchestrator.shards.rest import HttpError, Rest
 
 WORDS = ("restart", "shard", "replica", "recovery", "zone", "node", "segment", "merge", "flush", "allocation")
+CHUNK = 2000  # documents per bulk request
 
 
-def _docs(index: str, count: int, seed: int) -> Iterator[dict[str, Any]]:
+def _docs(index: str, count: int, seed: int) -> Iterator[str]:
+    """The bulk request's lines, two per document."""
     rng = random.Random(seed)
     for i in range(count):
-        yield {"_index": index, "_id": f"{index}-{i}",
-               "_source": {"n": i, "msg": " ".join(rng.choices(WORDS, k=8)), "value": rng.random()}}
+        yield json.dumps({"index": {"_index": index, "_id": f"{index}-{i}"}})
+        yield json.dumps({"n": i, "msg": " ".join(rng.choices(WORDS, k=8)), "value": rng.random()})
 
 
-def load_sample_data(endpoints: list[str], docs: int, indices: int, say: Callable[[str], None]) -> dict[str, int]:
+def create_index(rest: Rest, index: str, shards: int = 3, replicas: int = 1) -> None:
+    """Create ``index`` unless it exists."""
+    try:
+        rest.request(f"create {index}", "PUT", f"/{index}", body={
+            "settings": {"number_of_shards": shards, "number_of_replicas": replicas}})
+    except HttpError as exc:
+        if "resource_already_exists" not in str(exc.body):
+            raise
+
+
+def bulk_index(rest: Rest, lines: Iterator[str]) -> int:
+    """Send the bulk lines in chunks; the number of documents the cluster refused."""
+    refused = 0
+    chunk: list[str] = []
+    for line in [*lines, ""]:
+        if line:
+            chunk.append(line)
+        if chunk and (len(chunk) >= 2 * CHUNK or not line):
+            answer = rest.request("bulk index", "POST", "/_bulk", body="\n".join(chunk) + "\n")
+            if answer.get("errors"):
+                refused += sum(1 for item in answer["items"] if next(iter(item.values())).get("error"))
+            chunk = []
+    return refused
+
+
+def load_sample_data(endpoints: list[str], docs: int, indices: int, say: Callable[[str], None],
+                     product: str = "elasticsearch") -> dict[str, int]:
     """Bulk-index ``docs`` documents spread over ``indices`` indices (1 replica); return counts per index."""
-    conn = Connection(endpoints=tuple(endpoints), request_timeout_s=60)
-    es = make_client(conn)
+    rest = rest_for(product, endpoints, timeout_s=60)
     counts: dict[str, int] = {}
     per_index = max(docs // max(indices, 1), 1)
-    with translated("load sample data", conn.endpoints):
-        for n in range(1, indices + 1):
-            index = f"sample-{n}"
-            if not es.indices.exists(index=index):
-                es.indices.create(index=index, settings={"number_of_shards": 3, "number_of_replicas": 1})
-            _indexed, errors = helpers.bulk(es, _docs(index, per_index, n), chunk_size=2000,
-                                            raise_on_error=False, stats_only=True)
-            if errors:
-                raise SandboxError(f"{errors} documents of {index} were not indexed")
-            es.indices.refresh(index=index)
-            counts[index] = int(es.count(index=index)["count"])
-            say(f"{index}: {counts[index]} documents")
-        es.cluster.health(wait_for_status="green", timeout="60s")
+    for n in range(1, indices + 1):
+        index = f"sample-{n}"
+        create_index(rest, index)
+        refused = bulk_index(rest, _docs(index, per_index, n))
+        if refused:
+            raise SandboxError(f"{refused} documents of {index} were not indexed")
+        rest.request("refresh", "POST", f"/{index}/_refresh")
+        counts[index] = int(rest.request("count", "GET", f"/{index}/_count")["count"])
+        say(f"{index}: {counts[index]} documents")
+    rest.request("wait for green", "GET", "/_cluster/health", {"wait_for_status": "green", "timeout": "60s"})
     return counts

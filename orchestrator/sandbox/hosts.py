@@ -203,8 +203,10 @@ def write_unit(unit_dir: Path, name: str, exec_start: str, user: str | None, ena
 
 
 def prepare_host_files(paths: HostPaths, host: TestHost, knobs: dict[str, str], authorized_keys: Path,
-                       es_start_script: Path | None, ssh_address: str | None = None) -> str:
-    """Everything the host needs on disk (an Elasticsearch unit when a start script is given).
+                       es_start_script: Path | None, ssh_address: str | None = None,
+                       service: str = "elasticsearch") -> str:
+    """Everything the host needs on disk (the ``service`` unit, Elasticsearch's or OpenSearch's, when a
+    start script is given).
     Returns the host's public key line for known_hosts."""
     for d in (paths.etc_upper, paths.bin_upper, paths.overlay_work("etc"), paths.overlay_work("bin"), paths.sshd_dir):
         d.mkdir(parents=True, exist_ok=True)
@@ -214,7 +216,7 @@ def prepare_host_files(paths: HostPaths, host: TestHost, knobs: dict[str, str], 
     unit_dir = paths.etc_upper / "systemd" / "system"
     write_unit(unit_dir, "numad", "/usr/local/bin/numad infinity", None, enabled=True)
     if es_start_script is not None:
-        write_unit(unit_dir, "elasticsearch", str(es_start_script), "65534", enabled=True, nofile=65535)
+        write_unit(unit_dir, service, str(es_start_script), "65534", enabled=True, nofile=65535)
     key = paths.sshd_dir / "ssh_host_ed25519_key"
     if not key.exists():
         run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{host.name}", "-f", str(key))

@@ -34,13 +34,13 @@ def write_ssh_files(paths: SandboxPaths, records: list[HostRecord], mode: str,
     paths.ssh_config.write_text("\n".join(blocks))
 
 
-def local_service_commands(paths: SandboxPaths) -> dict[str, str]:
+def local_service_commands(paths: SandboxPaths, unit: str) -> dict[str, str]:
     """Local mode: the systemctl stand-in, run on this machine, pointed at each node's unit directory."""
     host_dir = shlex.quote(str(paths.root / "hosts")) + "/{node}"
     stand_in = shlex.quote(str(hosts.HOST_FILES / "systemctl"))
     prefix = f"SANDBOX_UNIT_DIR={host_dir}/units SANDBOX_RUN_DIR={host_dir}/run {stand_in}"
-    return {"manager": "commands", "stop": f"{prefix} stop elasticsearch",
-            "start": f"{prefix} start elasticsearch", "status": f"{prefix} is-active elasticsearch"}
+    return {"manager": "commands", "stop": f"{prefix} stop {unit}",
+            "start": f"{prefix} start {unit}", "status": f"{prefix} is-active {unit}"}
 
 
 def riak_inventory_document(paths: SandboxPaths, st: SandboxState) -> dict[str, Any]:
@@ -65,20 +65,21 @@ def inventory_document(paths: SandboxPaths, st: SandboxState) -> dict[str, Any]:
     if st.product == "riak":
         return riak_inventory_document(paths, st)
     netns = st.mode == "netns"
+    unit = st.product  # elasticsearch or opensearch: the unit, the playbook and the tuning profile
     doc: dict[str, Any] = {
-        "cluster": {"name": st.cluster_name, "product": "elasticsearch",
+        "cluster": {"name": st.cluster_name, "product": st.product,
                     "endpoints": [h.http_url for h in st.hosts]},
         "ssh": ({"transport": "ssh", "user": "root", "key_file": str(paths.ssh_key),
                  "known_hosts": str(paths.known_hosts), "connect_timeout_s": 5}
                 if netns else {"transport": "local"}),
-        "service": {"manager": "systemd", "unit": "elasticsearch"} if netns else local_service_commands(paths),
+        "service": {"manager": "systemd", "unit": unit} if netns else local_service_commands(paths, unit),
         # Behind a bastion, hosts are the SSH config's aliases: it says how to reach them (ProxyJump).
         "nodes": [{"name": h.name, "host": h.name if st.bastion else h.address, "zone": h.zone,
                    "data_paths": [str(paths.host(h.name).node_dir / "data")]} for h in st.hosts],
         # Sandbox nodes are small: tight timeouts make a stuck run fail fast.
         "timeouts": {"stop_s": 60, "start_s": 60, "join_s": 120, "recovery_s": 300, "poll_interval_s": 0.5},
-        "tuning": {"profile": "elasticsearch" if netns else "none"},
-        "playbook": "elasticsearch-rolling",
+        "tuning": {"profile": unit if netns else "none"},
+        "playbook": f"{unit}-rolling",
     }
     if st.bastion is not None:
         doc["ssh"]["config_file"] = str(paths.ssh_config)

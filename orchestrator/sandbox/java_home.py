@@ -30,9 +30,10 @@ def java_major(java_home: Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def find_java_home(es_version: str) -> Path:
-    """The first JDK (with javac) that is new enough: $ORCHESTRATOR_JAVA_HOME, $JAVA_HOME, then /usr/lib/jvm."""
-    need = required_java(es_version)
+def find_java_home(es_version: str, need: int | None = None, product: str = "Elasticsearch") -> Path:
+    """The first JDK (with javac) that is new enough: $ORCHESTRATOR_JAVA_HOME, $JAVA_HOME, then /usr/lib/jvm.
+    ``need``: the Java major version, when not Elasticsearch's for ``es_version``."""
+    need = need or required_java(es_version)
     candidates: list[Path] = []
     for var in ("ORCHESTRATOR_JAVA_HOME", "JAVA_HOME"):
         if os.environ.get(var):
@@ -48,7 +49,7 @@ def find_java_home(es_version: str) -> Path:
         if major is not None and major >= need and (home / "bin" / "javac").is_file():
             return home
     raise SandboxError(
-        f"Elasticsearch {es_version} needs a JDK {need} or later with javac, and none was found.\n"
+        f"{product} {es_version} needs a JDK {need} or later with javac, and none was found.\n"
         f"Looked at: {', '.join(seen) or 'nothing'}.\n"
         f"Install one (e.g. `apt-get install openjdk-{max(need, 17)}-jdk-headless`) or set ORCHESTRATOR_JAVA_HOME."
     )

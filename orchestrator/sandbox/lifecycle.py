@@ -18,7 +18,14 @@ from orchestrator.sandbox import hosts, inventory_writer, riak, state
 from orchestrator.sandbox.assemble import EsHome, ensure_es_home
 from orchestrator.sandbox.inventory_writer import write_inventory, write_ssh_files
 from orchestrator.sandbox.layout import HostPaths, SandboxPaths
-from orchestrator.sandbox.node import NodeSpec, jvm_command, node_environment, write_node_config
+from orchestrator.sandbox.node import (
+    NodeSpec,
+    jvm_command,
+    node_environment,
+    opensearch_jvm_command,
+    write_node_config,
+)
+from orchestrator.sandbox.opensearch_home import OpenSearchHome, ensure_opensearch_home
 
 Say = hosts.Say
 NODE_UID = 65534
@@ -26,10 +33,18 @@ LOCAL_HTTP_BASE = 19200
 LOCAL_TRANSPORT_BASE = 19300
 CLUSTER_NAME = "sandbox"
 RIAK_DAEMON = b"riak_standin.py\x00daemon"
+JVM_MAIN_CLASSES = (b"SandboxLauncher", b"org.opensearch.bootstrap.OpenSearch")  # how a node's JVM is found
+LABELS = {"elasticsearch": "Elasticsearch", "opensearch": "OpenSearch"}
+Home = EsHome | OpenSearchHome
 
 
 def describe(st: state.SandboxState) -> str:
-    return "Riak stand-in" if st.product == "riak" else f"Elasticsearch {st.es_version}"
+    return "Riak stand-in" if st.product == "riak" else f"{LABELS[st.product]} {st.es_version}"
+
+
+def service_of(product: str) -> str:
+    """The systemd unit (and start script) of a node: `elasticsearch` or `opensearch`."""
+    return "opensearch" if product == "opensearch" else "elasticsearch"
 
 
 def node_names(count: int) -> list[str]:
@@ -52,8 +67,8 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
         raise SandboxError("--zones must be between 1 and the number of nodes")
     if masters < 0 or masters > nodes:
         raise SandboxError("--masters must be between 1 and the number of nodes (0: every node)")
-    if masters and product != "elasticsearch":
-        raise SandboxError("--masters is for an Elasticsearch sandbox")
+    if masters and product == "riak":
+        raise SandboxError("--masters is for an Elasticsearch or OpenSearch sandbox")
     existing = state.load(paths.state_file)
     if existing is not None and any_alive(paths, existing):
         raise SandboxError(f"a sandbox is already running ({len(existing.hosts)} nodes, {describe(existing)}); "
@@ -71,9 +86,10 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
         raise SandboxError("--bastion is for an Elasticsearch sandbox with --hosts netns")
     if also_versions and product != "elasticsearch":
         raise SandboxError("--also-version is for an Elasticsearch sandbox")
-    es_home = ensure_es_home(es_version, say) if product == "elasticsearch" else None
-    homes = [es_home, *(ensure_es_home(v, say) for v in dict.fromkeys(also_versions) if v != es_version)] \
-        if es_home else []
+    es_home: Home | None = ensure_es_home(es_version, say) if product == "elasticsearch" else \
+        ensure_opensearch_home(es_version, say) if product == "opensearch" else None
+    homes: list[Home] = [es_home, *(ensure_es_home(v, say) for v in dict.fromkeys(also_versions)
+                                    if v != es_version)] if es_home else []
     # Every `up` is a fresh cluster: data of another version or shape would not start, and runs
     # journaled against the previous sandbox cluster have nothing left to resume.
     shutil.rmtree(paths.root / "hosts", ignore_errors=True)
@@ -107,7 +123,7 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
     state.save(paths.state_file, st)
     write_ssh_files(paths, st.hosts, mode, st.bastion)
     write_inventory(paths, st)
-    what = f"Elasticsearch {es_version}, green" if es_home else "Riak stand-in, ready"
+    what = f"{describe(st)}, green" if es_home else "Riak stand-in, ready"
     say(f"sandbox up: {nodes} nodes, {what} in {time.monotonic() - started:.1f} s")
     return st
 
@@ -122,31 +138,35 @@ def _node_spec(name: str, index: int, zones: int, bind: str, http: int, transpor
                     heap_mb=heap_mb, extra_settings=roles)
 
 
-def _write_start_script(homes: list[EsHome], host_paths: HostPaths, heap_mb: int) -> Path:
+def _write_start_script(homes: list[Home], host_paths: HostPaths, heap_mb: int) -> Path:
     """One start script per assembled version (elasticsearch-VERSION.sh) and the link the unit runs,
-    elasticsearch.sh, to the first: an upgrade switches the link (upgrade.install method `switch`)."""
+    elasticsearch.sh, to the first: an upgrade switches the link (upgrade.install method `switch`).
+    OpenSearch's are opensearch-VERSION.sh and opensearch.sh."""
     node_dir = host_paths.node_dir
+    service = "opensearch" if isinstance(homes[0], OpenSearchHome) else "elasticsearch"
     for home in homes:
         env = node_environment(home, node_dir)
-        lines = ["#!/bin/sh", f"# Starts this host's Elasticsearch {home.version} node (written by `orchestrate "
+        command = opensearch_jvm_command(home, node_dir, heap_mb) if isinstance(home, OpenSearchHome) \
+            else jvm_command(home, node_dir, heap_mb)
+        lines = ["#!/bin/sh", f"# Starts this host's {service} {home.version} node (written by `orchestrate "
                               "sandbox up`).",
                  "exec env -i " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " "
-                 + " ".join(shlex.quote(c) for c in jvm_command(home, node_dir, heap_mb))]
-        versioned = version_script(host_paths, home.version)
+                 + " ".join(shlex.quote(c) for c in command)]
+        versioned = version_script(host_paths, home.version, service)
         versioned.write_text("\n".join(lines) + "\n")
         versioned.chmod(0o755)
-    link = start_link(host_paths)
+    link = start_link(host_paths, service)
     link.unlink(missing_ok=True)
-    link.symlink_to(version_script(host_paths, homes[0].version).name)
+    link.symlink_to(version_script(host_paths, homes[0].version, service).name)
     return link
 
 
-def start_link(host_paths: HostPaths) -> Path:
-    return host_paths.node_dir.parent / "elasticsearch.sh"
+def start_link(host_paths: HostPaths, service: str = "elasticsearch") -> Path:
+    return host_paths.node_dir.parent / f"{service}.sh"
 
 
-def version_script(host_paths: HostPaths, version: str) -> Path:
-    return host_paths.node_dir.parent / f"elasticsearch-{version}.sh"
+def version_script(host_paths: HostPaths, version: str, service: str = "elasticsearch") -> Path:
+    return host_paths.node_dir.parent / f"{service}-{version}.sh"
 
 
 def snapshot_dir(paths: SandboxPaths) -> Path:
@@ -162,7 +182,7 @@ def _chown_node(node_dir: Path) -> None:
         subprocess.run(["chown", "-R", f"{NODE_UID}:{NODE_UID}", str(node_dir)], check=True)
 
 
-def _up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: int, homes: list[EsHome],
+def _up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: int, homes: list[Home],
               heap_mb: int, say: Say, eligible: int, bastion: bool = False) -> None:
     names = node_names(nodes)
     test_hosts = [hosts.TestHost(name, i, zone_of(i, zones)) for i, name in enumerate(names, start=1)]
@@ -183,12 +203,12 @@ def _up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
         hp = paths.host(host.name)
         spec = _node_spec(host.name, i, zones, host.address, 9200, 9300, seeds, masters, heap_mb, eligible,
                           snapshot_dir(paths))
-        write_node_config(spec, hp.node_dir, zones)
+        write_node_config(spec, hp.node_dir, zones, st.product)
         _chown_node(hp.node_dir)
         script = _write_start_script(homes, hp, heap_mb)
         knobs = hosts.seed_knobs(hp, scheduler)
         host_keys.append(hosts.prepare_host_files(hp, host, knobs, paths.authorized_keys, script,
-                                                  ssh_address=rec.ssh_address))
+                                                  ssh_address=rec.ssh_address, service=service_of(st.product)))
         hosts.create_network(host)
         if bastion:
             hosts.create_back_network(host)
@@ -198,7 +218,7 @@ def _up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
                                       netns=jump.netns, veth=jump.veth)
         state.save(paths.state_file, st)
         host_keys.append(line)
-    hosts.boot_all(paths, st, test_hosts, host_keys, "elasticsearch", say)
+    hosts.boot_all(paths, st, test_hosts, host_keys, service_of(st.product), say)
     if st.bastion is not None:
         st.bastion.unshare_pid, st.bastion.init_pid = hosts.start_host(paths.host(hosts.BASTION), jump)
         state.save(paths.state_file, st)
@@ -221,7 +241,7 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _up_local(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: int, homes: list[EsHome],
+def _up_local(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: int, homes: list[Home],
               heap_mb: int, say: Say, eligible: int) -> None:
     names = node_names(nodes)
     taken = [p for i in range(nodes) for p in (LOCAL_HTTP_BASE + i, LOCAL_TRANSPORT_BASE + i) if not _port_free(p)]
@@ -240,33 +260,34 @@ def _up_local(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
         state.save(paths.state_file, st)
         spec = _node_spec(name, i, zones, "127.0.0.1", http, LOCAL_TRANSPORT_BASE + i - 1, seeds, masters, heap_mb,
                           eligible, snapshot_dir(paths))
-        write_node_config(spec, hp.node_dir, zones)
+        write_node_config(spec, hp.node_dir, zones, st.product)
         _chown_node(hp.node_dir)
         script = _write_start_script(homes, hp, heap_mb)
         user = str(NODE_UID) if os.geteuid() == 0 else None
-        hosts.write_unit(hp.units_dir, "elasticsearch", str(script), user, enabled=False)
+        hosts.write_unit(hp.units_dir, service_of(st.product), str(script), user, enabled=False)
         hp.run_dir.mkdir(parents=True, exist_ok=True)
     for name in names:
         hp = paths.host(name)
-        proc = subprocess.run(f"{local_systemctl(hp)} start elasticsearch", shell=True, capture_output=True, text=True)
+        proc = subprocess.run(f"{local_systemctl(hp)} start {service_of(st.product)}", shell=True,
+                              capture_output=True, text=True)
         if proc.returncode != 0:
             raise SandboxError(f"node {name} did not start: {proc.stderr.strip()}")
 
 
 def wait_green(paths: SandboxPaths, st: state.SandboxState, nodes: int, timeout_s: float) -> None:
-    from orchestrator.es.connect import Connection, call, make_client
+    from orchestrator.sandbox.rest import rest_for
+    from orchestrator.shards.adapter import ShardClusterAdapter
 
-    conn = Connection(endpoints=tuple(h.http_url for h in st.hosts), request_timeout_s=10)
-    client = make_client(conn)
+    cluster = ShardClusterAdapter(rest_for(st.product, [h.http_url for h in st.hosts]))
     started = time.monotonic()
     deadline = started + timeout_s
     last: Any = "no answer yet"
     while time.monotonic() < deadline:
         if time.monotonic() - started > 20 and not node_pids(paths, st):
-            raise SandboxError(f"every Elasticsearch node exited during start-up:\n{first_node_error(paths, st)}")
+            raise SandboxError(f"every {LABELS[st.product]} node exited during start-up:\n"
+                               f"{first_node_error(paths, st)}")
         try:
-            health = call("cluster health", conn, lambda: client.cluster.health(
-                wait_for_status="green", wait_for_nodes=str(nodes), timeout="5s"))
+            health = cluster.health(wait_for_status="green", wait_for_nodes=str(nodes), timeout_s=5)
             last = f"{health['status']}, {health['number_of_nodes']} nodes"
             if health["status"] == "green" and health["number_of_nodes"] == nodes and not health["timed_out"]:
                 return
@@ -299,7 +320,7 @@ def any_alive(paths: SandboxPaths, st: state.SandboxState) -> bool:
 def local_node_pids(paths: SandboxPaths, st: state.SandboxState) -> dict[str, int]:
     pids = {}
     for h in st.hosts:
-        pid_file = paths.host(h.name).run_dir / "elasticsearch.service.pid"
+        pid_file = paths.host(h.name).run_dir / f"{service_of(st.product)}.service.pid"
         if pid_file.exists():
             pid = int(pid_file.read_text().strip() or 0)
             if hosts.pid_alive(pid):
@@ -322,7 +343,8 @@ def down(paths: SandboxPaths, say: Say) -> int:
             else:
                 hp = paths.host(h.name)
                 if hp.units_dir.parent.exists():
-                    subprocess.run(f"{local_systemctl(hp)} stop elasticsearch", shell=True, capture_output=True)
+                    subprocess.run(f"{local_systemctl(hp)} stop {service_of(st.product)}", shell=True,
+                                   capture_output=True)
                     stopped += 1
     if os.geteuid() == 0:
         for ns in hosts.leftover_namespaces():
@@ -366,7 +388,7 @@ def status(paths: SandboxPaths) -> dict[str, Any]:
         "product": st.product,
         "es_version": st.es_version,
         "versions": st.versions,
-        "snapshot_dir": str(paths.root / "snapshots") if st.product == "elasticsearch" else None,
+        "snapshot_dir": str(paths.root / "snapshots") if st.product != "riak" else None,
         "describe": describe(st),
         "cluster_name": st.cluster_name,
         "inventory": str(paths.inventory),
@@ -380,7 +402,7 @@ def status(paths: SandboxPaths) -> dict[str, Any]:
 
 
 def node_pids(paths: SandboxPaths, st: state.SandboxState) -> dict[str, int]:
-    """PIDs (as seen from here) of each node's Elasticsearch JVM (or Riak stand-in daemon)."""
+    """PIDs (as seen from here) of each node's Elasticsearch or OpenSearch JVM (or Riak stand-in daemon)."""
     if st.mode != "netns":
         return local_node_pids(paths, st)
     by_ns: dict[str, str] = {}
@@ -394,7 +416,7 @@ def node_pids(paths: SandboxPaths, st: state.SandboxState) -> dict[str, int]:
             continue
         try:
             cmdline = (proc / "cmdline").read_bytes()
-            if b"SandboxLauncher" not in cmdline and RIAK_DAEMON not in cmdline:
+            if not any(main in cmdline for main in (*JVM_MAIN_CLASSES, RIAK_DAEMON)):
                 continue
             name = by_ns.get(os.readlink(proc / "ns" / "pid"))
         except OSError:

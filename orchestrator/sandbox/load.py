@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from elasticsearch import Elasticsearch
+from orchestrator.sandbox.data import create_index
+from orchestrator.sandbox.rest import rest_for
 
 MAX_DURATION_S = 3600
 MAX_DOCS = 1_000_000
@@ -44,8 +45,9 @@ class WindowStats:
 
 class LoadGenerator:
     def __init__(self, endpoints: list[str], index: str = "load-test", duration_s: float = 60,
-                 max_docs: int = 100_000, pause_s: float = 0.005) -> None:
-        self.clients = [Elasticsearch([url], request_timeout=10, max_retries=0) for url in endpoints]
+                 max_docs: int = 100_000, pause_s: float = 0.005, product: str = "elasticsearch") -> None:
+        # One client per node, without retries: a restarting node shows as errors.
+        self.clients = [rest_for(product, [url]) for url in endpoints]
         self.index = index
         self.duration_s = min(duration_s, MAX_DURATION_S)
         self.max_docs = min(max_docs, MAX_DOCS)
@@ -68,9 +70,9 @@ class LoadGenerator:
 
     def start(self) -> None:
         first = self.clients[0]
-        if not first.indices.exists(index=self.index):
-            first.indices.create(index=self.index, settings={"number_of_shards": 3, "number_of_replicas": 1})
-        first.cluster.health(index=self.index, wait_for_status="green", timeout="60s")
+        create_index(first, self.index)
+        first.request("wait for green", "GET", f"/_cluster/health/{self.index}",
+                      {"wait_for_status": "green", "timeout": "60s"})
         self.deadline = time.monotonic() + self.duration_s
         for target in (self._write, self._search, self._sample_health):
             t = threading.Thread(target=target, daemon=True)
@@ -94,7 +96,7 @@ class LoadGenerator:
             doc_id = f"doc-{n}"
             started = time.monotonic()
             try:
-                next(nodes).index(index=self.index, id=doc_id, document={"n": n, "at": time.time()})
+                next(nodes).request("index", "PUT", f"/{self.index}/_doc/{doc_id}", body={"n": n, "at": time.time()})
             except Exception:
                 with self.lock:
                     self._stats().index_errors += 1
@@ -110,7 +112,8 @@ class LoadGenerator:
         while self._running():
             started = time.monotonic()
             try:
-                next(nodes).search(index=self.index, query={"range": {"n": {"gte": 0}}}, size=10)
+                next(nodes).request("search", "POST", f"/{self.index}/_search",
+                                    body={"query": {"range": {"n": {"gte": 0}}}, "size": 10})
             except Exception:
                 with self.lock:
                     self._stats().search_errors += 1
@@ -125,7 +128,7 @@ class LoadGenerator:
             status = "unreachable"
             for client in self.clients:
                 try:
-                    status = str(client.cluster.health(timeout="1s")["status"])
+                    status = str(client.request("health", "GET", "/_cluster/health", {"timeout": "1s"})["status"])
                     break
                 except Exception:
                     continue
@@ -141,12 +144,12 @@ class LoadGenerator:
     def missing_acknowledged(self) -> list[str]:
         """Acknowledged documents that cannot be found: must be empty."""
         client = self.clients[0]
-        client.indices.refresh(index=self.index)
+        client.request("refresh", "POST", f"/{self.index}/_refresh")
         missing: list[str] = []
         ids = sorted(self.acked)
         for i in range(0, len(ids), 1000):
             chunk = ids[i:i + 1000]
-            found = client.mget(index=self.index, ids=chunk)["docs"]
+            found = client.request("read back", "POST", f"/{self.index}/_mget", body={"ids": chunk})["docs"]
             missing += [d["_id"] for d in found if not d.get("found")]
         return missing
 

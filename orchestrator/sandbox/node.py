@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.sandbox.assemble import EsHome
+from orchestrator.sandbox.opensearch_home import OpenSearchHome
 
 LOG4J2 = """status = error
 appender.console.type = Console
@@ -39,7 +40,8 @@ class NodeSpec:
     extra_settings: dict[str, object] = field(default_factory=dict)
 
 
-def node_settings(spec: NodeSpec, data_dir: Path, logs_dir: Path, zones: int) -> dict[str, object]:
+def node_settings(spec: NodeSpec, data_dir: Path, logs_dir: Path, zones: int,
+                  product: str = "elasticsearch") -> dict[str, object]:
     settings: dict[str, object] = {
         "cluster.name": spec.cluster_name,
         "node.name": spec.name,
@@ -48,7 +50,9 @@ def node_settings(spec: NodeSpec, data_dir: Path, logs_dir: Path, zones: int) ->
         "http.port": spec.http_port,
         "transport.port": spec.transport_port,
         "discovery.seed_hosts": list(spec.seed_hosts),
-        "cluster.initial_master_nodes": list(spec.initial_masters),
+        # OpenSearch names the master role cluster_manager (the old key is deprecated there).
+        ("cluster.initial_cluster_manager_nodes" if product == "opensearch" else "cluster.initial_master_nodes"):
+            list(spec.initial_masters),
         "path.data": str(data_dir),
         "path.logs": str(logs_dir),
         "action.destructive_requires_name": True,
@@ -68,28 +72,48 @@ def render_yaml(settings: dict[str, object]) -> str:
     return "".join(f"{key}: {json.dumps(value)}\n" for key, value in settings.items())
 
 
-def write_node_config(spec: NodeSpec, node_dir: Path, zones: int) -> None:
+def write_node_config(spec: NodeSpec, node_dir: Path, zones: int, product: str = "elasticsearch") -> None:
     """Lay out config/, data/, logs/, tmp/ for one node (idempotent; data is kept)."""
     for sub in ("config", "data", "logs", "tmp"):
         (node_dir / sub).mkdir(parents=True, exist_ok=True)
-    settings = node_settings(spec, node_dir / "data", node_dir / "logs", zones)
-    (node_dir / "config" / "elasticsearch.yml").write_text(render_yaml(settings))
-    (node_dir / "config" / "log4j2.properties").write_text(LOG4J2)
+    settings = node_settings(spec, node_dir / "data", node_dir / "logs", zones, product)
+    (node_dir / "config" / f"{product}.yml").write_text(render_yaml(settings))
+    # OpenSearch's system properties say opensearch.logs.* where Elasticsearch's say es.logs.*
+    log4j2 = LOG4J2.replace("sys:es.logs.", "sys:opensearch.logs.") if product == "opensearch" else LOG4J2
+    (node_dir / "config" / "log4j2.properties").write_text(log4j2)
 
 
-def jvm_command(home: EsHome, node_dir: Path, heap_mb: int) -> list[str]:
-    """The java command that runs the node; the launcher stands in for the unpublished CLI."""
-    java = str(home.java_home / "bin" / "java")
-    es = home.path
-    major = int(home.version.split(".")[0])
-    cmd = [
-        java,
+def common_jvm_options(java_home: Path, node_dir: Path, heap_mb: int) -> list[str]:
+    return [
+        str(java_home / "bin" / "java"),
         f"-Xms{heap_mb}m", f"-Xmx{heap_mb}m",
         "-XX:+UseG1GC", "-Djava.awt.headless=true", "-Dfile.encoding=UTF-8",
         "-Djna.nosys=true", "-Dio.netty.noUnsafe=true", "-Dio.netty.noKeySetOptimization=true",
         "-Dlog4j.shutdownHookEnabled=false", "-Dlog4j2.disable.jmx=true",
         f"-Djava.io.tmpdir={node_dir / 'tmp'}",
         "-XX:-HeapDumpOnOutOfMemoryError", "-XX:-MaxFDLimit",
+    ]
+
+
+def opensearch_jvm_command(home: OpenSearchHome, node_dir: Path, heap_mb: int) -> list[str]:
+    """OpenSearch runs from the class path with its own (published) Java agent; no launcher needed."""
+    return [
+        *common_jvm_options(home.java_home, node_dir, heap_mb),
+        "--add-modules=jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED",
+        f"-javaagent:{home.agent_jar}",
+        f"-Dopensearch.path.home={home.path}", f"-Dopensearch.path.conf={node_dir / 'config'}",
+        "-Dopensearch.distribution.type=tar",
+        "-cp", f"{home.path / 'lib'}/*",
+        "org.opensearch.bootstrap.OpenSearch",
+    ]
+
+
+def jvm_command(home: EsHome, node_dir: Path, heap_mb: int) -> list[str]:
+    """The java command that runs the node; the launcher stands in for the unpublished CLI."""
+    es = home.path
+    major = int(home.version.split(".")[0])
+    cmd = [
+        *common_jvm_options(home.java_home, node_dir, heap_mb),
         f"-Des.path.home={es}", f"-Des.path.conf={node_dir / 'config'}",
         "-Des.distribution.type=tar",
         "-Dorg.elasticsearch.nativeaccess.enableVectorLibrary=false",
@@ -111,12 +135,13 @@ def jvm_command(home: EsHome, node_dir: Path, heap_mb: int) -> list[str]:
     return cmd
 
 
-def node_environment(home: EsHome, node_dir: Path) -> dict[str, str]:
+def node_environment(home: EsHome | OpenSearchHome, node_dir: Path) -> dict[str, str]:
     return {
         # See host_files/nofile_floor.c: the bootstrap check's file limit, in containers that cap it.
         "LD_PRELOAD": str(home.nofile_shim),
         "LIBFFI_TMPDIR": str(node_dir / "tmp"),
         "ES_TMPDIR": str(node_dir / "tmp"),
+        "OPENSEARCH_TMPDIR": str(node_dir / "tmp"),
         "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
         "HOME": str(node_dir),
         "LANG": "C.UTF-8",

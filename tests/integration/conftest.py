@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 from elasticsearch import Elasticsearch
 
+from orchestrator.sandbox.rest import rest_for
 from tests.helpers import orchestrate
 
 pytestmark = pytest.mark.integration
 
 # Tests run grouped by the sandbox they need, so each shape is started once: a `sandbox up` costs
 # 15-20 s. Unmarked tests use the default 3-node sandbox; `sandbox_last` tests end their group.
-SHAPE_ORDER = ["default", "zones", "es8", "upgrade-zones", "bastion", "local", "riak"]
+SHAPE_ORDER = ["default", "zones", "es8", "upgrade-zones", "bastion", "local", "opensearch", "riak"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -64,8 +65,9 @@ class SandboxManager:
             if info.get("running"):
                 return info
         orchestrate("sandbox", "down")
-        proc = orchestrate("sandbox", "up", "--nodes", str(shape.nodes), "--zones", str(shape.zones),
-                           "--es-version", shape.es_version, "--hosts", shape.hosts, "--product", shape.product,
+        version = ("--os-version" if shape.product == "opensearch" else "--es-version", shape.es_version)
+        proc = orchestrate("sandbox", "up", "--nodes", str(shape.nodes), "--zones", str(shape.zones), *version,
+                           "--hosts", shape.hosts, "--product", shape.product,
                            "--masters", str(shape.masters),
                            *(a for v in shape.also_versions for a in ("--also-version", v)),
                            *(["--bastion"] if shape.bastion else []), timeout=600)
@@ -130,10 +132,11 @@ def settle(sandboxes: SandboxManager) -> None:
     assert now.get("pause") is None, f"a pause is still asked: {now['pause']}"
     if info.get("product") == "riak":
         return
-    es = es_client(info)
-    health = es.cluster.health(wait_for_status="green", wait_for_nodes=str(len(info["nodes"])), timeout="120s")
+    rest = rest_for(info["product"], info["endpoints"], timeout_s=150)
+    health = rest.request("health", "GET", "/_cluster/health", {
+        "wait_for_status": "green", "wait_for_nodes": str(len(info["nodes"])), "timeout": "120s"})
     assert health["status"] == "green", f"the cluster is not green: {dict(health)}"
-    flat = es.cluster.get_settings(flat_settings=True)
+    flat = rest.request("settings", "GET", "/_cluster/settings", {"flat_settings": "true"})
     left = [k for scope in ("persistent", "transient") for k in flat[scope] if k.startswith(MANAGED_PREFIXES)]
     assert left == [], f"settings the tool manages are still set: {left}"
 

@@ -180,7 +180,7 @@ def settled_health(es: Elasticsearch, unassigned: int, timeout_s: float = 60) ->
 def test_allow_yellow_is_kept_by_the_run_and_it_finishes_on_a_yellow_no_reason_settles(
         sandboxes: SandboxManager) -> None:
     """An allocation filter keeps one copy of each shard out: a yellow that no documented reason settles
-    (es/settled.py). Without --allow-yellow the restart is refused; with it, every batch's gate and
+    (shards/settled.py). Without --allow-yellow the restart is refused; with it, every batch's gate and
     recovery wait accept that yellow (and only it: each batch waits until no more copies are unassigned
     than at the start), and the run finishes."""
     _info, es = prepared(sandboxes, Shape())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from orchestrator.config.model import Inventory
-from orchestrator.es.snapshot import ClusterSnapshot, EsNode, Health, ShardCopy
+from orchestrator.shards.snapshot import ClusterSnapshot, EsNode, Health, ShardCopy
 
 
 def node(name: str, zone: str | None = None, roles: tuple[str, ...] = ("master", "data")) -> EsNode:

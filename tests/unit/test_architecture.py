@@ -16,7 +16,7 @@ ENGINE_MAY_IMPORT = {"restart", "config", "hosts", "errors", "retry", "paths", "
 
 
 def unit_of(module: str) -> str:
-    """orchestrator.es.adapter -> es; orchestrator.errors -> errors."""
+    """orchestrator.shards.adapter -> es; orchestrator.errors -> errors."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else ""
 
@@ -78,3 +78,17 @@ def test_no_branch_on_a_product_name_outside_the_registry() -> None:
              if "sandbox" not in p.parts and p.name not in ("products.py", "sandbox_cmd.py")
              for n, line in enumerate(p.read_text().splitlines(), start=1) if literal.search(line)]
     assert found == [], found
+
+
+def test_the_shared_shard_model_knows_neither_client_and_the_plug_ins_not_each_other() -> None:
+    """shards/ is Elasticsearch's and OpenSearch's one implementation: it must not lean on either one's
+    client or package, and neither plug-in on the other's."""
+    graph = imports()
+    assert {t for t, _ in graph["shards"]} & {"es", "opensearch"} == set(), graph["shards"]
+    assert "opensearch" not in {t for t, _ in graph["es"]} and "es" not in {t for t, _ in graph["opensearch"]}
+    for path in (PACKAGE / "shards").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        clients = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names] + \
+            [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        assert not [c for c in clients if c.split(".")[0] in ("elasticsearch", "elastic_transport", "opensearchpy")], \
+            path

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.config.model import Inventory
-from orchestrator.es.discover import Facts, SshView, ansible_view, inventory_document, ssh_config_view
+from orchestrator.shards.discover import Facts, SshView, ansible_view, inventory_document, ssh_config_view
 
 
 def answers(attribute: str = "rack_id") -> dict[str, Any]:
@@ -69,14 +69,19 @@ def test_several_awareness_attributes_use_the_first_and_say_so() -> None:
     assert "awareness uses rack_id, zone" in notes[0]
 
 
-def test_the_adapter_reads_zones_from_the_configured_attribute() -> None:
+def test_the_adapter_reads_zones_from_the_configured_attribute_and_roles_by_their_shared_names() -> None:
     from types import SimpleNamespace
 
-    from orchestrator.es.adapter import ElasticsearchAdapter
-    from orchestrator.es.connect import Connection
+    from orchestrator.shards.adapter import ShardClusterAdapter
 
-    client = SimpleNamespace(nodes=SimpleNamespace(info=lambda **_: answers()))
+    rest = SimpleNamespace(label="Elasticsearch", endpoints=("http://x:9200",),
+                           request=lambda what, method, path, *_: answers())
     for attribute, zones in (("rack_id", ["r1", "r0", "r1"]), ("zone", [None, None, None])):
-        adapter = ElasticsearchAdapter(Connection(endpoints=("http://x:9200",), awareness_attribute=attribute),
-                                       client=client)  # type: ignore[arg-type]
+        adapter = ShardClusterAdapter(rest, awareness_attribute=attribute)  # type: ignore[arg-type]
         assert [n.zone for n in adapter.nodes()] == zones
+    # OpenSearch names the master role cluster_manager: the shared decisions read it as master.
+    renamed = answers()
+    for n in renamed["nodes"].values():
+        n["roles"] = ["cluster_manager" if r == "master" else r for r in n.get("roles", [])]
+    rest.request = lambda *_: renamed
+    assert [n.is_master_eligible for n in ShardClusterAdapter(rest).nodes()] == [True, False, True]

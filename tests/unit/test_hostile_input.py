@@ -203,7 +203,7 @@ def test_any_known_hosts_file_loads_or_is_a_config_error(lines: list[str]) -> No
 
 
 def test_a_secret_file_readable_by_others_is_said_in_the_plan(tmp_path: Path) -> None:
-    from orchestrator.es.plan import connection_warnings
+    from orchestrator.shards.plan import connection_warnings
 
     secret = tmp_path / "pw"
     secret.write_text("s3cr3t\n")

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.es.plan import ALLOCATION_ENABLE, build_plan, match_nodes
-from orchestrator.es.safety import batch_problems, cluster_problems, shards_without_other_copy
-from orchestrator.es.snapshot import ShardCopy
 from orchestrator.restart.plan import Mode
+from orchestrator.shards.plan import ALLOCATION_ENABLE, build_plan, match_nodes
+from orchestrator.shards.safety import batch_problems, cluster_problems, shards_without_other_copy
+from orchestrator.shards.snapshot import ShardCopy
 from tests.unit.snapshots import copies, inventory, node, snapshot
 
 

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from orchestrator.es.plan import build_plan
-from orchestrator.es.preflight import DiskUsage, Preflight, preflight_findings, watermark_exceeded
 from orchestrator.restart.plan import Mode
+from orchestrator.shards.plan import build_plan
+from orchestrator.shards.preflight import DiskUsage, Preflight, preflight_findings, watermark_exceeded
 from tests.unit.snapshots import copies, inventory, node, snapshot
 
 GIB = 2**30
@@ -71,7 +71,7 @@ def test_the_plan_refuses_on_a_problem_and_notes_a_warning() -> None:
 
 
 def test_missing_privileges_are_named_and_refuse_the_run() -> None:
-    from orchestrator.es.privileges import missing, request_body
+    from orchestrator.shards.privileges import missing, request_body
 
     body = request_body()
     assert body["cluster"] == ["monitor", "manage"] and [i["names"] for i in body["index"]] == [

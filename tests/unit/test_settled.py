@@ -5,16 +5,15 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from orchestrator.es.plan import build_plan
-from orchestrator.es.safety import cluster_problems
-from orchestrator.es.settled import MAX_EXPLAINED, UnassignedCopy, reason_for, settle
-from orchestrator.es.snapshot import ClusterSnapshot, Health
 from orchestrator.restart.plan import Mode
+from orchestrator.shards.plan import build_plan
+from orchestrator.shards.safety import cluster_problems
+from orchestrator.shards.settled import MAX_EXPLAINED, UnassignedCopy, reason_for, settle
+from orchestrator.shards.snapshot import ClusterSnapshot, Health
 from tests.unit.snapshots import copies, inventory, node, snapshot
 
 EXPLAIN = Path(__file__).parent.parent / "fixtures" / "explain"
@@ -131,7 +130,7 @@ def test_the_live_view_shows_what_blocks_until_the_run_moves_on() -> None:
 
 
 def test_recovery_progress_counts_what_is_copied_of_what_must_be() -> None:
-    from orchestrator.es.steps import progress_text, recovery_progress
+    from orchestrator.shards.steps import progress_text, recovery_progress
 
     def row(target: str, total: int, reused: int, recovered: int, stage: str = "INDEX") -> dict[str, Any]:
         return {"target": target, "stage": stage, "total_bytes": total, "reused_bytes": reused,
@@ -166,7 +165,7 @@ def test_the_live_table_shows_each_node_s_recovery_progress() -> None:
 
 
 def test_a_slow_recovery_names_its_slowest_shard() -> None:
-    from orchestrator.es.steps import slowest_recovery
+    from orchestrator.shards.steps import slowest_recovery
 
     def row(shard: int, left: int, kind: str = "PEER") -> dict[str, Any]:
         return {"target": "es-1", "stage": "INDEX", "index": "logs", "shard": shard, "type": kind,
@@ -177,27 +176,29 @@ def test_a_slow_recovery_names_its_slowest_shard() -> None:
     assert slowest_recovery([row(0, 1)], "es-3") is None
 
 
-class ExplainingClient:
-    """An Elasticsearch client stand-in whose allocation explain answers from captured fixtures."""
+class ExplainingRest:
+    """A cluster's REST API whose allocation explain answers from captured fixtures."""
+
+    label = "Elasticsearch"
+    endpoints = ("http://x:9200",)
 
     def __init__(self, answers: dict[str, dict[str, Any]]) -> None:
         self.answers, self.asked = answers, list[str]()
-        self.cluster = self
 
-    def allocation_explain(self, index: str, shard: int, primary: bool) -> dict[str, Any]:
-        self.asked.append(index)
-        return self.answers[index]
+    def request(self, what: str, method: str, path: str, params: Any = None, body: Any = None) -> Any:
+        assert (method, path) == ("POST", "/_cluster/allocation/explain"), path
+        self.asked.append(body["index"])
+        return self.answers[body["index"]]
 
 
 def test_the_recovery_wait_stops_explaining_at_the_first_copy_that_blocks() -> None:
-    from orchestrator.es.adapter import ElasticsearchAdapter
-    from orchestrator.es.snapshot import ShardCopy
+    from orchestrator.shards.adapter import ShardClusterAdapter
+    from orchestrator.shards.snapshot import ShardCopy
 
     answers = {name: json.loads((EXPLAIN / f"{name}.json").read_text())
                for name in ("by-design", "delayed", "filtered")}
-    client = ExplainingClient(answers)
-    conn = SimpleNamespace(endpoints=["http://x:9200"])
-    adapter = ElasticsearchAdapter(conn=conn, client=client)  # type: ignore[arg-type]
+    client = ExplainingRest(answers)
+    adapter = ShardClusterAdapter(client)
     unassigned = [ShardCopy(name, 0, False, "UNASSIGNED", None, 0) for name in ("by-design", "delayed", "filtered")]
     # Waiting for a node of the run: "delayed" blocks, so "filtered" is not asked about.
     found = adapter.explain_unassigned(unassigned, until_blocking={LEFT_NODE})

@@ -16,12 +16,7 @@ from pydantic import ValidationError
 from orchestrator.config.model import Inventory
 from orchestrator.config.upgrade import check_command
 from orchestrator.errors import ConfigError, OrchestratorError
-from orchestrator.es.adapter import ElasticsearchAdapter
-from orchestrator.es.plan import build_plan
 from orchestrator.es.product import PRODUCT
-from orchestrator.es.snapshot import ClusterSnapshot, EsNode
-from orchestrator.es.steps import check_version
-from orchestrator.es.versions import UpgradeFacts, facts_findings, parse_version, path_problems
 from orchestrator.hosts.transport import LocalTransport
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
@@ -31,6 +26,11 @@ from orchestrator.restart.plan import Mode
 from orchestrator.restart.procedure import resolve
 from orchestrator.restart.reboot import with_reboot
 from orchestrator.runs.target import load_procedure
+from orchestrator.shards.adapter import ShardClusterAdapter
+from orchestrator.shards.plan import build_plan
+from orchestrator.shards.snapshot import ClusterSnapshot, EsNode
+from orchestrator.shards.steps import check_version
+from orchestrator.shards.versions import UpgradeFacts, facts_findings, parse_version, path_problems
 from tests.helpers import assert_no_traceback, orchestrate
 from tests.unit.journals import journal_of, plan_of
 from tests.unit.snapshots import copies, inventory, node, snapshot
@@ -197,11 +197,11 @@ def test_upgrade_refuses_bad_input_clearly_before_any_call(doc: dict[str, object
     assert_no_traceback(proc)
 
 
-class NodesOfVersions(ElasticsearchAdapter):
+class NodesOfVersions(ShardClusterAdapter):
     """An adapter whose node info reports given versions (None: the node is not listed yet)."""
 
     def __init__(self, answers: list[dict[str, str | None]]) -> None:
-        super().__init__(conn=None, client=object())  # type: ignore[arg-type]
+        super().__init__(rest=None)  # type: ignore[arg-type]
         self.answers = answers
 
     def nodes(self) -> list[EsNode]:

@@ -11,13 +11,13 @@ from typing import Any
 
 from orchestrator.config.model import Inventory
 from orchestrator.errors import ClusterError
-from orchestrator.es.adapter import ElasticsearchAdapter
-from orchestrator.es.leases import bytes_at_risk, leases_at_risk, lowest_kept
-from orchestrator.es.steps import wait_for_retention_leases
 from orchestrator.hosts.transport import LocalTransport
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
 from orchestrator.retry import Clock
+from orchestrator.shards.adapter import ShardClusterAdapter
+from orchestrator.shards.leases import bytes_at_risk, leases_at_risk, lowest_kept
+from orchestrator.shards.steps import wait_for_retention_leases
 from tests.unit.journals import journal_of, plan_of
 from tests.unit.snapshots import inventory
 
@@ -88,11 +88,11 @@ def test_only_a_copy_that_can_act_as_primary_decides() -> None:
     assert leases_at_risk(shard(copy("a", True, {}, state="INITIALIZING"), copy("b", False, {})), {"b"}) == []
 
 
-class LeaseAnswers(ElasticsearchAdapter):
+class LeaseAnswers(ShardClusterAdapter):
     """Shard stats answered in turn (the last one repeated)."""
 
     def __init__(self, answers: list[dict[str, Any]]) -> None:
-        super().__init__(conn=None, client=object())  # type: ignore[arg-type]
+        super().__init__(rest=None)  # type: ignore[arg-type]
         self.answers = answers
         self.reads = 0
 
@@ -138,11 +138,11 @@ def test_the_step_does_not_wait_when_copying_is_cheaper_or_nothing_is_at_risk() 
     assert cluster.reads == 1 and events == []
 
 
-class Joining(ElasticsearchAdapter):
+class Joining(ShardClusterAdapter):
     """Identities answered in turn; health calls recorded."""
 
     def __init__(self, identities: list[str | None]) -> None:
-        super().__init__(conn=None, client=object())  # type: ignore[arg-type]
+        super().__init__(rest=None)  # type: ignore[arg-type]
         self.identities, self.health_calls = identities, list[dict[str, Any]]()
         self.no_master = False
 

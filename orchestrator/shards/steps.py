@@ -11,11 +11,6 @@ import shlex
 from typing import Any
 
 from orchestrator.errors import ClusterError, HostError, OrchestratorError, WaitTimeout
-from orchestrator.es.adapter import ElasticsearchAdapter
-from orchestrator.es.leases import LeaseAtRisk, bytes_at_risk, leases_at_risk
-from orchestrator.es.plan import ALLOCATION_ENABLE
-from orchestrator.es.safety import unassigned_beyond_accepted
-from orchestrator.es.settled import blocking_text, settle
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
 from orchestrator.restart.install import target_version
@@ -23,12 +18,17 @@ from orchestrator.restart.journal import BatchRecord
 from orchestrator.restart.phases import Phase
 from orchestrator.restart.steps import StepFn, for_each_node, restore_settings, set_temporarily
 from orchestrator.retry import Seen, wait_until
+from orchestrator.shards.adapter import ShardClusterAdapter
+from orchestrator.shards.leases import LeaseAtRisk, bytes_at_risk, leases_at_risk
+from orchestrator.shards.plan import ALLOCATION_ENABLE
+from orchestrator.shards.safety import unassigned_beyond_accepted
+from orchestrator.shards.settled import blocking_text, settle
 from orchestrator.units import human_bytes, parse_size
 
 
-def es(ctx: RunContext) -> ElasticsearchAdapter:
+def es(ctx: RunContext) -> ShardClusterAdapter:
     """The run's adapter, as the Elasticsearch one (a playbook is checked against its product)."""
-    assert isinstance(ctx.cluster, ElasticsearchAdapter), "an Elasticsearch step in a run of another product"
+    assert isinstance(ctx.cluster, ShardClusterAdapter), "an Elasticsearch step in a run of another product"
     return ctx.cluster
 
 
@@ -63,7 +63,7 @@ def flush(ctx: RunContext, batch: BatchRecord) -> None:
 
 def wait_for_retention_leases(ctx: RunContext, batch: BatchRecord) -> None:
     """Before the batch stops: wait until the copies that stay hold current retention leases for the
-    batch's copies, so those recover from their own files (see es/leases.py). Elasticsearch renews
+    batch's copies, so those recover from their own files (see shards/leases.py). Elasticsearch renews
     leases every 30 s; the wait is bounded by ``timeouts.lease_wait_s`` and skipped when the copies
     at risk are smaller than ``recovery.lease_wait_min_bytes`` (copying them is quicker). Never fails
     the run: a lease not renewed in time costs copying, not data, and is reported per shard."""

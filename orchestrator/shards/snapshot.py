@@ -12,9 +12,9 @@ from functools import cached_property, partial
 from operator import itemgetter
 from typing import Any, NamedTuple
 
-from orchestrator.es.preflight import Preflight
-from orchestrator.es.settled import UnassignedCopy
-from orchestrator.es.versions import UpgradeFacts
+from orchestrator.shards.preflight import Preflight
+from orchestrator.shards.settled import UnassignedCopy
+from orchestrator.shards.versions import UpgradeFacts
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class ClusterSnapshot:
     transient: dict[str, Any] = field(default_factory=dict)
     has_shutdown_api: bool = False
     preflight: Preflight = field(default_factory=Preflight)  # read for the plan only, not for each gate
-    # A yellow's unassigned copies, explained (read only when yellow with nothing moving: es/settled.py).
+    # A yellow's unassigned copies, explained (read only when yellow with nothing moving: shards/settled.py).
     unassigned: tuple[UnassignedCopy, ...] = ()
     upgrade: UpgradeFacts | None = None  # read only when an upgrade is planned
 

@@ -1,40 +1,50 @@
-"""The Elasticsearch adapter: the only code that talks to a cluster. Every call is translated."""
+"""The adapter to an Elasticsearch or OpenSearch cluster: the only code that talks to one, through its
+product's `Rest` (shards/rest.py). Every answer is read here into the snapshot's types."""
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections import Counter
 from collections.abc import Collection, Iterable
 from typing import Any
 
-import elasticsearch
-
 from orchestrator.errors import ClusterError, ClusterUnreachable
-from orchestrator.es import privileges
-from orchestrator.es.connect import Connection, make_client, translated
-from orchestrator.es.discover import Facts
-from orchestrator.es.leases import STATS_FIELDS
-from orchestrator.es.preflight import PREFLIGHT_SETTINGS, DiskUsage, Preflight
-from orchestrator.es.settled import MAX_EXPLAINED, UnassignedCopy, reason_for
-from orchestrator.es.snapshot import ClusterSnapshot, EsNode, Health, ShardCopy
-from orchestrator.es.versions import UpgradeFacts
 from orchestrator.restart.plan import Plan
+from orchestrator.shards import privileges
+from orchestrator.shards.discover import Facts
+from orchestrator.shards.leases import STATS_FIELDS
+from orchestrator.shards.preflight import PREFLIGHT_SETTINGS, DiskUsage, Preflight
+from orchestrator.shards.rest import HttpError, Rest, flag, part
+from orchestrator.shards.settled import MAX_EXPLAINED, UnassignedCopy, reason_for
+from orchestrator.shards.snapshot import ClusterSnapshot, EsNode, Health, ShardCopy
+from orchestrator.shards.versions import UpgradeFacts
+
+# OpenSearch calls the master role cluster_manager; the shared decisions read "master".
+ROLE_ALIASES = {"cluster_manager": "master"}
 
 
-class ElasticsearchAdapter:
-    product = "elasticsearch"
+def _no_handler(exc: HttpError) -> bool:
+    """The cluster has no such API (a module or plugin it lacks): "no handler found" (400/404), or 405
+    where another handler owns the path for other methods."""
+    return exc.status == 405 or (exc.status in (400, 404) and "no handler found" in str(exc))
 
-    def __init__(self, conn: Connection, client: elasticsearch.Elasticsearch | None = None) -> None:
-        self.conn = conn
-        self.es = client or make_client(conn)
+
+class ShardClusterAdapter:
+    """One cluster of the shard model (Elasticsearch, OpenSearch), whichever client its `Rest` uses."""
+
+    def __init__(self, rest: Rest, awareness_attribute: str = "zone") -> None:
+        self.rest = rest
+        self.awareness_attribute = awareness_attribute  # the node attribute read as a node's zone
         self.calls = 0  # requests made, for the run's figures
 
-    def _do(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    @property
+    def label(self) -> str:
+        return self.rest.label
+
+    def _do(self, what: str, method: str, path: str, params: dict[str, Any] | None = None,
+            body: Any = None) -> Any:
         self.calls += 1
-        with translated(what, self.conn.endpoints):
-            result = fn(*args, **kwargs)
-        return result.body if hasattr(result, "body") else result
+        return self.rest.request(what, method, path, params, body)
 
     # --- reads -------------------------------------------------------------------------------
     def health(self, wait_for_status: str | None = None, timeout_s: float | None = None,
@@ -53,23 +63,23 @@ class ElasticsearchAdapter:
             kwargs["wait_for_no_initializing_shards"] = until_still
             if until_still:
                 kwargs["wait_for_no_relocating_shards"] = True
-            with translated("cluster health", self.conn.endpoints):
-                self.calls += 1
-                try:
-                    return dict(self.es.cluster.health(**kwargs).body)
-                except elasticsearch.ApiError as exc:
-                    if exc.meta.status == 408 and isinstance(exc.body, dict):
-                        return dict(exc.body)
-                    raise
-        return dict(self._do("cluster health", self.es.cluster.health, **kwargs))
+            kwargs = {k: flag(v) if isinstance(v, bool) else v for k, v in kwargs.items()}
+            try:
+                return dict(self._do("cluster health", "GET", "/_cluster/health", kwargs))
+            except HttpError as exc:
+                if exc.status == 408 and isinstance(exc.body, dict):
+                    return dict(exc.body)
+                raise
+        return dict(self._do("cluster health", "GET", "/_cluster/health", kwargs))
 
     def nodes(self) -> list[EsNode]:
-        raw = self._do("list nodes", self.es.nodes.info, metric="jvm,process,settings")
+        raw = self._do("list nodes", "GET", "/_nodes/jvm,process,settings")
         nodes = []
         for node_id, n in raw["nodes"].items():
             nodes.append(EsNode(
                 id=node_id, name=n["name"], host=n.get("host", ""), ip=n.get("ip", ""),
-                roles=tuple(n.get("roles", ())), zone=(n.get("attributes") or {}).get(self.conn.awareness_attribute),
+                roles=tuple(ROLE_ALIASES.get(r, r) for r in n.get("roles", ())),
+                zone=(n.get("attributes") or {}).get(self.awareness_attribute),
                 version=n.get("version", ""),
                 process_id=(n.get("process") or {}).get("id") or (n.get("jvm") or {}).get("pid"),
                 start_time_ms=(n.get("jvm") or {}).get("start_time_in_millis"),
@@ -77,20 +87,20 @@ class ElasticsearchAdapter:
         return sorted(nodes, key=lambda n: n.name)
 
     def master_id(self) -> str | None:
-        state = self._do("find elected master", self.es.cluster.state, metric="master_node")
+        state = self._do("find elected master", "GET", "/_cluster/state/master_node")
         master = state.get("master_node")
         return str(master) if master else None
 
     def shards(self) -> list[ShardCopy]:
-        rows = self._do("list shards", self.es.cat.shards, format="json", bytes="b",
-                        h="index,shard,prirep,state,id,store")
+        rows = self._do("list shards", "GET", "/_cat/shards", {"format": "json", "bytes": "b",
+                        "h": "index,shard,prirep,state,id,store"})
         return [ShardCopy(index=r["index"], shard=int(r["shard"]), primary=r["prirep"] == "p", state=r["state"],
                           node_id=r.get("id") or None, size_bytes=int(r.get("store") or 0)) for r in rows]
 
     def cluster_settings(self, include_defaults: bool = False) -> tuple[dict[str, Any], ...]:
         """(persistent, transient), and the defaults in force (node settings included) when asked."""
-        raw = self._do("read cluster settings", self.es.cluster.get_settings, flat_settings=True,
-                       include_defaults=include_defaults)
+        raw = self._do("read cluster settings", "GET", "/_cluster/settings",
+                       {"flat_settings": "true", "include_defaults": flag(include_defaults)})
         found = dict(raw.get("persistent", {})), dict(raw.get("transient", {}))
         return (*found, dict(raw.get("defaults", {}))) if include_defaults else found
 
@@ -98,23 +108,21 @@ class ElasticsearchAdapter:
         """Node shutdown records, or None without the shutdown API. Without its plugin, GET
         /_nodes/shutdown is node info for a node named 'shutdown' (a dict of nodes); the shutdown
         API answers a list of records."""
-        self.calls += 1
         try:
-            resp = self.es.perform_request("GET", "/_nodes/shutdown", headers={"accept": "application/json"})
-        except (elasticsearch.ApiError, elasticsearch.TransportError):
+            body = self._do("read node shutdowns", "GET", "/_nodes/shutdown")
+        except HttpError:
             return None
-        body = resp.body if hasattr(resp, "body") else resp
         records = body.get("nodes") if isinstance(body, dict) else None
         return [r for r in records if isinstance(r, dict)] if isinstance(records, list) else None
 
     def preflight(self, settings_in_force: dict[str, Any], shutdowns: list[dict[str, Any]]) -> Preflight:
         """What the plan checks before a run besides nodes and shards (four requests, never per batch)."""
-        rows = self._do("read disk use", self.es.cat.allocation, format="json", bytes="b",
-                        h="node,disk.percent,disk.avail")
+        rows = self._do("read disk use", "GET", "/_cat/allocation", {"format": "json", "bytes": "b",
+                        "h": "node,disk.percent,disk.avail"})
         disk = tuple(DiskUsage(str(r["node"]), float(r["disk.percent"]), int(r["disk.avail"])) for r in rows
                      if r.get("disk.percent") not in (None, "") and r.get("disk.avail") not in (None, ""))
-        blocks = self._do("read blocks", self.es.cluster.state, metric="blocks").get("blocks") or {}
-        running = self._do("read running snapshots", self.es.snapshot.status).get("snapshots") or []
+        blocks = self._do("read blocks", "GET", "/_cluster/state/blocks").get("blocks") or {}
+        running = self._do("read running snapshots", "GET", "/_snapshot/_status").get("snapshots") or []
         lacking = self.missing_privileges()
         return Preflight(
             disk=disk,
@@ -131,21 +139,21 @@ class ElasticsearchAdapter:
         """What `inventory discover` writes an inventory from: nodes with their settings and HTTP address,
         and the awareness attributes in force (three requests)."""
         name = str(self.health().get("cluster_name", ""))
-        info = self._do("list nodes", self.es.nodes.info, metric="settings,http")
+        info = self._do("list nodes", "GET", "/_nodes/settings,http")
         persistent, transient, defaults = self.cluster_settings(include_defaults=True)
         return Facts.from_answers(name, info, {**defaults, **persistent, **transient})
 
     def upgrade_facts(self) -> UpgradeFacts:
         """What an upgrade's plan checks besides the restart's: plugins, the newest successful snapshot,
         critical deprecations (three requests, once per plan)."""
-        raw = self._do("list plugins", self.es.nodes.info, metric="plugins")
+        raw = self._do("list plugins", "GET", "/_nodes/plugins")
         plugins = {str(n["name"]): tuple(sorted(str(p["name"]) for p in n.get("plugins") or ()))
                    for n in raw["nodes"].values()}
         newest, end_ms, error = None, None, None
         try:
             # Newest first; a failed or partial snapshot is no way back, so the first successful one counts.
-            found = self._do("list snapshots", self.es.snapshot.get, repository="*", snapshot="*",
-                             sort="start_time", order="desc", size=50, ignore_unavailable=True)
+            found = self._do("list snapshots", "GET", "/_snapshot/*/*", {
+                "sort": "start_time", "order": "desc", "size": 50, "ignore_unavailable": "true"})
             good = next((s for s in found.get("snapshots") or () if s.get("state") == "SUCCESS"), None)
             if good is not None:
                 newest, end_ms = f"{good.get('repository', '?')}:{good.get('snapshot')}", good.get("end_time_in_millis")
@@ -159,16 +167,12 @@ class ElasticsearchAdapter:
 
     def critical_deprecations(self) -> tuple[str, ...] | None:
         """The deprecation API's critical items, one line each; None where the cluster has no such API."""
-        self.calls += 1
-        with translated("read deprecations", self.conn.endpoints):
-            try:
-                raw = self.es.migration.deprecations().body
-            except elasticsearch.ApiError as exc:
-                # Without the deprecation module: "no handler found" (400/404), or 405 where another
-                # handler owns the path for other methods.
-                if exc.meta.status == 405 or (exc.meta.status in (400, 404) and "no handler found" in str(exc)):
-                    return None
-                raise
+        try:
+            raw = self._do("read deprecations", "GET", "/_migration/deprecations")
+        except HttpError as exc:
+            if _no_handler(exc):  # without the deprecation module (and on OpenSearch)
+                return None
+            raise
         items: list[str] = []
         for section, found in raw.items():
             groups = found.items() if isinstance(found, dict) else [("", found)]
@@ -181,16 +185,15 @@ class ElasticsearchAdapter:
     def missing_privileges(self) -> list[str] | None:
         """The privileges the run needs that the connecting user lacks; None where the cluster has no
         security API (security off, or not installed)."""
-        self.calls += 1
-        with translated("check the user's privileges", self.conn.endpoints):
-            try:
-                answer = self.es.security.has_privileges(**privileges.request_body()).body
-            except elasticsearch.ApiError as exc:
-                said = str(exc)
-                if exc.meta.status in (400, 404, 500) and ("no handler found" in said or ("ecurity" in said
-                                                             and "not enabled" in said) or "explicitly" in said):
-                    return None
-                raise
+        try:
+            answer = self._do("check the user's privileges", "POST", "/_security/user/_has_privileges",
+                              body=privileges.request_body())
+        except HttpError as exc:
+            said = str(exc)
+            if exc.status in (400, 404, 500) and ("no handler found" in said or ("ecurity" in said
+                                                    and "not enabled" in said) or "explicitly" in said):
+                return None
+            raise
         return privileges.missing(answer)
 
     def snapshot(self, for_gate: bool = False) -> ClusterSnapshot:
@@ -232,8 +235,8 @@ class ElasticsearchAdapter:
         out = []
         for (index, shard, primary), n in sorted(counts.items())[:MAX_EXPLAINED]:
             try:
-                raw = self._do("explain an unassigned shard", self.es.cluster.allocation_explain,
-                               index=index, shard=shard, primary=primary)
+                raw = self._do("explain an unassigned shard", "POST", "/_cluster/allocation/explain",
+                               body={"index": index, "shard": shard, "primary": primary})
             except ClusterUnreachable:
                 raise
             except ClusterError:
@@ -245,7 +248,8 @@ class ElasticsearchAdapter:
 
     def recoveries(self, active_only: bool = False) -> list[dict[str, Any]]:
         """Every shard recovery the cluster remembers (or those under way), flattened to what the run reports."""
-        raw = self._do("read recoveries", self.es.indices.recovery, active_only=active_only, detailed=False)
+        raw = self._do("read recoveries", "GET", "/_recovery",
+                       {"active_only": flag(active_only), "detailed": "false"})
         rows = []
         for index, body in raw.items():
             for s in body.get("shards", []):
@@ -263,8 +267,8 @@ class ElasticsearchAdapter:
     def shard_lease_stats(self) -> dict[str, Any]:
         """Per shard copy: where, its documents and size, its last commit, its view of retention leases
         (hidden indices too: data streams' backing indices are hidden)."""
-        return dict(self._do("read retention leases", self.es.indices.stats, metric="docs,store", level="shards",
-                             expand_wildcards="open,hidden", filter_path=STATS_FIELDS))
+        return dict(self._do("read retention leases", "GET", "/_stats/docs,store", {
+            "level": "shards", "expand_wildcards": "open,hidden", "filter_path": STATS_FIELDS}))
 
     # --- what the restart engine asks of every product (restart/adapter.py) -------------------
     def gate_snapshot(self, restarting: Collection[str]) -> ClusterSnapshot:
@@ -305,97 +309,98 @@ class ElasticsearchAdapter:
     def put_setting(self, scope: str, key: str, value: Any) -> None:
         if scope not in ("persistent", "transient"):
             raise ClusterError(f"cannot write a setting in scope {scope!r}")
-        self._do(f"set {key}", self.es.cluster.put_settings, **{scope: {key: value}})
+        self._do(f"set {key}", "PUT", "/_cluster/settings", body={scope: {key: value}})
 
     def flush(self) -> None:
-        self._do("flush", self.es.indices.flush, allow_no_indices=True, ignore_unavailable=True,
-                 wait_if_ongoing=True)
+        self._do("flush", "POST", "/_flush", {"allow_no_indices": "true", "ignore_unavailable": "true",
+                                              "wait_if_ongoing": "true"})
 
     def create_lock(self, index: str, doc_id: str, body: dict[str, Any]) -> bool:
         """Create the lock document; False when it already exists (someone else holds it)."""
-        self.calls += 1
-        with translated("take the run lock", self.conn.endpoints):
-            if not self.es.indices.exists(index=index).body:
-                try:
-                    # Hidden: not in index patterns, wildcard searches or `_cat/indices/*`.
-                    self.es.indices.create(index=index, settings={
-                        "number_of_shards": 1, "auto_expand_replicas": "0-all", "index.hidden": True})
-                except elasticsearch.BadRequestError as exc:
-                    if "resource_already_exists" not in str(exc):
-                        raise
-            try:
-                self.es.create(index=index, id=doc_id, document=body, refresh="true")
-            except elasticsearch.ConflictError:
+        try:
+            # Hidden: not in index patterns, wildcard searches or `_cat/indices/*`.
+            self._do("take the run lock", "PUT", f"/{part(index)}", body={"settings": {
+                "number_of_shards": 1, "auto_expand_replicas": "0-all", "index.hidden": True}})
+        except HttpError as exc:
+            if "resource_already_exists" not in str(exc.body):
+                raise
+        try:
+            self._do("take the run lock", "PUT", f"/{part(index)}/_create/{part(doc_id)}", {"refresh": "true"}, body)
+        except HttpError as exc:
+            if exc.status == 409:
                 return False
+            raise
         return True
 
     def read_lock(self, index: str, doc_id: str) -> dict[str, Any] | None:
-        self.calls += 1
-        with translated("read the run lock", self.conn.endpoints):
-            try:
-                return dict(self.es.get(index=index, id=doc_id).body["_source"])
-            except elasticsearch.NotFoundError:
+        try:
+            return dict(self._do("read the run lock", "GET", f"/{part(index)}/_doc/{part(doc_id)}")["_source"])
+        except HttpError as exc:
+            if exc.status == 404:
                 return None
+            raise
 
     def delete_lock(self, index: str, doc_id: str) -> None:
-        self.calls += 1
-        with translated("release the run lock", self.conn.endpoints), contextlib.suppress(
-                elasticsearch.NotFoundError):
-            self.es.delete(index=index, id=doc_id, refresh="true")
+        try:
+            self._do("release the run lock", "DELETE", f"/{part(index)}/_doc/{part(doc_id)}", {"refresh": "true"})
+        except HttpError as exc:
+            if exc.status != 404:
+                raise
 
     def renew_lock(self, index: str, doc_id: str, run_id: str, update: dict[str, Any]) -> bool:
-        self.calls += 1
-        with translated("renew the run lock", self.conn.endpoints):
-            try:
-                found = self.es.get(index=index, id=doc_id).body
-                if found["_source"].get("run_id") != run_id:
-                    return False
-                # Written only if nobody changed the lock since it was read (a takeover, say).
-                self.es.index(index=index, id=doc_id, document={**found["_source"], **update},
-                              if_seq_no=found["_seq_no"], if_primary_term=found["_primary_term"], refresh="true")
-            except (elasticsearch.NotFoundError, elasticsearch.ConflictError):
+        path = f"/{part(index)}/_doc/{part(doc_id)}"
+        try:
+            found = self._do("renew the run lock", "GET", path)
+            if found["_source"].get("run_id") != run_id:
                 return False
+            # Written only if nobody changed the lock since it was read (a takeover, say).
+            self._do("renew the run lock", "PUT", path, {
+                "if_seq_no": found["_seq_no"], "if_primary_term": found["_primary_term"], "refresh": "true"},
+                {**found["_source"], **update})
+        except HttpError as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
         return True
 
     # --- force-merge (orchestrator.forcemerge) --------------------------------------------------
     def indices(self, pattern: str) -> dict[str, Any]:
         """Open indices matching ``pattern``, with their settings."""
-        return dict(self._do(f"resolve {pattern}", self.es.indices.get, index=pattern, expand_wildcards="open",
-                             ignore_unavailable=True, allow_no_indices=True, features="settings"))
+        return dict(self._do(f"resolve {pattern}", "GET", f"/{part(*pattern.split(','))}/_settings", {
+            "expand_wildcards": "open", "ignore_unavailable": "true", "allow_no_indices": "true"}))
 
     def segments(self, indices: list[str]) -> list[dict[str, Any]]:
-        return list(self._do("count segments", self.es.cat.segments, index=",".join(indices), format="json",
-                             h="index,shard,prirep,ip,segment"))
+        return list(self._do("count segments", "GET", f"/_cat/segments/{part(*indices)}",
+                             {"format": "json", "h": "index,shard,prirep,ip,segment"}))
+
+    def refresh(self, indices: list[str]) -> None:
+        self._do("refresh", "POST", f"/{part(*indices)}/_refresh", {"ignore_unavailable": "true"})
 
     def aliases(self, indices: list[str]) -> dict[str, Any]:
-        return dict(self._do("read aliases", self.es.indices.get_alias, index=",".join(indices),
-                             ignore_unavailable=True))
+        return dict(self._do("read aliases", "GET", f"/{part(*indices)}/_alias", {"ignore_unavailable": "true"}))
 
     def data_streams(self) -> list[dict[str, Any]]:
         """Every data stream; none where the cluster has no data streams module (the sandbox)."""
         try:
-            return list(self._do("read data streams", self.es.indices.get_data_stream, name="*")
-                        .get("data_streams", []))
+            return list(self._do("read data streams", "GET", "/_data_stream/*").get("data_streams", []))
         except ClusterError:
             return []
 
     def indexing_stats(self, indices: list[str]) -> dict[str, Any]:
-        return dict(self._do("read indexing stats", self.es.indices.stats, index=",".join(indices),
-                             metric="indexing,docs").get("indices", {}))
+        return dict(self._do("read indexing stats", "GET", f"/{part(*indices)}/_stats/indexing,docs")
+                    .get("indices", {}))
 
     def start_forcemerge(self, index: str, max_segments: int) -> str:
         """Start a force-merge as a task and return its id: no request stays open for the merge's length."""
-        body = self._do(f"start force-merge of {index}", self.es.perform_request, "POST",
-                        f"/{index}/_forcemerge?max_num_segments={max_segments}&wait_for_completion=false",
-                        headers={"accept": "application/json"})
+        body = self._do(f"start force-merge of {index}", "POST", f"/{part(index)}/_forcemerge",
+                        {"max_num_segments": max_segments, "wait_for_completion": "false"})
         return str(body["task"])
 
     def task(self, task_id: str) -> dict[str, Any] | None:
         """The task's status; None when it is no longer known (it completed and was forgotten)."""
-        self.calls += 1
-        with translated(f"follow task {task_id}", self.conn.endpoints):
-            try:
-                return dict(self.es.perform_request("GET", f"/_tasks/{task_id}",
-                                                    headers={"accept": "application/json"}).body)
-            except elasticsearch.NotFoundError:
+        try:
+            return dict(self._do(f"follow task {task_id}", "GET", f"/_tasks/{part(task_id)}"))
+        except HttpError as exc:
+            if exc.status == 404:
                 return None
+            raise

@@ -6,17 +6,17 @@ from collections import Counter
 from collections.abc import Iterable
 from fnmatch import fnmatchcase
 
-from orchestrator.es.settled import Settlement, blocking_text, settle
-from orchestrator.es.snapshot import ClusterSnapshot
 from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.plan import Plan
+from orchestrator.shards.settled import Settlement, blocking_text, settle
+from orchestrator.shards.snapshot import ClusterSnapshot
 
 # The plan's figure: unassigned shard copies when the run started (what --allow-yellow accepted).
 ACCEPTED_UNASSIGNED = "unassigned_shards"
 
 
 def yellow_settlement(snap: ClusterSnapshot, planned_node_ids: Iterable[str]) -> Settlement | None:
-    """For a yellow with nothing moving, whether it is settled (es/settled.py); else None."""
+    """For a yellow with nothing moving, whether it is settled (shards/settled.py); else None."""
     h = snap.health
     if h.status != "yellow" or h.relocating_shards or h.initializing_shards:
         return None

@@ -36,7 +36,7 @@ class Preflight:
     global_blocks: tuple[str, ...] = ()
     shutdowns: tuple[str, ...] = ()  # "node (type)" of every node shutdown record
     running_snapshots: tuple[str, ...] = ()  # "repository:snapshot (state)"
-    # The privileges the connecting user lacks (es/privileges.py); None: not checked (no security API).
+    # The privileges the connecting user lacks (shards/privileges.py); None: not checked (no security API).
     missing_privileges: tuple[str, ...] | None = ()
 
     @classmethod

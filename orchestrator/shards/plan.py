@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.config.model import Inventory
-from orchestrator.es.preflight import preflight_findings
-from orchestrator.es.safety import (
+from orchestrator.restart.plan import EST_START_TO_JOIN_S, EST_STOP_S, Batch, Mode, Plan, SettingChange, Upgrade
+from orchestrator.shards.preflight import preflight_findings
+from orchestrator.shards.safety import (
     ACCEPTED_UNASSIGNED,
     cluster_problems,
     master_notes,
@@ -20,9 +21,8 @@ from orchestrator.es.safety import (
     unavailability,
     yellow_settlement,
 )
-from orchestrator.es.snapshot import ClusterSnapshot, EsNode
-from orchestrator.es.versions import facts_findings, parse_version, path_problems, upgrade_order
-from orchestrator.restart.plan import EST_START_TO_JOIN_S, EST_STOP_S, Batch, Mode, Plan, SettingChange, Upgrade
+from orchestrator.shards.snapshot import ClusterSnapshot, EsNode
+from orchestrator.shards.versions import facts_findings, parse_version, path_problems, upgrade_order
 from orchestrator.units import parse_size
 
 ALLOCATION_ENABLE = "cluster.routing.allocation.enable"
@@ -220,7 +220,7 @@ def build_plan(inv: Inventory, snap: ClusterSnapshot, mode: Mode, tuning: tuple[
     if snap.has_shutdown_api:
         notes.append("the cluster has the node shutdown API; this version restricts allocation with "
                      "`primaries`, which works on every cluster")
-    return Plan(cluster=inv.cluster.name, product="elasticsearch", mode=mode, batches=tuple(batches),
+    return Plan(cluster=inv.cluster.name, product=inv.cluster.product, mode=mode, batches=tuple(batches),
                 settings=tuple(setting_changes(inv, snap)), tuning=tuning,
                 estimate_s=round(sum(b.estimate_s for b in batches), 1), problems=tuple(problems),
                 node_ids=mapping, notes=tuple(notes), figures={ACCEPTED_UNASSIGNED: snap.health.unassigned_shards},

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:  # the snapshot holds this module's UpgradeFacts
-    from orchestrator.es.snapshot import EsNode
+    from orchestrator.shards.snapshot import EsNode
 
 VERSION = re.compile(r"(\d{1,4})\.(\d{1,4})\.(\d{1,4})")
 # The oldest release of the previous major from which a major is reached in one rolling upgrade.

@@ -3,7 +3,7 @@
 Pure: `inventory_document` turns the cluster's answers (`_nodes` with settings and http, the
 awareness setting) and the operator's SSH view (an OpenSSH client config, or what
 `ansible-inventory --list` prints) into an inventory document, checked by the inventory's own model
-before it is written. The adapter reads the answers (`ElasticsearchAdapter.discovery_facts`).
+before it is written. The adapter reads the answers (`ShardClusterAdapter.discovery_facts`).
 """
 
 from __future__ import annotations
@@ -114,9 +114,10 @@ def common(values: list[str | None]) -> str | None:
 
 
 def inventory_document(facts: Facts, endpoint: str, cluster: Mapping[str, Any], ssh: SshView,
-                       name: str | None = None) -> tuple[dict[str, Any], list[str]]:
+                       name: str | None = None, product: str = "elasticsearch") -> tuple[dict[str, Any], list[str]]:
     """(the inventory document, notes for the operator). ``cluster``: the connection settings given to
-    discovery (credentials as secret references, never values)."""
+    discovery (credentials as secret references, never values). ``product``: the server's, which also
+    names its systemd unit and tuning profile."""
     notes = []
     scheme = endpoint.split("://", 1)[0]
     # Every node serving HTTP is an endpoint (elasticsearch-py spreads requests over them).
@@ -125,7 +126,7 @@ def inventory_document(facts: Facts, endpoint: str, cluster: Mapping[str, Any], 
     if len(facts.awareness) > 1:
         notes.append(f"awareness uses {', '.join(facts.awareness)}; zones are read from {attribute} (set "
                      "cluster.awareness_attribute to batch by another)")
-    doc_cluster: dict[str, Any] = {"name": name or facts.cluster_name, "product": "elasticsearch",
+    doc_cluster: dict[str, Any] = {"name": name or facts.cluster_name, "product": product,
                                    "endpoints": endpoints, **cluster}
     if attribute and attribute != "zone":
         doc_cluster["awareness_attribute"] = attribute
@@ -159,5 +160,6 @@ def inventory_document(facts: Facts, endpoint: str, cluster: Mapping[str, Any], 
             entry["ssh_port"] = r.port
     if "known_hosts" not in doc_ssh:
         doc_ssh["known_hosts"] = str(Path("~/.ssh/known_hosts").expanduser())
-    doc = {"cluster": doc_cluster, "ssh": doc_ssh, "nodes": nodes, "tuning": {"profile": "elasticsearch"}}
+    doc = {"cluster": doc_cluster, "ssh": doc_ssh, "service": {"manager": "systemd", "unit": product},
+           "nodes": nodes, "tuning": {"profile": product}}
     return doc, notes

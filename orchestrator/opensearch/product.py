@@ -1,0 +1,39 @@
+"""OpenSearch as a product plug-in of the restart engine (see restart/product.py): the shared shard model
+(shards/) over opensearch-py, with weighted routing in zone mode (opensearch/routing.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from orchestrator.config.model import Inventory
+from orchestrator.errors import ConfigError
+from orchestrator.opensearch import routing
+from orchestrator.restart.adapter import ClusterAdapter
+from orchestrator.restart.steps import StepFn
+from orchestrator.shards.product import ShardProduct
+
+
+class OpenSearchProduct(ShardProduct):
+    name = "opensearch"
+    default_playbook = "opensearch-rolling"
+    upgrade_playbook: str | None = None
+    batch_steps: Mapping[str, StepFn] = MappingProxyType({**ShardProduct.batch_steps, **routing.STEPS})
+    order_rules = (*ShardProduct.order_rules, ("weigh_away_searches", "stop_service"),
+                   ("wait_for_recovery", "restore_search_weights"))
+
+    def connect(self, inv: Inventory) -> ClusterAdapter:
+        from orchestrator.opensearch.adapter import OpenSearchAdapter
+        from orchestrator.opensearch.connect import OpenSearchRest
+        from orchestrator.shards.connection import connection
+
+        if not inv.cluster.endpoints:
+            raise ConfigError("inventory", ["cluster.endpoints: an OpenSearch cluster needs at least one endpoint"])
+        return OpenSearchAdapter(OpenSearchRest(connection(inv)), inv.cluster.awareness_attribute)
+
+    def with_upgrade_facts(self, adapter: ClusterAdapter, snapshot: object) -> object:
+        raise ConfigError("upgrade", ["`orchestrate upgrade` is not available for OpenSearch clusters yet: roll with "
+                                      "`orchestrate restart` and a command step that installs the version"])
+
+
+PRODUCT = OpenSearchProduct()

@@ -1,0 +1,54 @@
+"""Zone mode on OpenSearch: before a zone stops, weighted shard routing sends searches to the other
+zones (weight 0 for the zone leaving); once it has recovered, the weights from before the run are put
+back exactly (none, if none were set). Writes are not affected: they go to primaries wherever they are.
+"""
+
+from __future__ import annotations
+
+from orchestrator.opensearch.adapter import WEIGHTS_SCOPE, OpenSearchAdapter, weights_key
+from orchestrator.restart.context import RunContext
+from orchestrator.restart.events import Event
+from orchestrator.restart.journal import BatchRecord
+from orchestrator.restart.steps import restore_settings, set_temporarily
+
+AWARENESS = "cluster.routing.allocation.awareness.attributes"
+
+
+def adapter(ctx: RunContext) -> OpenSearchAdapter:
+    assert isinstance(ctx.cluster, OpenSearchAdapter), "an OpenSearch step in a run of another product"
+    return ctx.cluster
+
+
+def weights_without(zones: list[str], leaving: set[str], current: dict[str, str] | None) -> dict[str, str]:
+    """The weights that send no search to ``leaving`` and keep the others as they are (1 where unset)."""
+    return {z: "0.0" if z in leaving else (current or {}).get(z, "1.0") for z in zones}
+
+
+def weigh_away_searches(ctx: RunContext, batch: BatchRecord) -> None:
+    if ctx.journal.plan.mode != "zone":
+        return  # one node at a time: its copies' peers serve the searches
+    os = adapter(ctx)
+    attribute = ctx.inv.cluster.awareness_attribute
+    # The awareness setting is often in opensearch.yml: node settings come with the defaults.
+    persistent, transient, defaults = os.cluster_settings(include_defaults=True)
+    configured = {**defaults, **persistent, **transient}.get(AWARENESS, "")
+    in_use = [a.strip() for a in (configured if isinstance(configured, list) else str(configured).split(","))
+              if a.strip()]
+    if attribute not in in_use:
+        ctx.emit(Event("step", f"batch {batch.number}: routing weights left alone: {AWARENESS} does not name "
+                               f"{attribute}", batch=batch.number))
+        return
+    ids = {ctx.journal.plan.node_ids.get(n) for n in batch.nodes}
+    nodes = os.nodes()
+    leaving = {n.zone for n in nodes if n.id in ids and n.zone}
+    zones = sorted({n.zone for n in nodes if n.zone} | leaving)
+    current, _version = os.routing_weights(attribute)
+    set_temporarily(ctx, weights_key(attribute), WEIGHTS_SCOPE, current, weights_without(zones, leaving, current),
+                    batch.number)
+
+
+def restore_search_weights(ctx: RunContext, batch: BatchRecord) -> None:
+    restore_settings(ctx, {weights_key(ctx.inv.cluster.awareness_attribute)})
+
+
+STEPS = {"weigh_away_searches": weigh_away_searches, "restore_search_weights": restore_search_weights}

@@ -1,0 +1,174 @@
+"""OpenSearch, the third product, on real OpenSearch 3.8 nodes (Maven Central jars) in test hosts over
+real sshd: node and zone mode under writes, weighted routing restored exactly, a SIGKILL and a resume,
+and plan, status, report and force-merge."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.sandbox.load import LoadGenerator
+from orchestrator.sandbox.rest import rest_for
+from orchestrator.shards.rest import HttpError, Rest
+from tests.helpers import assert_no_traceback, json_lines, orchestrate
+from tests.integration.conftest import SandboxManager, Shape
+from tests.integration.test_restart import (
+    end_background_run,
+    read_events_until,
+    start_background_run,
+    starts_logged,
+)
+
+# One zone per node: zone mode restarts a node at a time, with search traffic weighed away from it.
+THREE_ZONES = Shape(nodes=3, zones=3, product="opensearch", es_version="3.8.0")
+pytestmark = pytest.mark.sandbox_shape("opensearch")
+WEIGHTS = "/_cluster/routing/awareness/zone/weights"
+
+
+def os_rest(info: dict[str, Any]) -> Rest:
+    return rest_for("opensearch", info["endpoints"], timeout_s=30)
+
+
+def settings(rest: Rest) -> dict[str, Any]:
+    raw = rest.request("settings", "GET", "/_cluster/settings", {"flat_settings": "true"})
+    return {"persistent": raw["persistent"], "transient": raw["transient"]}
+
+
+def weights(rest: Rest) -> dict[str, str] | None:
+    try:
+        return rest.request("weights", "GET", WEIGHTS).get("weights") or None
+    except HttpError as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def prepared(sandboxes: SandboxManager) -> tuple[dict[str, Any], Rest]:
+    info = sandboxes.get(THREE_ZONES)
+    rest = os_rest(info)
+    try:
+        rest.request("sample", "GET", "/sample-1/_count")
+    except HttpError:
+        proc = orchestrate("sandbox", "load", "--docs", "6000")
+        assert proc.returncode == 0, proc.stderr
+    rest.request("green", "GET", "/_cluster/health", {"wait_for_status": "green", "timeout": "60s"})
+    return info, rest
+
+
+def restart_under_writes(info: dict[str, Any], rest: Rest, by: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A restart with a write and search load through every node; the load's verdict is asserted."""
+    load = LoadGenerator(info["endpoints"], index=f"load-{by}", duration_s=600, max_docs=100_000,
+                         product="opensearch")
+    load.start_then_mark("during")
+    proc = orchestrate("restart", "--cluster", "sandbox", "--by", by, "--yes", "--json", timeout=900)
+    load.mark("after")
+    time.sleep(2)
+    load.stop()
+    report = load.report()
+    print(f"load during the OpenSearch {by}-mode restart: {json.dumps(report)}")
+    assert load.missing_acknowledged() == [], "an acknowledged document was lost"
+    assert report["red_samples"] == 0 and report["health_samples"] > 10
+    assert report["windows"]["during"]["index_ok"] > 0
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert_no_traceback(proc)
+    events = json_lines(proc.stdout)
+    assert events[-1]["event"] == "summary" and events[-1]["result"] == "succeeded"
+    return events[-1], events
+
+
+def test_node_and_zone_mode_restarts_under_writes_restore_settings_and_routing_weights(
+        sandboxes: SandboxManager, tmp_path: Path) -> None:
+    info, rest = prepared(sandboxes)
+    rest.request("settings", "PUT", "/_cluster/settings", body={
+        "persistent": {"indices.recovery.max_bytes_per_sec": "50mb"},
+        "transient": {"cluster.routing.allocation.node_concurrent_recoveries": "3"}})
+    before = settings(rest)
+    before_starts = starts_logged(info)
+
+    plan = orchestrate("plan", "--cluster", "sandbox", "--json")
+    assert plan.returncode == 0, plan.stderr
+    assert json.loads(plan.stdout)["safe"] is True and settings(rest) == before
+
+    summary, events = restart_under_writes(info, rest, "node")
+    assert all(n["restarted"] for n in summary["nodes"]) and len(summary["batches"]) == 3
+    assert not any("routing/awareness" in e.get("message", "") for e in events), "node mode leaves weights alone"
+    assert settings(rest) == before
+
+    # Zone mode, with weights an operator set (zone-2 takes twice the searches): each zone weighed to 0
+    # while it restarts, and the operator's weights back at the end.
+    theirs = {"zone-1": "1.0", "zone-2": "2.0", "zone-3": "1.0"}
+    rest.request("weights", "PUT", WEIGHTS, body={"weights": theirs, "_version": -1})
+    summary, events = restart_under_writes(info, rest, "zone")
+    shifted = [e for e in events if e.get("event") == "undo" and "routing/awareness/zone/weights" in e["message"]]
+    assert [e["message"].startswith("set ") for e in shifted] == [True, False] * 3, [e["message"] for e in shifted]
+    for batch, e in zip(summary["batches"], shifted[::2], strict=True):
+        zone = {n["zone"] for n in info["nodes"] if n["name"] in batch["nodes"]}
+        assert {z for z, w in e["data"]["value"].items() if float(w) == 0} == zone
+    assert weights(rest) == theirs
+    assert settings(rest) == before
+    report = orchestrate("report", "--cluster", "sandbox", "--html", str(tmp_path / "report.html"))
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert "from peers" in report.stdout and "es-3" in (tmp_path / "report.html").read_text()
+    assert starts_logged(sandboxes.status()) == {k: v + 2 for k, v in before_starts.items()}
+
+    rest.request("weights", "DELETE", "/_cluster/routing/awareness/weights",
+                 body={"_version": rest.request("weights", "GET", WEIGHTS)["_version"]})
+    rest.request("settings", "PUT", "/_cluster/settings", body={
+        "persistent": {"indices.recovery.max_bytes_per_sec": None},
+        "transient": {"cluster.routing.allocation.node_concurrent_recoveries": None}})
+
+
+def test_sigkill_mid_zone_run_then_resume_puts_the_weights_back(sandboxes: SandboxManager) -> None:
+    info, rest = prepared(sandboxes)
+    before_starts = starts_logged(info)
+    assert weights(rest) is None
+    run = start_background_run("--by", "zone")
+    try:
+        seen = read_events_until(run, lambda e: e.get("event") == "phase" and e.get("batch") == 2
+                                 and e.get("phase") == "stopped", 300)
+        # Killed while the second zone is down: its weight 0 and the restricted allocation stay, journaled.
+        down = next(n["zone"] for n in info["nodes"] if n["name"] == seen[-1]["node"])
+        assert {z for z, w in (weights(rest) or {}).items() if float(w) == 0} == {down}
+    finally:
+        end_background_run(run, signal.SIGKILL, 30)
+    status = json.loads(orchestrate("status", "--cluster", "sandbox", "--json").stdout)
+    assert any("routing/awareness" in s["key"] for s in status["temporary_settings"]), status["temporary_settings"]
+    proc = orchestrate("resume", "--cluster", "sandbox", "--json", timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json_lines(proc.stdout)[-1]["result"] == "succeeded"
+    assert starts_logged(sandboxes.status()) == {k: v + 1 for k, v in before_starts.items()}
+    assert weights(rest) is None, "no weights before the run: none after it"
+    assert rest.request("health", "GET", "/_cluster/health")["status"] == "green"
+
+
+def test_status_and_forcemerge_on_opensearch_and_a_mismatched_product_is_a_clear_error(
+        sandboxes: SandboxManager, tmp_path: Path) -> None:
+    info, rest = prepared(sandboxes)
+    status = orchestrate("status", "--cluster", "sandbox", "--json")
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["health"]["number_of_nodes"] == 3
+
+    merged = orchestrate("forcemerge", "--cluster", "sandbox", "--indices", "sample-*", "--max-segments", "1",
+                         "--yes", "--json", timeout=600)
+    assert merged.returncode == 0, merged.stderr[-2000:]
+    rows = rest.request("segments", "GET", "/_cat/segments/sample-*", {"format": "json", "h": "index,shard,prirep,ip"})
+    per_copy: dict[tuple[str, ...], int] = {}
+    for r in rows:
+        key = (r["index"], r["shard"], r["prirep"], r["ip"])
+        per_copy[key] = per_copy.get(key, 0) + 1
+    assert per_copy and max(per_copy.values()) == 1, per_copy
+
+
+    # The inventory says Elasticsearch, the cluster is OpenSearch: refused with what to change.
+    inventory = Path(info["inventory"]).read_text().replace("product: opensearch", "product: elasticsearch")
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text(inventory.replace("playbook: opensearch-rolling", "playbook: elasticsearch-rolling"))
+    refused = orchestrate("plan", "--config", str(wrong))
+    assert refused.returncode == 4, refused.stderr
+    assert "cluster.product: opensearch" in refused.stderr
+    assert_no_traceback(refused)
