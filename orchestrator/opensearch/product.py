@@ -4,12 +4,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from types import MappingProxyType
 
 from orchestrator.config.model import Inventory
 from orchestrator.errors import ConfigError
 from orchestrator.opensearch import routing
+from orchestrator.opensearch.adapter import weights_key
 from orchestrator.restart.adapter import ClusterAdapter
+from orchestrator.restart.journal import RunOptions
+from orchestrator.restart.plan import Mode, Plan
 from orchestrator.restart.steps import StepFn
 from orchestrator.shards.product import ShardProduct
 
@@ -21,6 +25,16 @@ class OpenSearchProduct(ShardProduct):
     batch_steps: Mapping[str, StepFn] = MappingProxyType({**ShardProduct.batch_steps, **routing.STEPS})
     order_rules = (*ShardProduct.order_rules, ("weigh_away_searches", "stop_service"),
                    ("wait_for_recovery", "restore_search_weights"))
+
+    def plan(self, inv: Inventory, snapshot: object, mode: Mode, options: RunOptions,
+             tuning: tuple[str, ...]) -> Plan:
+        plan = super().plan(inv, snapshot, mode, options, tuning)
+        if mode != Mode.ZONE:
+            return plan
+        attribute = inv.cluster.awareness_attribute
+        return replace(plan, notes=(*plan.notes, f"searches are weighed away from each {attribute} while it restarts "
+                                                 f"({weights_key(attribute)}: weight 0 for it, the others kept), "
+                                                 "and the weights from before the run are put back exactly"))
 
     def connect(self, inv: Inventory) -> ClusterAdapter:
         from orchestrator.opensearch.adapter import OpenSearchAdapter

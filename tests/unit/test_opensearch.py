@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+import yaml
 
 from orchestrator import products
 from orchestrator.config.playbook import load_playbook
@@ -134,12 +135,14 @@ def test_the_opensearch_playbook_loads_and_puts_the_weights_around_the_stop() ->
 
 
 class Answering(http.server.BaseHTTPRequestHandler):
-    """`GET /` of a server that is not OpenSearch (Elasticsearch 9), and nothing else."""
+    """A server's answers by path (``paths``, without the query), ``answer`` (its `GET /`) to any other."""
 
     answer: ClassVar[dict[str, Any]] = {}
+    paths: ClassVar[dict[str, Any]] = {}
 
     def do_GET(self) -> None:
-        body = json.dumps(self.answer).encode()
+        path = self.path.split("?")[0]
+        body = json.dumps(self.paths.get(path, self.answer)).encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(body)))
@@ -152,7 +155,7 @@ class Answering(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server() -> Iterator[tuple[str, type[Answering]]]:
-    handler = type("Handler", (Answering,), {})
+    handler = type("Handler", (Answering,), {"paths": {}})
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -199,3 +202,24 @@ def test_an_opensearch_plan_is_the_shared_one_and_says_it_is_opensearch() -> Non
              for name in ("opensearch", "elasticsearch")}
     assert plans["opensearch"].product == "opensearch" and plans["elasticsearch"].product == "elasticsearch"
     assert plans["opensearch"].batches == plans["elasticsearch"].batches and plans["opensearch"].safe
+    # The plan says what zone mode does to search routing (Elasticsearch has no such API).
+    said = [n for n in plans["opensearch"].notes if "weighed away" in n]
+    assert len(said) == 1 and "_cluster/routing/awareness/zone/weights" in said[0]
+    assert not any("weighed away" in n for n in plans["elasticsearch"].notes)
+
+
+def test_discovery_recognises_an_opensearch_cluster_and_writes_its_product(server: tuple[str, type[Answering]]) -> None:
+    from orchestrator.runs.discover import discover
+    from tests.unit.test_discover import answers
+
+    url, handler = server
+    handler.answer = {"version": {"number": "3.8.0", "distribution": "opensearch"}}
+    handler.paths = {"/_cluster/health": {"cluster_name": "search", "status": "green"},
+                     "/_nodes/settings,http": answers("zone"),
+                     "/_cluster/settings": {"persistent": {}, "transient": {}, "defaults": {
+                         "cluster.routing.allocation.awareness.attributes": "zone"}}}
+    text, _notes = discover(url, {})
+    doc = yaml.safe_load(text)
+    assert doc["cluster"]["product"] == "opensearch" and doc["cluster"]["name"] == "search"
+    assert doc["service"] == {"manager": "systemd", "unit": "opensearch"} and doc["tuning"]["profile"] == "opensearch"
+    assert [n["zone"] for n in doc["nodes"]] == ["r1", "r0", "r1"]
