@@ -52,8 +52,9 @@ def up(
                                                                 "instead of Elasticsearch. riak: Riak test hosts "
                                                                 "running the Riak stand-in of tests/fixtures/riak "
                                                                 "(netns only)."),
-    os_version: str = typer.Option("3.8.0", help="OpenSearch version, with --product opensearch: 3.8.0 is tested "
-                                                 "(the last with its netty module on Maven Central)."),
+    os_version: str = typer.Option("3.8.0", help="OpenSearch version, with --product opensearch: 3.8.0 (the last "
+                                                 "with its netty module on Maven Central, on Java 21+) and 2.19.1 "
+                                                 "(on a JDK 17-23: it needs the security manager) are tested."),
 ) -> None:
     """Start the sandbox and return when the cluster is green (Riak: every node serving riak_kv).
 

@@ -111,7 +111,7 @@ def cached_home(name: str, layout_version: str, build: Callable[[Path, Path], No
 def resolve_jars(version: str, tmp: Path, pom: str = POM, product: str = "Elasticsearch") -> list[Path]:
     if shutil.which("mvn") is None:
         raise SandboxError(f"Maven (`mvn`) is needed to fetch {product} from Maven Central: apt-get install maven")
-    (tmp / "pom.xml").write_text(pom.format(v=version))
+    (tmp / "pom.xml").write_text(pom.replace("{v}", version))
     out = tmp / "jars"
     cmd = ["mvn", "-B", "-q", "-f", str(tmp / "pom.xml"), "dependency:copy-dependencies",
            "-DincludeScope=runtime", f"-DoutputDirectory={out}"]

@@ -30,9 +30,11 @@ def java_major(java_home: Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def find_java_home(es_version: str, need: int | None = None, product: str = "Elasticsearch") -> Path:
+def find_java_home(es_version: str, need: int | None = None, product: str = "Elasticsearch",
+                   below: int | None = None) -> Path:
     """The first JDK (with javac) that is new enough: $ORCHESTRATOR_JAVA_HOME, $JAVA_HOME, then /usr/lib/jvm.
-    ``need``: the Java major version, when not Elasticsearch's for ``es_version``."""
+    ``need``: the Java major version, when not Elasticsearch's for ``es_version``; ``below``: the first
+    major version that cannot run it (OpenSearch 2.x needs the security manager, gone in Java 24)."""
     need = need or required_java(es_version)
     candidates: list[Path] = []
     for var in ("ORCHESTRATOR_JAVA_HOME", "JAVA_HOME"):
@@ -46,10 +48,12 @@ def find_java_home(es_version: str, need: int | None = None, product: str = "Ela
     for home in candidates:
         major = java_major(home)
         seen.append(f"{home} (java {major if major else '?'})")
-        if major is not None and major >= need and (home / "bin" / "javac").is_file():
+        if major is not None and major >= need and (below is None or major < below) and \
+                (home / "bin" / "javac").is_file():
             return home
+    wanted = f"a JDK {need} or later" + (f", before {below}," if below else "")
     raise SandboxError(
-        f"{product} {es_version} needs a JDK {need} or later with javac, and none was found.\n"
+        f"{product} {es_version} needs {wanted} with javac, and none was found.\n"
         f"Looked at: {', '.join(seen) or 'nothing'}.\n"
         f"Install one (e.g. `apt-get install openjdk-{max(need, 17)}-jdk-headless`) or set ORCHESTRATOR_JAVA_HOME."
     )

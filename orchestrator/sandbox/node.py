@@ -96,11 +96,12 @@ def common_jvm_options(java_home: Path, node_dir: Path, heap_mb: int) -> list[st
 
 
 def opensearch_jvm_command(home: OpenSearchHome, node_dir: Path, heap_mb: int) -> list[str]:
-    """OpenSearch runs from the class path with its own (published) Java agent; no launcher needed."""
+    """OpenSearch runs from the class path (3.x with its own published Java agent); no launcher needed."""
+    agent = [f"-javaagent:{home.agent_jar}"] if home.agent_jar else []
     return [
         *common_jvm_options(home.java_home, node_dir, heap_mb),
         "--add-modules=jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED",
-        f"-javaagent:{home.agent_jar}",
+        *agent,
         f"-Dopensearch.path.home={home.path}", f"-Dopensearch.path.conf={node_dir / 'config'}",
         "-Dopensearch.distribution.type=tar",
         "-cp", f"{home.path / 'lib'}/*",

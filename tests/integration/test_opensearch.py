@@ -1,6 +1,6 @@
-"""OpenSearch, the third product, on real OpenSearch 3.8 nodes (Maven Central jars) in test hosts over
-real sshd: node and zone mode under writes, weighted routing restored exactly, a SIGKILL and a resume,
-and plan, status, report and force-merge."""
+"""OpenSearch, the third product, on real OpenSearch nodes (Maven Central jars) in test hosts over real
+sshd: node mode on 3 nodes of 3.8.0 and zone mode on 6 nodes of 2.19.1 under writes, weighted routing
+restored exactly, a SIGKILL mid-batch and a resume, and plan, status, report and force-merge."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ from tests.integration.test_restart import (
 
 # One zone per node: zone mode restarts a node at a time, with search traffic weighed away from it.
 THREE_ZONES = Shape(nodes=3, zones=3, product="opensearch", es_version="3.8.0")
+# OpenSearch 2.x on a JDK 17 (it needs the security manager): the zone-mode test runs on it.
+SIX_NODES_THREE_ZONES = Shape(nodes=6, zones=3, product="opensearch", es_version="2.19.1")
 pytestmark = pytest.mark.sandbox_shape("opensearch")
 WEIGHTS = "/_cluster/routing/awareness/zone/weights"
 
@@ -48,8 +50,8 @@ def weights(rest: Rest) -> dict[str, str] | None:
         raise
 
 
-def prepared(sandboxes: SandboxManager) -> tuple[dict[str, Any], Rest]:
-    info = sandboxes.get(THREE_ZONES)
+def prepared(sandboxes: SandboxManager, shape: Shape = THREE_ZONES) -> tuple[dict[str, Any], Rest]:
+    info = sandboxes.get(shape)
     rest = os_rest(info)
     try:
         rest.request("sample", "GET", "/sample-1/_count")
@@ -81,7 +83,7 @@ def restart_under_writes(info: dict[str, Any], rest: Rest, by: str) -> tuple[dic
     return events[-1], events
 
 
-def test_node_and_zone_mode_restarts_under_writes_restore_settings_and_routing_weights(
+def test_node_mode_restart_under_writes_restores_settings_and_leaves_routing_alone(
         sandboxes: SandboxManager, tmp_path: Path) -> None:
     info, rest = prepared(sandboxes)
     rest.request("settings", "PUT", "/_cluster/settings", body={
@@ -97,30 +99,40 @@ def test_node_and_zone_mode_restarts_under_writes_restore_settings_and_routing_w
     summary, events = restart_under_writes(info, rest, "node")
     assert all(n["restarted"] for n in summary["nodes"]) and len(summary["batches"]) == 3
     assert not any("routing/awareness" in e.get("message", "") for e in events), "node mode leaves weights alone"
-    assert settings(rest) == before
+    assert settings(rest) == before and weights(rest) is None
+    assert starts_logged(sandboxes.status()) == {k: v + 1 for k, v in before_starts.items()}
+    report = orchestrate("report", "--cluster", "sandbox", "--html", str(tmp_path / "report.html"))
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert "from peers" in report.stdout and "es-3" in (tmp_path / "report.html").read_text()
+    rest.request("settings", "PUT", "/_cluster/settings", body={
+        "persistent": {"indices.recovery.max_bytes_per_sec": None},
+        "transient": {"cluster.routing.allocation.node_concurrent_recoveries": None}})
 
-    # Zone mode, with weights an operator set (zone-2 takes twice the searches): each zone weighed to 0
-    # while it restarts, and the operator's weights back at the end.
+
+@pytest.mark.sandbox_shape("opensearch-zones")
+def test_zone_mode_restart_of_six_nodes_under_writes_weighs_searches_away_and_restores_the_weights(
+        sandboxes: SandboxManager) -> None:
+    info, rest = prepared(sandboxes, SIX_NODES_THREE_ZONES)
+    before = settings(rest)
+    before_starts = starts_logged(info)
+    # Weights an operator set (zone-2 takes twice the searches): each zone weighed to 0 while it
+    # restarts, the others kept, and the operator's weights back at the end.
     theirs = {"zone-1": "1.0", "zone-2": "2.0", "zone-3": "1.0"}
     rest.request("weights", "PUT", WEIGHTS, body={"weights": theirs, "_version": -1})
     summary, events = restart_under_writes(info, rest, "zone")
+    assert [len(b["nodes"]) for b in summary["batches"]] == [2, 2, 2]
     shifted = [e for e in events if e.get("event") == "undo" and "routing/awareness/zone/weights" in e["message"]]
     assert [e["message"].startswith("set ") for e in shifted] == [True, False] * 3, [e["message"] for e in shifted]
     for batch, e in zip(summary["batches"], shifted[::2], strict=True):
         zone = {n["zone"] for n in info["nodes"] if n["name"] in batch["nodes"]}
-        assert {z for z, w in e["data"]["value"].items() if float(w) == 0} == zone
+        assert len(zone) == 1 and {z for z, w in e["data"]["value"].items() if float(w) == 0} == zone
+        assert {z: w for z, w in e["data"]["value"].items() if z not in zone} == \
+            {z: w for z, w in theirs.items() if z not in zone}
     assert weights(rest) == theirs
     assert settings(rest) == before
-    report = orchestrate("report", "--cluster", "sandbox", "--html", str(tmp_path / "report.html"))
-    assert report.returncode == 0, report.stderr[-2000:]
-    assert "from peers" in report.stdout and "es-3" in (tmp_path / "report.html").read_text()
-    assert starts_logged(sandboxes.status()) == {k: v + 2 for k, v in before_starts.items()}
-
+    assert starts_logged(sandboxes.status()) == {k: v + 1 for k, v in before_starts.items()}
     rest.request("weights", "DELETE", "/_cluster/routing/awareness/weights",
                  body={"_version": rest.request("weights", "GET", WEIGHTS)["_version"]})
-    rest.request("settings", "PUT", "/_cluster/settings", body={
-        "persistent": {"indices.recovery.max_bytes_per_sec": None},
-        "transient": {"cluster.routing.allocation.node_concurrent_recoveries": None}})
 
 
 def test_sigkill_mid_zone_run_then_resume_puts_the_weights_back(sandboxes: SandboxManager) -> None:

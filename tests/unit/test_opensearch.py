@@ -223,3 +223,17 @@ def test_discovery_recognises_an_opensearch_cluster_and_writes_its_product(serve
     assert doc["cluster"]["product"] == "opensearch" and doc["cluster"]["name"] == "search"
     assert doc["service"] == {"manager": "systemd", "unit": "opensearch"} and doc["tuning"]["profile"] == "opensearch"
     assert [n["zone"] for n in doc["nodes"]] == ["r1", "r0", "r1"]
+
+
+def test_the_sandbox_assembles_opensearch_2_and_3_each_with_what_it_needs() -> None:
+    from orchestrator.errors import SandboxError
+    from orchestrator.sandbox.opensearch_home import ensure_opensearch_home, pom
+
+    three, two = pom("3.8.0"), pom("2.19.1")
+    # 3.x: its Java agent (the security manager's successor) and a log4j-core of its log4j-api.
+    assert "opensearch-agent-bootstrap" in three and "<version>2.25.4</version>" in three
+    assert "opensearch-agent" not in two and "<version>2.21.0</version>" in two
+    assert all("<version>2.19.1</version>" in two.split(a)[1].split("</dependency>")[0]
+               for a in ("<artifactId>opensearch</artifactId>", "transport-netty4-client", "plugin-classloader"))
+    with pytest.raises(SandboxError, match=r"2\.x and 3\.x"):
+        ensure_opensearch_home("1.3.20")
