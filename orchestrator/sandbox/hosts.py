@@ -300,14 +300,22 @@ def pid_alive(pid: int | None) -> bool:
 
 def stop_host(unshare_pid: int | None, init_pid: int | None, timeout_s: float = 60) -> None:
     """Graceful power-off (services stopped by the host's init), then a hard one if needed."""
-    if pid_alive(init_pid):
-        os.kill(init_pid, signal.SIGTERM)  # type: ignore[arg-type]
-        deadline = time.monotonic() + timeout_s
-        while pid_alive(init_pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-    for pid in (init_pid, unshare_pid):
-        if pid_alive(pid):
-            os.kill(pid, signal.SIGKILL)  # type: ignore[arg-type]
+    stop_hosts([(unshare_pid, init_pid)], timeout_s)
+
+
+def stop_hosts(hosts: list[tuple[int | None, int | None]], timeout_s: float = 60) -> None:
+    """Power off every (unshare PID, init PID) at once, then a hard power-off of any still up after
+    ``timeout_s``: hosts whose services are slow to stop (OpenSearch 2.x: 50 s) stop side by side."""
+    for _unshare, init_pid in hosts:
+        if pid_alive(init_pid):
+            os.kill(init_pid, signal.SIGTERM)  # type: ignore[arg-type]
+    deadline = time.monotonic() + timeout_s
+    while any(pid_alive(init) for _, init in hosts) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for unshare_pid, init_pid in hosts:
+        for pid in (init_pid, unshare_pid):
+            if pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)  # type: ignore[arg-type]
 
 
 def delete_network(host_netns: str, veth: str | None) -> None:

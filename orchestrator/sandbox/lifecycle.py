@@ -333,11 +333,12 @@ def down(paths: SandboxPaths, say: Say) -> int:
     st = state.load(paths.state_file)
     stopped = 0
     if st is not None:
-        for h in [*st.hosts, *([st.bastion] if st.bastion else [])]:
+        every = [*st.hosts, *([st.bastion] if st.bastion else [])]
+        if st.mode == "netns":
+            stopped = sum(1 for h in every if hosts.pid_alive(h.init_pid))
+            hosts.stop_hosts([(h.unshare_pid, h.init_pid) for h in every])
+        for h in every:
             if st.mode == "netns":
-                if hosts.pid_alive(h.init_pid):
-                    stopped += 1
-                hosts.stop_host(h.unshare_pid, h.init_pid)
                 if h.netns:
                     hosts.delete_network(h.netns, h.veth)
             else:

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 
 # Tests run grouped by the sandbox they need, so each shape is started once: a `sandbox up` costs
 # 15-20 s. Unmarked tests use the default 3-node sandbox; `sandbox_last` tests end their group.
-SHAPE_ORDER = ["default", "zones", "es8", "upgrade-zones", "bastion", "local", "opensearch", "opensearch-zones",
+SHAPE_ORDER = ["default", "zones", "es8", "upgrade-zones", "bastion", "local", "opensearch", "opensearch-2",
                "riak"]
 
 

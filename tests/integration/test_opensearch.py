@@ -1,6 +1,6 @@
 """OpenSearch, the third product, on real OpenSearch nodes (Maven Central jars) in test hosts over real
-sshd: node mode on 3 nodes of 3.8.0 and zone mode on 6 nodes of 2.19.1 under writes, weighted routing
-restored exactly, a SIGKILL mid-batch and a resume, and plan, status, report and force-merge."""
+sshd: node and zone mode under writes on 3.8.0, weighted routing restored exactly, a SIGKILL mid-batch
+and a resume, plan, status, report and force-merge; and a 2.19.1 sandbox planned and read."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ from tests.integration.test_restart import (
 
 # One zone per node: zone mode restarts a node at a time, with search traffic weighed away from it.
 THREE_ZONES = Shape(nodes=3, zones=3, product="opensearch", es_version="3.8.0")
-# OpenSearch 2.x on a JDK 17 (it needs the security manager): the zone-mode test runs on it.
-SIX_NODES_THREE_ZONES = Shape(nodes=6, zones=3, product="opensearch", es_version="2.19.1")
+# OpenSearch 2.x on a JDK 17 (it needs the security manager).
+OPENSEARCH_2 = Shape(nodes=3, zones=3, product="opensearch", es_version="2.19.1")
 pytestmark = pytest.mark.sandbox_shape("opensearch")
 WEIGHTS = "/_cluster/routing/awareness/zone/weights"
 
@@ -83,7 +83,7 @@ def restart_under_writes(info: dict[str, Any], rest: Rest, by: str) -> tuple[dic
     return events[-1], events
 
 
-def test_node_mode_restart_under_writes_restores_settings_and_leaves_routing_alone(
+def test_node_and_zone_mode_restarts_under_writes_restore_settings_and_routing_weights(
         sandboxes: SandboxManager, tmp_path: Path) -> None:
     info, rest = prepared(sandboxes)
     rest.request("settings", "PUT", "/_cluster/settings", body={
@@ -100,27 +100,12 @@ def test_node_mode_restart_under_writes_restores_settings_and_leaves_routing_alo
     assert all(n["restarted"] for n in summary["nodes"]) and len(summary["batches"]) == 3
     assert not any("routing/awareness" in e.get("message", "") for e in events), "node mode leaves weights alone"
     assert settings(rest) == before and weights(rest) is None
-    assert starts_logged(sandboxes.status()) == {k: v + 1 for k, v in before_starts.items()}
-    report = orchestrate("report", "--cluster", "sandbox", "--html", str(tmp_path / "report.html"))
-    assert report.returncode == 0, report.stderr[-2000:]
-    assert "from peers" in report.stdout and "es-3" in (tmp_path / "report.html").read_text()
-    rest.request("settings", "PUT", "/_cluster/settings", body={
-        "persistent": {"indices.recovery.max_bytes_per_sec": None},
-        "transient": {"cluster.routing.allocation.node_concurrent_recoveries": None}})
 
-
-@pytest.mark.sandbox_shape("opensearch-zones")
-def test_zone_mode_restart_of_six_nodes_under_writes_weighs_searches_away_and_restores_the_weights(
-        sandboxes: SandboxManager) -> None:
-    info, rest = prepared(sandboxes, SIX_NODES_THREE_ZONES)
-    before = settings(rest)
-    before_starts = starts_logged(info)
-    # Weights an operator set (zone-2 takes twice the searches): each zone weighed to 0 while it
-    # restarts, the others kept, and the operator's weights back at the end.
+    # Zone mode, with weights an operator set (zone-2 takes twice the searches): each zone weighed to 0
+    # while it restarts, the others kept, and the operator's weights back at the end.
     theirs = {"zone-1": "1.0", "zone-2": "2.0", "zone-3": "1.0"}
     rest.request("weights", "PUT", WEIGHTS, body={"weights": theirs, "_version": -1})
     summary, events = restart_under_writes(info, rest, "zone")
-    assert [len(b["nodes"]) for b in summary["batches"]] == [2, 2, 2]
     shifted = [e for e in events if e.get("event") == "undo" and "routing/awareness/zone/weights" in e["message"]]
     assert [e["message"].startswith("set ") for e in shifted] == [True, False] * 3, [e["message"] for e in shifted]
     for batch, e in zip(summary["batches"], shifted[::2], strict=True):
@@ -130,9 +115,16 @@ def test_zone_mode_restart_of_six_nodes_under_writes_weighs_searches_away_and_re
             {z: w for z, w in theirs.items() if z not in zone}
     assert weights(rest) == theirs
     assert settings(rest) == before
-    assert starts_logged(sandboxes.status()) == {k: v + 1 for k, v in before_starts.items()}
+    assert starts_logged(sandboxes.status()) == {k: v + 2 for k, v in before_starts.items()}
+    report = orchestrate("report", "--cluster", "sandbox", "--html", str(tmp_path / "report.html"))
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert "from peers" in report.stdout and "es-3" in (tmp_path / "report.html").read_text()
+
     rest.request("weights", "DELETE", "/_cluster/routing/awareness/weights",
                  body={"_version": rest.request("weights", "GET", WEIGHTS)["_version"]})
+    rest.request("settings", "PUT", "/_cluster/settings", body={
+        "persistent": {"indices.recovery.max_bytes_per_sec": None},
+        "transient": {"cluster.routing.allocation.node_concurrent_recoveries": None}})
 
 
 def test_sigkill_mid_zone_run_then_resume_puts_the_weights_back(sandboxes: SandboxManager) -> None:
@@ -184,3 +176,17 @@ def test_status_and_forcemerge_on_opensearch_and_a_mismatched_product_is_a_clear
     assert refused.returncode == 4, refused.stderr
     assert "cluster.product: opensearch" in refused.stderr
     assert_no_traceback(refused)
+
+
+@pytest.mark.sandbox_shape("opensearch-2")
+def test_an_opensearch_2_sandbox_is_planned_and_read_like_3(sandboxes: SandboxManager) -> None:
+    """2.x runs here too (on a JDK 17): the plug-in reads it as it reads 3.x, zone mode included."""
+    rest = os_rest(sandboxes.get(OPENSEARCH_2))  # no data: planning and reading are what is shown
+    assert rest.request("root", "GET", "/")["version"]["number"] == "2.19.1"
+    plan = orchestrate("plan", "--cluster", "sandbox", "--by", "zone", "--json")
+    assert plan.returncode == 0, plan.stderr
+    planned = json.loads(plan.stdout)
+    assert planned["safe"] is True and [len(b["nodes"]) for b in planned["batches"]] == [1, 1, 1]
+    assert any("weighed away" in n for n in planned["notes"])
+    status = orchestrate("status", "--cluster", "sandbox", "--json")
+    assert status.returncode == 0 and json.loads(status.stdout)["health"]["status"] == "green"
