@@ -77,7 +77,6 @@ class ElasticsearchRest:
     label = "Elasticsearch"
 
     def __init__(self, conn: Connection, client: elasticsearch.Elasticsearch | None = None) -> None:
-        self.conn = conn
         self.endpoints = conn.endpoints
         self.client = client or make_client(conn)
 

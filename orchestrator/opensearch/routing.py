@@ -9,9 +9,9 @@ from orchestrator.opensearch.adapter import WEIGHTS_SCOPE, OpenSearchAdapter, we
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
 from orchestrator.restart.journal import BatchRecord
+from orchestrator.restart.plan import Mode
 from orchestrator.restart.steps import restore_settings, set_temporarily
-
-AWARENESS = "cluster.routing.allocation.awareness.attributes"
+from orchestrator.shards.discover import AWARENESS, awareness_in_force
 
 
 def adapter(ctx: RunContext) -> OpenSearchAdapter:
@@ -25,16 +25,12 @@ def weights_without(zones: list[str], leaving: set[str], current: dict[str, str]
 
 
 def weigh_away_searches(ctx: RunContext, batch: BatchRecord) -> None:
-    if ctx.journal.plan.mode != "zone":
+    if ctx.journal.plan.mode != Mode.ZONE:
         return  # one node at a time: its copies' peers serve the searches
     os = adapter(ctx)
     attribute = ctx.inv.cluster.awareness_attribute
-    # The awareness setting is often in opensearch.yml: node settings come with the defaults.
     persistent, transient, defaults = os.cluster_settings(include_defaults=True)
-    configured = {**defaults, **persistent, **transient}.get(AWARENESS, "")
-    in_use = [a.strip() for a in (configured if isinstance(configured, list) else str(configured).split(","))
-              if a.strip()]
-    if attribute not in in_use:
+    if attribute not in awareness_in_force({**defaults, **persistent, **transient}):
         ctx.emit(Event("step", f"batch {batch.number}: routing weights left alone: {AWARENESS} does not name "
                                f"{attribute}", batch=batch.number))
         return

@@ -34,17 +34,18 @@ def create_index(rest: Rest, index: str, shards: int = 3, replicas: int = 1) -> 
 
 def bulk_index(rest: Rest, lines: Iterator[str]) -> int:
     """Send the bulk lines in chunks; the number of documents the cluster refused."""
+    def send(chunk: list[str]) -> int:
+        answer = rest.request("bulk index", "POST", "/_bulk", body="\n".join(chunk) + "\n")
+        return sum(1 for item in answer["items"] if next(iter(item.values())).get("error")) \
+            if answer.get("errors") else 0
+
     refused = 0
     chunk: list[str] = []
-    for line in [*lines, ""]:
-        if line:
-            chunk.append(line)
-        if chunk and (len(chunk) >= 2 * CHUNK or not line):
-            answer = rest.request("bulk index", "POST", "/_bulk", body="\n".join(chunk) + "\n")
-            if answer.get("errors"):
-                refused += sum(1 for item in answer["items"] if next(iter(item.values())).get("error"))
-            chunk = []
-    return refused
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) >= 2 * CHUNK:
+            refused, chunk = refused + send(chunk), []
+    return refused + (send(chunk) if chunk else 0)
 
 
 def load_sample_data(endpoints: list[str], docs: int, indices: int, say: Callable[[str], None],

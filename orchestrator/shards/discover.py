@@ -17,6 +17,14 @@ from typing import Any
 AWARENESS = "cluster.routing.allocation.awareness.attributes"
 
 
+
+def awareness_in_force(settings: Mapping[str, Any]) -> tuple[str, ...]:
+    """The attributes allocation awareness uses, in the cluster's order, from the flat settings in force
+    (defaults included: the setting is often in the node's configuration file)."""
+    raw = settings.get(AWARENESS) or ""
+    listed = raw if isinstance(raw, list) else str(raw).split(",")
+    return tuple(a.strip() for a in listed if a.strip())
+
 @dataclass(frozen=True)
 class DiscoveredNode:
     name: str
@@ -45,10 +53,8 @@ class Facts:
                                         roles=tuple(n.get("roles") or ()),
                                         attributes={str(k): str(v) for k, v in (n.get("attributes") or {}).items()},
                                         data_paths=paths))
-        raw = settings.get(AWARENESS) or ""
-        listed = raw if isinstance(raw, list) else str(raw).split(",")
         return cls(cluster_name=cluster_name, nodes=tuple(sorted(nodes, key=lambda n: n.name)),
-                   awareness=tuple(a.strip() for a in listed if a.strip()))
+                   awareness=awareness_in_force(settings))
 
 
 @dataclass(frozen=True)
