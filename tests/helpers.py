@@ -21,6 +21,19 @@ def orchestrate(*args: str, timeout: float = 900, env: dict[str, str] | None = N
                           timeout=timeout, env={**os.environ, **(env or {})}, cwd=cwd or REPO, input=input_text)
 
 
+def es_client(info: dict[str, Any], **options: Any) -> Any:
+    """An elasticsearch-py client for the running sandbox (`sandbox status --json`), as its superuser
+    over TLS when it is secured."""
+    from elasticsearch import Elasticsearch
+
+    from orchestrator.sandbox.rest import access_of
+
+    access = access_of(info)
+    if access.ca_file:
+        options.update(ca_certs=access.ca_file, basic_auth=(access.username, access.password))
+    return Elasticsearch(info["endpoints"], **{"request_timeout": 30, **options})
+
+
 def json_lines(stdout: str) -> list[dict[str, Any]]:
     """The JSON lines of a command's output; each event line (`event` set) is checked against the
     published schema, docs/events.schema.json, so every integration test that reads them checks it."""

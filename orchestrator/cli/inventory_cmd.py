@@ -46,6 +46,8 @@ def discover(
         raise ConfigError("discover", ["give --ssh-config or --from-ansible, not both"])
     if password_env and password_file:
         raise ConfigError("discover", ["give --password-env or --password-file, not both"])
+    if output is not None and output.exists() and not force:  # before asking the cluster anything
+        raise ConfigError(str(output), ["exists; --force replaces it"])
     cluster: dict[str, Any] = {}
     if username:
         cluster["username"] = username
@@ -61,7 +63,5 @@ def discover(
     if output is None:
         out_console.print(text, markup=False, highlight=False, end="")
         return
-    if output.exists() and not force:
-        raise ConfigError(str(output), ["exists; --force replaces it"])
     write_atomically(output, text, mode=0o644)
     say(f"inventory written to {output}")

@@ -43,6 +43,13 @@ def up(
     bastion: bool = typer.Option(False, "--bastion", help="SSH reaches the node hosts only through a bastion "
                                                           "host (ProxyJump in the written ssh config, which the "
                                                           "inventory uses); direct SSH to them fails."),
+    insecure: bool = typer.Option(False, "--insecure", help="Elasticsearch without its security: plain HTTP, no "
+                                                            "users (faster to start; for tests that do not care). "
+                                                            "By default the sandbox is secured as production is: "
+                                                            "TLS with the sandbox's own CA, the `elastic` superuser, "
+                                                            "and an `orchestrator` user and API key with the least "
+                                                            "privileges a run needs (docs/privileges.md). OpenSearch "
+                                                            "and Riak sandboxes are always insecure."),
     hosts: HostsMode = typer.Option(
         None, help="netns: each node in its own test host with sshd (default as root). "
                    "local: nodes on 127.0.0.1 ports, no SSH."),
@@ -58,13 +65,17 @@ def up(
 ) -> None:
     """Start the sandbox and return when the cluster is green (Riak: every node serving riak_kv).
 
-    Writes an inventory so that `--cluster sandbox` works in every other command, and (netns)
-    an ssh config: `ssh -F $(orchestrate sandbox status --json | jq -r .ssh_config) es-1 uptime`.
+    Writes an inventory so that `--cluster sandbox` works in every other command (as the
+    `orchestrator` user when secured), and (netns) an ssh config:
+    `ssh -F $(orchestrate sandbox status --json | jq -r .ssh_config) es-1 uptime`.
+    A secured sandbox with curl: `curl --cacert CA_FILE -u elastic:$(cat PASSWORD_FILE) URL`,
+    the three from `sandbox status --json` (ca_file, username, password_file).
     """
     mode = (hosts.value if hosts else ("netns" if os.geteuid() == 0 else "local"))
     version = os_version if product is Product.opensearch else es_version
     lifecycle.up(SandboxPaths.default(), nodes, zones, version, mode, heap_mb, timeout, say, product.value,
-                 masters, tuple(also_version or ()), bastion)
+                 masters, tuple(also_version or ()), bastion,
+                 secured=product is Product.elasticsearch and not insecure)
     _print_status(as_json=False)
 
 
@@ -86,6 +97,8 @@ def load(
                                    "that every acknowledged document is there. Run it beside a restart."),
 ) -> None:
     """Index sample data into the running sandbox, or (--duration) generate traffic while you restart it."""
+    from orchestrator.sandbox.rest import access_of
+
     info = lifecycle.status(SandboxPaths.default())
     if not info.get("running"):
         raise SandboxError("no sandbox is running: `orchestrate sandbox up` first")
@@ -94,11 +107,11 @@ def load(
     if duration is None:
         from orchestrator.sandbox.data import load_sample_data
 
-        load_sample_data(info["endpoints"], docs, indices, say, info["product"])
+        load_sample_data(info["endpoints"], docs, indices, say, info["product"], access_of(info))
         return
     from orchestrator.sandbox.load import LoadGenerator
 
-    gen = LoadGenerator(info["endpoints"], duration_s=duration, product=info["product"])
+    gen = LoadGenerator(info["endpoints"], duration_s=duration, product=info["product"], access=access_of(info))
     gen.start()
     say(f"load: indexing and searching through {len(info['endpoints'])} nodes for {duration:.0f} s")
     try:

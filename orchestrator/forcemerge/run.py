@@ -6,11 +6,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import OrchestratorError, PreflightFailed
 from orchestrator.forcemerge import cluster
 from orchestrator.forcemerge.decide import Decision, Verdict, decide
 from orchestrator.restart.events import Event, EventSink
 from orchestrator.retry import Clock
+from orchestrator.shards import privileges
 from orchestrator.shards.adapter import ShardClusterAdapter
 
 
@@ -47,6 +48,11 @@ class MergeReport:
 
 def plan_merges(es: ShardClusterAdapter, pattern: str, max_segments: int, include_write: bool,
                 sample_s: float = 2.0) -> list[Decision]:
+    # Without `view_index_metadata` the cluster hides aliases instead of refusing: a write index would
+    # not be recognised as one. So the privileges are checked before anything is read.
+    lacking = es.missing_privileges()
+    if lacking:
+        raise PreflightFailed([privileges.refusal(lacking)])
     facts = cluster.gather(es, pattern, sample_s)
     return [decide(f, max_segments, include_write) for f in facts]
 

@@ -1,13 +1,15 @@
 """Assembling a runnable Elasticsearch home from Maven Central artifacts, once, into a cache.
 
-The official tarball cannot be downloaded here; Maven Central has the server, the netty transport
-and the entitlement bridge. What it lacks (the launcher, the entitlement agent, the ansi console)
-is replaced by three tiny classes compiled from ``java/src`` on first use.
+The official tarball cannot be downloaded here; Maven Central has the server, the netty transport,
+the entitlement bridge and Elasticsearch's security (x-pack-core, x-pack-security). What it lacks
+(the launcher, the entitlement agent, the ansi console, and the analysis the security index needs)
+is replaced by tiny classes compiled from ``java/src`` on first use.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -23,7 +25,7 @@ JAVA_SRC = Path(__file__).parent / "java" / "src"
 LIBZSTD = Path("/usr/lib/x86_64-linux-gnu/libzstd.so.1")
 MODULE_JAR_PREFIXES = ("netty-", "transport-netty4-", "elasticsearch-ssl-config-")
 NOFILE_SHIM_SRC = Path(__file__).parent / "host_files" / "nofile_floor.c"
-LAYOUT_VERSION = "2"
+LAYOUT_VERSION = "3"
 
 POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
@@ -35,6 +37,46 @@ POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   </dependencies>
 </project>
 """
+
+# x-pack-security's POM names artifacts Maven Central does not carry: OpenSAML 4.3 and Shibboleth's
+# java-support (they live in Shibboleth's own repository), Elastic's patched OpenSAML security API,
+# and, for 9.x, the x-pack-core templates. Security's module descriptor requires the OpenSAML
+# modules, so they must be present: OpenSAML 4.0.1 (on Central) stands in; SAML itself is never
+# configured in the sandbox. The server's own jars come from the server's POM.
+XPACK_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>orchestrator.sandbox</groupId><artifactId>es-xpack</artifactId><version>1</version>
+  <dependencies>
+    <dependency><groupId>org.elasticsearch.plugin</groupId><artifactId>{artifact}</artifactId><version>{v}</version>
+      <exclusions>
+        <exclusion><groupId>org.opensaml</groupId><artifactId>*</artifactId></exclusion>
+        <exclusion><groupId>net.shibboleth.utilities</groupId><artifactId>*</artifactId></exclusion>
+        <exclusion><groupId>org.elasticsearch.plugin</groupId><artifactId>es-opensaml-security-api</artifactId></exclusion>
+        <exclusion><groupId>org.elasticsearch.plugin</groupId><artifactId>x-pack-template-resources</artifactId></exclusion>
+        <exclusion><groupId>org.elasticsearch</groupId><artifactId>elasticsearch</artifactId></exclusion>
+      </exclusions>
+    </dependency>
+  </dependencies>
+</project>
+"""
+OPENSAML_VERSION = "4.0.1"
+OPENSAML_ARTIFACTS = ("core", "saml-api", "saml-impl", "messaging-api", "messaging-impl", "security-api",
+                      "security-impl", "profile-api", "profile-impl", "xmlsec-api", "xmlsec-impl", "soap-api",
+                      "soap-impl", "storage-api", "storage-impl")
+# x-pack-template-resources is published for 8.x only; 9.x reads index templates the sandbox never uses.
+TEMPLATES_FALLBACK_VERSION = "8.19.21"
+# Jars that would put one module (or package) twice on a plugin's module path.
+XPACK_SHADOWED = ("jakarta.activation-api-", "jcip-annotations-1.0.jar")
+
+
+def _jars_only_pom(coordinates: list[tuple[str, str, str]]) -> str:
+    """A POM that fetches exactly these jars, none of their dependencies."""
+    deps = "".join(f"<dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version>"
+                   "<exclusions><exclusion><groupId>*</groupId><artifactId>*</artifactId></exclusion></exclusions>"
+                   "</dependency>" for g, a, v in coordinates)
+    return ('<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
+            "<groupId>orchestrator.sandbox</groupId><artifactId>es-extras</artifactId><version>1</version>"
+            f"<dependencies>{deps}</dependencies></project>")
 
 
 @dataclass(frozen=True)
@@ -78,7 +120,8 @@ def ensure_es_home(version: str, say: Callable[[str], None] | None = None) -> Es
 
     def build(tmp: Path, staging: Path) -> None:
         _lay_out(staging, resolve_jars(version, tmp))
-        _compile_helpers(staging, java_home, tmp / "classes")
+        _lay_out_security(staging, version, tmp)
+        _compile_helpers(staging, java_home, tmp / "classes", version)
 
     home = cached_home(f"elasticsearch-{version}", LAYOUT_VERSION, build,
                        lambda where: say(f"assembling Elasticsearch {version} from Maven Central into {where} (once)")
@@ -111,6 +154,7 @@ def cached_home(name: str, layout_version: str, build: Callable[[Path, Path], No
 def resolve_jars(version: str, tmp: Path, pom: str = POM, product: str = "Elasticsearch") -> list[Path]:
     if shutil.which("mvn") is None:
         raise SandboxError(f"Maven (`mvn`) is needed to fetch {product} from Maven Central: apt-get install maven")
+    tmp.mkdir(parents=True, exist_ok=True)
     (tmp / "pom.xml").write_text(pom.replace("{v}", version))
     out = tmp / "jars"
     cmd = ["mvn", "-B", "-q", "-f", str(tmp / "pom.xml"), "dependency:copy-dependencies",
@@ -140,20 +184,72 @@ def _lay_out(home: Path, jars: list[Path]) -> None:
             shutil.copy2(jar, netty / jar.name)
         else:
             shutil.copy2(jar, lib / jar.name)
-    module_jar = next(netty.glob("transport-netty4-*.jar"))
-    with zipfile.ZipFile(module_jar) as zf:
-        prefix = "META-INF/es-plugins/transport-netty4/"
-        for name in zf.namelist():
-            if name.startswith(prefix) and not name.endswith("/"):
-                (netty / name[len(prefix):]).write_bytes(zf.read(name))
-    if not (netty / "plugin-descriptor.properties").exists():
-        raise SandboxError(f"{module_jar.name} has no plugin descriptor: this Elasticsearch version is not supported")
+    _unpack_descriptor(netty, "transport-netty4")
     if LIBZSTD.exists():
         # Without native zstd, native access is off and best_compression indices turn the cluster red.
         shutil.copy2(LIBZSTD, lib / "platform" / "linux-x64" / "libzstd.so")
 
 
-def _compile_helpers(home: Path, java_home: Path, classes: Path) -> None:
+def _unpack_descriptor(module_dir: Path, name: str) -> None:
+    """A module's descriptor and entitlement policy ship inside its jar; the server reads them beside it."""
+    module_jar = next(module_dir.glob(f"{name}-*.jar"))
+    with zipfile.ZipFile(module_jar) as zf:
+        prefix = f"META-INF/es-plugins/{name}/"
+        for entry in zf.namelist():
+            if entry.startswith(prefix) and not entry.endswith("/"):
+                (module_dir / entry[len(prefix):]).write_bytes(zf.read(entry))
+    if not (module_dir / "plugin-descriptor.properties").exists():
+        raise SandboxError(f"{module_jar.name} has no plugin descriptor: this Elasticsearch version is not supported")
+
+
+def _lay_out_security(home: Path, version: str, tmp: Path) -> None:
+    """modules/x-pack-core and modules/x-pack-security, as a distribution lays them out: each module's
+    own jars, none the server (lib/) or the module it extends (x-pack-core) already has."""
+    core = resolve_jars(version, tmp / "x-pack-core", XPACK_POM.replace("{artifact}", "x-pack-core"))
+    security = resolve_jars(version, tmp / "x-pack-security", XPACK_POM.replace("{artifact}", "x-pack-security"))
+    templates = TEMPLATES_FALLBACK_VERSION if int(version.split(".")[0]) >= 9 else version
+    extras = resolve_jars(version, tmp / "x-pack-extras", _jars_only_pom(
+        [("org.opensaml", f"opensaml-{a}", OPENSAML_VERSION) for a in OPENSAML_ARTIFACTS]
+        + [("net.shibboleth.utilities", "java-support", "8.0.0"),
+           ("org.elasticsearch.plugin", "x-pack-template-resources", templates)]))
+    in_lib = {_artifact(p.name) for p in (home / "lib").glob("*.jar")}
+    core_dir, security_dir = home / "modules" / "x-pack-core", home / "modules" / "x-pack-security"
+    core_dir.mkdir(parents=True)
+    security_dir.mkdir(parents=True)
+    in_core = {_artifact(j.name) for j in core}
+    for jar in core:
+        if _artifact(jar.name) not in in_lib:
+            shutil.copy2(jar, core_dir / jar.name)
+    for jar in [*security, *extras]:
+        if jar.name.startswith("x-pack-template-resources-"):
+            shutil.copy2(jar, core_dir / jar.name)
+        elif _artifact(jar.name) not in in_lib | in_core and not jar.name.startswith(XPACK_SHADOWED):
+            # Resolved alone, security may pick another version of a library core has (slf4j): the
+            # server refuses a class found twice, so the one core brings is the one.
+            shutil.copy2(jar, security_dir / jar.name)
+    _unpack_descriptor(core_dir, "x-pack-core")
+    _unpack_descriptor(security_dir, "x-pack-security")
+
+
+def _artifact(jar_name: str) -> str:
+    """A jar's artifact name without its version: slf4j-api-2.0.18.jar -> slf4j-api."""
+    return re.sub(r"-\d+(\.\d+)+(\.Final|-jre|-\d+|-empty[\w-]*)?\.jar$", "", jar_name)
+
+
+def _analysis_stand_in(home: Path, javac: str, jar: str, classes: Path, version: str) -> list[list[str]]:
+    """The build steps of modules/sandbox-analysis (java/src/analysis): the security index's analyzer."""
+    module = home / "modules" / "sandbox-analysis"
+    module.mkdir(parents=True)
+    (module / "plugin-descriptor.properties").write_text(
+        "description=The analysis the security index needs (stands in for analysis-common)\n"
+        f"version={version}\nname=sandbox-analysis\nclassname=SandboxAnalysisPlugin\n"
+        f"java.version=17\nelasticsearch.version={version}\n")
+    return [[javac, "-cp", f"{home / 'lib'}/*", "-d", str(classes / "analysis"),
+             str(JAVA_SRC / "analysis" / "SandboxAnalysisPlugin.java")],
+            [jar, "--create", "--file", str(module / "sandbox-analysis.jar"), "-C", str(classes / "analysis"), "."]]
+
+
+def _compile_helpers(home: Path, java_home: Path, classes: Path, version: str) -> None:
     javac = str(java_home / "bin" / "javac")
     jar = str(java_home / "bin" / "jar")
     launcher = home / "sandbox-launcher"
@@ -173,6 +269,7 @@ def _compile_helpers(home: Path, java_home: Path, classes: Path) -> None:
     steps.append([jar, "--create", "--file", str(home / "lib" / "entitlement-agent" / "sandbox-entitlement-agent.jar"),
                   "--manifest", str(manifest), "-C", str(classes / "agent"), "."])
     steps.append(nofile_shim_command(launcher))
+    steps += _analysis_stand_in(home, javac, jar, classes, version)
     run_build(steps)
 
 

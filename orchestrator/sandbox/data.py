@@ -7,7 +7,7 @@ import random
 from collections.abc import Callable, Iterator
 
 from orchestrator.errors import SandboxError
-from orchestrator.sandbox.rest import rest_for
+from orchestrator.sandbox.rest import INSECURE, SandboxAccess, rest_for
 from orchestrator.shards.rest import HttpError, Rest
 
 WORDS = ("restart", "shard", "replica", "recovery", "zone", "node", "segment", "merge", "flush", "allocation")
@@ -49,9 +49,9 @@ def bulk_index(rest: Rest, lines: Iterator[str]) -> int:
 
 
 def load_sample_data(endpoints: list[str], docs: int, indices: int, say: Callable[[str], None],
-                     product: str = "elasticsearch") -> dict[str, int]:
+                     product: str = "elasticsearch", access: SandboxAccess = INSECURE) -> dict[str, int]:
     """Bulk-index ``docs`` documents spread over ``indices`` indices (1 replica); return counts per index."""
-    rest = rest_for(product, endpoints, timeout_s=60)
+    rest = rest_for(product, endpoints, timeout_s=60, access=access)
     counts: dict[str, int] = {}
     per_index = max(docs // max(indices, 1), 1)
     for n in range(1, indices + 1):

@@ -81,6 +81,10 @@ def inventory_document(paths: SandboxPaths, st: SandboxState) -> dict[str, Any]:
         "tuning": {"profile": unit if netns else "none"},
         "playbook": f"{unit}-rolling",
     }
+    if st.secured:
+        from orchestrator.sandbox.security import inventory_cluster_fields
+
+        doc["cluster"].update(inventory_cluster_fields(paths))
     if st.bastion is not None:
         doc["ssh"]["config_file"] = str(paths.ssh_config)
     if len(st.versions) > 1:

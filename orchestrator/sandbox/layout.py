@@ -49,6 +49,23 @@ class SandboxPaths:
     def ssh_config(self) -> Path:
         return self.ssh_dir / "config"
 
+    @property
+    def tls_dir(self) -> Path:
+        """The secured sandbox's CA (ca.crt is what clients trust; ca.key never leaves this machine)."""
+        return self.root / "tls"
+
+    @property
+    def ca_cert(self) -> Path:
+        return self.tls_dir / "ca.crt"
+
+    @property
+    def secrets_dir(self) -> Path:
+        """Passwords and the API key of a secured sandbox, one per file, readable by root only."""
+        return self.root / "secrets"
+
+    def secret(self, name: str) -> Path:
+        return self.secrets_dir / name
+
     def host(self, name: str) -> HostPaths:
         return HostPaths(self.root / "hosts" / name)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from orchestrator.errors import OrchestratorError, SandboxError
 from orchestrator.paths import state_root
-from orchestrator.sandbox import hosts, inventory_writer, riak, state
+from orchestrator.sandbox import hosts, inventory_writer, riak, security, state
 from orchestrator.sandbox.assemble import EsHome, ensure_es_home
 from orchestrator.sandbox.inventory_writer import write_inventory, write_ssh_files
 from orchestrator.sandbox.layout import HostPaths, SandboxPaths
@@ -23,6 +23,7 @@ from orchestrator.sandbox.node import (
     jvm_command,
     node_environment,
     opensearch_jvm_command,
+    security_settings,
     write_node_config,
 )
 from orchestrator.sandbox.opensearch_home import OpenSearchHome, ensure_opensearch_home
@@ -58,9 +59,10 @@ def zone_of(index: int, zones: int) -> str:
 
 def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, heap_mb: int,
        timeout_s: float, say: Say, product: str = "elasticsearch", masters: int = 0,
-       also_versions: tuple[str, ...] = (), bastion: bool = False) -> state.SandboxState:
+       also_versions: tuple[str, ...] = (), bastion: bool = False, secured: bool = False) -> state.SandboxState:
     """``masters``: how many nodes (the first ones) are master-eligible; 0: all of them. ``also_versions``:
-    Elasticsearch versions assembled beside ``es_version`` that `orchestrate upgrade --to` can switch to."""
+    Elasticsearch versions assembled beside ``es_version`` that `orchestrate upgrade --to` can switch to.
+    ``secured``: Elasticsearch's security on (TLS, users, an API key), see security.py."""
     if nodes < 1 or nodes > 12:
         raise SandboxError("--nodes must be between 1 and 12 on one machine")
     if zones < 1 or zones > nodes:
@@ -86,6 +88,9 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
         raise SandboxError("--bastion is for an Elasticsearch sandbox with --hosts netns")
     if also_versions and product != "elasticsearch":
         raise SandboxError("--also-version is for an Elasticsearch sandbox")
+    if secured and product != "elasticsearch":
+        raise SandboxError("a secured sandbox is for Elasticsearch (OpenSearch's security plugin is not on "
+                           "Maven Central; the Riak stand-in has none): add --insecure")
     es_home: Home | None = ensure_es_home(es_version, say) if product == "elasticsearch" else \
         ensure_opensearch_home(es_version, say) if product == "opensearch" else None
     homes: list[Home] = [es_home, *(ensure_es_home(v, say) for v in dict.fromkeys(also_versions)
@@ -98,9 +103,11 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
     started = time.monotonic()
     st = state.SandboxState(mode=mode, es_version=es_version if es_home else "", cluster_name=CLUSTER_NAME,
                             zones=zones, started_at=time.time(), product=product,
-                            versions=[h.version for h in homes])
+                            versions=[h.version for h in homes], secured=secured)
     paths.root.mkdir(parents=True, exist_ok=True)
     os.chmod(paths.root, 0o755)
+    if secured:
+        security.prepare(paths)
     write_ssh_files(paths, [], mode)  # the client key exists before any host is prepared
     try:
         if es_home is None:
@@ -114,6 +121,9 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
         if es_home is not None:
             say(f"waiting for {nodes} nodes to form a green cluster")
             wait_green(paths, st, nodes, timeout_s)
+        if secured:
+            say("creating the orchestrator role, user and API key")
+            security.create_tool_user(paths, [h.http_url for h in st.hosts])
     except BaseException:
         state.save(paths.state_file, st)
         say("start-up failed: stopping what was started")
@@ -123,19 +133,34 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
     state.save(paths.state_file, st)
     write_ssh_files(paths, st.hosts, mode, st.bastion)
     write_inventory(paths, st)
-    what = f"{describe(st)}, green" if es_home else "Riak stand-in, ready"
+    what = (f"{describe(st)}, green" + (", secured (TLS, users)" if secured else "")) if es_home \
+        else "Riak stand-in, ready"
     say(f"sandbox up: {nodes} nodes, {what} in {time.monotonic() - started:.1f} s")
     return st
 
 
-def _node_spec(name: str, index: int, zones: int, bind: str, http: int, transport: int,
+def _node_spec(st: state.SandboxState, name: str, index: int, bind: str, http: int, transport: int,
                seeds: list[str], masters: list[str], heap_mb: int, eligible: int, repo: Path) -> NodeSpec:
     # Nodes after the first `eligible` are data-only: a cluster whose masters are not on every node.
     roles: dict[str, object] = {} if index <= eligible else {"node.roles": ["data", "ingest"]}
     roles["path.repo"] = [str(repo)]  # a shared file-system snapshot repository may live there
+    if st.product == "elasticsearch":
+        roles.update(security_settings(st.secured))
+    zones = st.zones
     return NodeSpec(name=name, cluster_name=CLUSTER_NAME, bind_host=bind, http_port=http, transport_port=transport,
                     zone=zone_of(index, zones), seed_hosts=tuple(seeds), initial_masters=tuple(masters),
                     heap_mb=heap_mb, extra_settings=roles)
+
+
+def _prepare_node(paths: SandboxPaths, st: state.SandboxState, spec: NodeSpec, hp: HostPaths) -> None:
+    write_node_config(spec, hp.node_dir, st.zones, st.product)
+    if st.secured:
+        security.install_node_files(paths, hp.node_dir, spec.name, [spec.bind_host])
+    _chown_node(hp.node_dir)
+
+
+def http_url(st: state.SandboxState, address: str, port: int) -> str:
+    return f"{'https' if st.secured else 'http'}://{address}:{port}"
 
 
 def _write_start_script(homes: list[Home], host_paths: HostPaths, heap_mb: int) -> Path:
@@ -196,15 +221,14 @@ def _up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
     host_keys = []
     for i, host in enumerate(test_hosts, start=1):
         rec = state.HostRecord(name=host.name, zone=host.zone, address=host.address,
-                               http_url=f"http://{host.address}:9200", netns=host.netns, veth=host.veth,
+                               http_url=http_url(st, host.address, 9200), netns=host.netns, veth=host.veth,
                                ssh_address=host.back_address if bastion else None)
         st.hosts.append(rec)
         state.save(paths.state_file, st)
         hp = paths.host(host.name)
-        spec = _node_spec(host.name, i, zones, host.address, 9200, 9300, seeds, masters, heap_mb, eligible,
+        spec = _node_spec(st, host.name, i, host.address, 9200, 9300, seeds, masters, heap_mb, eligible,
                           snapshot_dir(paths))
-        write_node_config(spec, hp.node_dir, zones, st.product)
-        _chown_node(hp.node_dir)
+        _prepare_node(paths, st, spec, hp)
         script = _write_start_script(homes, hp, heap_mb)
         knobs = hosts.seed_knobs(hp, scheduler)
         host_keys.append(hosts.prepare_host_files(hp, host, knobs, paths.authorized_keys, script,
@@ -255,13 +279,12 @@ def _up_local(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
         hp = paths.host(name)
         http = LOCAL_HTTP_BASE + i - 1
         rec = state.HostRecord(name=name, zone=zone_of(i, zones), address="127.0.0.1",
-                               http_url=f"http://127.0.0.1:{http}")
+                               http_url=http_url(st, "127.0.0.1", http))
         st.hosts.append(rec)
         state.save(paths.state_file, st)
-        spec = _node_spec(name, i, zones, "127.0.0.1", http, LOCAL_TRANSPORT_BASE + i - 1, seeds, masters, heap_mb,
+        spec = _node_spec(st, name, i, "127.0.0.1", http, LOCAL_TRANSPORT_BASE + i - 1, seeds, masters, heap_mb,
                           eligible, snapshot_dir(paths))
-        write_node_config(spec, hp.node_dir, zones, st.product)
-        _chown_node(hp.node_dir)
+        _prepare_node(paths, st, spec, hp)
         script = _write_start_script(homes, hp, heap_mb)
         user = str(NODE_UID) if os.geteuid() == 0 else None
         hosts.write_unit(hp.units_dir, service_of(st.product), str(script), user, enabled=False)
@@ -275,10 +298,11 @@ def _up_local(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
 
 
 def wait_green(paths: SandboxPaths, st: state.SandboxState, nodes: int, timeout_s: float) -> None:
-    from orchestrator.sandbox.rest import rest_for
+    from orchestrator.sandbox.rest import INSECURE, rest_for
     from orchestrator.shards.adapter import ShardClusterAdapter
 
-    cluster = ShardClusterAdapter(rest_for(st.product, [h.http_url for h in st.hosts]))
+    access = security.superuser_access(paths) if st.secured else INSECURE
+    cluster = ShardClusterAdapter(rest_for(st.product, [h.http_url for h in st.hosts], access=access))
     started = time.monotonic()
     deadline = started + timeout_s
     last: Any = "no answer yet"
@@ -397,6 +421,7 @@ def status(paths: SandboxPaths) -> dict[str, Any]:
         "bastion": st.bastion.address if st.bastion else None,
         "known_hosts": str(paths.known_hosts) if st.mode == "netns" else None,
         "endpoints": [h.http_url for h in st.hosts if h.http_url],
+        **security.status_fields(paths, st.secured),
         "nodes": [{"name": h.name, "host": h.address, "zone": h.zone, "http": h.http_url, "pid": pids.get(h.name)}
                   for h in st.hosts],
     }

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.sandbox.data import create_index
-from orchestrator.sandbox.rest import rest_for
+from orchestrator.sandbox.rest import INSECURE, SandboxAccess, rest_for
 
 MAX_DURATION_S = 3600
 MAX_DOCS = 1_000_000
@@ -45,9 +45,10 @@ class WindowStats:
 
 class LoadGenerator:
     def __init__(self, endpoints: list[str], index: str = "load-test", duration_s: float = 60,
-                 max_docs: int = 100_000, pause_s: float = 0.005, product: str = "elasticsearch") -> None:
+                 max_docs: int = 100_000, pause_s: float = 0.005, product: str = "elasticsearch",
+                 access: SandboxAccess = INSECURE) -> None:
         # One client per node, without retries: a restarting node shows as errors.
-        self.clients = [rest_for(product, [url]) for url in endpoints]
+        self.clients = [rest_for(product, [url], access=access) for url in endpoints]
         self.index = index
         self.duration_s = min(duration_s, MAX_DURATION_S)
         self.max_docs = min(max_docs, MAX_DOCS)

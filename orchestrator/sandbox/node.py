@@ -65,6 +65,22 @@ def node_settings(spec: NodeSpec, data_dir: Path, logs_dir: Path, zones: int,
     return settings
 
 
+def security_settings(secured: bool) -> dict[str, object]:
+    """Elasticsearch's security: TLS on HTTP and transport with the sandbox CA's certificates (in each
+    node's config/certs), users and API keys; or plainly off (`sandbox up --insecure`)."""
+    if not secured:
+        return {"xpack.security.enabled": False}
+    settings: dict[str, object] = {"xpack.security.enabled": True}
+    for layer in ("http", "transport"):
+        settings[f"xpack.security.{layer}.ssl.enabled"] = True
+        settings[f"xpack.security.{layer}.ssl.key"] = "certs/node.key"
+        settings[f"xpack.security.{layer}.ssl.certificate"] = "certs/node.crt"
+        settings[f"xpack.security.{layer}.ssl.certificate_authorities"] = ["certs/ca.crt"]
+    # Nodes check each other's certificate and address, as a production cluster should.
+    settings["xpack.security.transport.ssl.verification_mode"] = "full"
+    return settings
+
+
 def render_yaml(settings: dict[str, object]) -> str:
     import json
 
@@ -126,6 +142,8 @@ def jvm_command(home: EsHome, node_dir: Path, heap_mb: int) -> list[str]:
         "org.elasticsearch.entitlement,java.logging,java.net.http,java.naming,jdk.net",
         "--enable-native-access=org.elasticsearch.nativeaccess,org.elasticsearch.foreign,org.apache.lucene.core",
         "--add-opens=org.elasticsearch.server/org.elasticsearch.bootstrap=ALL-UNNAMED",
+        # Read by the launcher when it exists (a secured sandbox): the `elastic` user's first password.
+        f"-Dsandbox.bootstrap_password_file={bootstrap_password_file(node_dir)}",
         "-cp", str(home.launcher_dir / "sandbox-launcher.jar"),
         "SandboxLauncher",
     ]
@@ -134,6 +152,10 @@ def jvm_command(home: EsHome, node_dir: Path, heap_mb: int) -> list[str]:
         cmd = [c for c in cmd if not c.startswith("--enable-native-access")]
         cmd.insert(-3, "--enable-native-access=ALL-UNNAMED")
     return cmd
+
+
+def bootstrap_password_file(node_dir: Path) -> Path:
+    return node_dir / "config" / "bootstrap-password"
 
 
 def node_environment(home: EsHome | OpenSearchHome, node_dir: Path) -> dict[str, str]:

@@ -38,6 +38,7 @@ class SandboxState:
     product: str = "elasticsearch"
     versions: list[str] = field(default_factory=list)  # Elasticsearch versions each host can switch to
     bastion: HostRecord | None = None  # `up --bastion`: the only way SSH reaches the node hosts
+    secured: bool = False  # Elasticsearch's security on: TLS with the sandbox CA, users, an API key
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable
 from typing import Any
 
-from orchestrator.errors import ClusterError, ClusterUnreachable
+from orchestrator.errors import ClusterError, ClusterUnreachable, PreflightFailed
 from orchestrator.restart.plan import Plan
 from orchestrator.shards import privileges
 from orchestrator.shards.discover import Facts
@@ -115,15 +115,18 @@ class ShardClusterAdapter:
         records = body.get("nodes") if isinstance(body, dict) else None
         return [r for r in records if isinstance(r, dict)] if isinstance(records, list) else None
 
-    def preflight(self, settings_in_force: dict[str, Any], shutdowns: list[dict[str, Any]]) -> Preflight:
-        """What the plan checks before a run besides nodes and shards (four requests, never per batch)."""
+    def preflight(self, settings_in_force: dict[str, Any], shutdowns: list[dict[str, Any]],
+                  lacking: list[str] | None) -> Preflight:
+        """What the plan checks before a run besides nodes and shards (three or four requests, never per
+        batch). ``lacking``: the privileges the user lacks (see `missing_privileges`)."""
         rows = self._do("read disk use", "GET", "/_cat/allocation", {"format": "json", "bytes": "b",
                         "h": "node,disk.percent,disk.avail"})
         disk = tuple(DiskUsage(str(r["node"]), float(r["disk.percent"]), int(r["disk.avail"])) for r in rows
                      if r.get("disk.percent") not in (None, "") and r.get("disk.avail") not in (None, ""))
         blocks = self._do("read blocks", "GET", "/_cluster/state/blocks").get("blocks") or {}
-        running = self._do("read running snapshots", "GET", "/_snapshot/_status").get("snapshots") or []
-        lacking = self.missing_privileges()
+        # Snapshot status needs `manage`: a user refused for missing privileges is not asked for it.
+        running = [] if lacking else \
+            self._do("read running snapshots", "GET", "/_snapshot/_status").get("snapshots") or []
         return Preflight(
             disk=disk,
             disk_settings={k: str(settings_in_force[k]) for k in PREFLIGHT_SETTINGS if k in settings_in_force},
@@ -199,6 +202,11 @@ class ShardClusterAdapter:
     def snapshot(self, for_gate: bool = False) -> ClusterSnapshot:
         """The cluster's state. ``for_gate``: only what the batch gate reads (health, nodes, shards),
         the rest (settings, preflight) is read once, for the plan."""
+        # Privileges first: a user who cannot read the cluster's state hears which privileges it
+        # lacks, not the first request's 403.
+        lacking = None if for_gate else self.missing_privileges()
+        if lacking and "cluster:monitor" in lacking:
+            raise PreflightFailed([privileges.refusal(lacking)])
         h = self.health()
         persistent: dict[str, Any] = {}
         transient: dict[str, Any] = {}
@@ -207,7 +215,7 @@ class ShardClusterAdapter:
         if not for_gate:
             persistent, transient, defaults = self.cluster_settings(include_defaults=True)
             shutdowns = self.shutdown_records()
-            preflight = self.preflight({**defaults, **persistent, **transient}, shutdowns or [])
+            preflight = self.preflight({**defaults, **persistent, **transient}, shutdowns or [], lacking)
         shards = tuple(self.shards())
         settling = h["status"] == "yellow" and not (h["initializing_shards"] or h["relocating_shards"])
         return ClusterSnapshot(

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.shards.privileges import refusal
 from orchestrator.units import parse_size
 
 WATERMARK_LOW = "cluster.routing.allocation.disk.watermark.low"
@@ -114,8 +115,7 @@ def preflight_findings(pre: Preflight, settings: dict[str, object]) -> tuple[lis
                         "Elasticsearch treats a leaving node; delete them (DELETE _nodes/NODE_ID/shutdown) or finish "
                         "what they were for first.")
     if pre.missing_privileges:
-        problems.append(f"the user lacks privilege(s) the run needs: {', '.join(pre.missing_privileges)}. Grant "
-                        "the role in docs/privileges.md (nothing was changed).")
+        problems.append(refusal(pre.missing_privileges))
     elif pre.missing_privileges is None:
         warnings.append("privileges not checked: the cluster has no security API (security off or not installed)")
     if pre.running_snapshots:

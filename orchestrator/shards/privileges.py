@@ -15,10 +15,11 @@ from orchestrator.restart.lock import LOCK_INDEX
 # monitor: health, nodes, shards, recoveries, allocation explain, settings read, snapshot status;
 # manage: cluster settings (allocation, recovery limits), node shutdown records.
 CLUSTER = ("monitor", "manage")
-# monitor: recoveries, segments, stats; maintenance: flush, force-merge. The lock index: made and
-# written by the tool.
+# monitor: recoveries, segments, stats; maintenance: flush, force-merge; view_index_metadata:
+# aliases and data streams (which index is a write index; without it they are silently hidden).
+# The lock index: made and written by the tool.
 INDEX = (
-    ("*", ("monitor", "maintenance")),
+    ("*", ("monitor", "maintenance", "view_index_metadata")),
     (LOCK_INDEX, ("create_index", "read", "write", "delete", "view_index_metadata")),
 )
 
@@ -27,6 +28,19 @@ def request_body() -> dict[str, Any]:
     return {"cluster": list(CLUSTER),
             "index": [{"names": [name], "privileges": list(privs), "allow_restricted_indices": False}
                       for name, privs in INDEX]}
+
+
+def role_body() -> dict[str, Any]:
+    """The least-privilege role granting exactly what a run needs (`PUT _security/role/NAME`)."""
+    return {"cluster": list(CLUSTER),
+            "indices": [{"names": [name], "privileges": list(privs), "allow_restricted_indices": False}
+                        for name, privs in INDEX]}
+
+
+def refusal(lacking: list[str] | tuple[str, ...]) -> str:
+    """What the operator reads when privileges are missing: each one, and where the role is."""
+    return (f"the user lacks privilege(s) the run needs: {', '.join(lacking)}. Grant the role in "
+            "docs/privileges.md (nothing was changed).")
 
 
 def missing(answer: Mapping[str, Any]) -> list[str]:

@@ -24,6 +24,8 @@ from typing import Any
 from elasticsearch import Elasticsearch
 
 from orchestrator.sandbox.load import LoadGenerator
+from orchestrator.sandbox.rest import access_of
+from tests.helpers import es_client
 
 REPO = Path(__file__).resolve().parents[2]
 LOG_TIME = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d{3})\]")
@@ -82,10 +84,11 @@ def eta_errors(events: list[dict[str, Any]], end: float) -> list[float]:
 
 def measured_restart(by: str, load: bool = False, config: Path | None = None) -> dict[str, Any]:
     info = json.loads(orchestrate("sandbox", "status", "--json").stdout)
-    es = Elasticsearch(info["endpoints"], request_timeout=30, max_retries=len(info["endpoints"]))
+    es = es_client(info, max_retries=len(info["endpoints"]))
     gen = None
     if load:
-        gen = LoadGenerator(info["endpoints"], index="bench-load", duration_s=900, max_docs=500_000)
+        gen = LoadGenerator(info["endpoints"], index="bench-load", duration_s=900, max_docs=500_000,
+                            access=access_of(info))
         gen.start_then_mark("during")
     since = time.time()
     started = time.monotonic()

@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from elasticsearch import Elasticsearch
 
-from orchestrator.sandbox.rest import rest_for
-from tests.helpers import orchestrate
+from orchestrator.sandbox.rest import access_of, rest_for
+from tests.helpers import es_client, orchestrate
+
+__all__ = ["es_client"]  # the integration tests import it from here
 
 pytestmark = pytest.mark.integration
 
@@ -42,6 +43,9 @@ class Shape:
     masters: int = 0  # the first N nodes master-eligible, the rest data-only; 0: every node
     also_versions: tuple[str, ...] = ()  # versions each host can switch to (`orchestrate upgrade --to`)
     bastion: bool = False  # SSH reaches the node hosts only through a bastion host
+    # Elasticsearch's security on (TLS, users, the tool as its least-privilege user), as in production.
+    # False (`--insecure`) only where a group does not care and its time counts.
+    secured: bool = True
 
 
 # The "zones" group: 6 nodes in 2 zones, 3 of them master-eligible (es-1, es-3 in zone-1, es-2 in
@@ -71,7 +75,8 @@ class SandboxManager:
                            "--hosts", shape.hosts, "--product", shape.product,
                            "--masters", str(shape.masters),
                            *(a for v in shape.also_versions for a in ("--also-version", v)),
-                           *(["--bastion"] if shape.bastion else []), timeout=600)
+                           *(["--bastion"] if shape.bastion else []),
+                           *([] if shape.secured else ["--insecure"]), timeout=600)
         assert proc.returncode == 0, f"sandbox up failed:\n{proc.stderr}"
         self.shape = shape
         return self.status()
@@ -133,7 +138,7 @@ def settle(sandboxes: SandboxManager) -> None:
     assert now.get("pause") is None, f"a pause is still asked: {now['pause']}"
     if info.get("product") == "riak":
         return
-    rest = rest_for(info["product"], info["endpoints"], timeout_s=150)
+    rest = rest_for(info["product"], info["endpoints"], timeout_s=150, access=access_of(info))
     health = rest.request("health", "GET", "/_cluster/health", {
         "wait_for_status": "green", "wait_for_nodes": str(len(info["nodes"])), "timeout": "120s"})
     assert health["status"] == "green", f"the cluster is not green: {dict(health)}"
@@ -159,7 +164,3 @@ def _known_sandbox_state(sandboxes: SandboxManager, request: pytest.FixtureReque
             pytest.fail(f"the sandbox was not left in a known state by {PreviousTest.name}: {exc}", pytrace=False)
     yield
     PreviousTest.name = request.node.nodeid
-
-
-def es_client(info: dict[str, Any]) -> Elasticsearch:
-    return Elasticsearch(info["endpoints"], request_timeout=30)

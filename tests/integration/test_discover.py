@@ -16,15 +16,19 @@ from tests.integration.test_restart import prepared
 def test_discovered_inventory_matches_the_sandbox_one_and_runs(sandboxes: SandboxManager, tmp_path: Path) -> None:
     info, _es = prepared(sandboxes, Shape())
     written = tmp_path / "discovered.yaml"
+    # As the sandbox's least-privilege user, over TLS with its CA: as an operator would on a secured cluster.
+    secured = ["--ca-file", info["ca_file"], "--username", info["tool_username"],
+               "--password-file", info["tool_password_file"]]
     proc = orchestrate("inventory", "discover", "--endpoint", info["endpoints"][0], "--name", "sandbox",
-                       "--ssh-config", info["ssh_config"], "-o", str(written), timeout=120)
+                       "--ssh-config", info["ssh_config"], *secured, "-o", str(written), timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert_no_traceback(proc)
     again = orchestrate("inventory", "discover", "--endpoint", info["endpoints"][0], "-o", str(written))
     assert again.returncode == 2 and "exists; --force replaces it" in again.stderr
     found = yaml.safe_load(written.read_text())
     sandbox = yaml.safe_load(Path(info["inventory"]).read_text())
-    assert found["cluster"]["name"] == sandbox["cluster"]["name"]
+    for key in ("name", "ca_file", "username", "password"):  # the password as its file, never the value
+        assert found["cluster"][key] == sandbox["cluster"][key], key
     assert sorted(found["cluster"]["endpoints"]) == sorted(sandbox["cluster"]["endpoints"])
     assert found["nodes"] == sandbox["nodes"]  # name, host, data paths (one zone: none)
     for key in ("user", "key_file", "known_hosts"):

@@ -105,7 +105,7 @@ def test_merge_longer_than_the_request_timeout_survives(sandboxes: SandboxManage
     many_segments(es, "fm-slow-control", batches=60, per_batch=500)
     many_segments(es, "fm-slow", batches=60, per_batch=500)
     # Control: the same merge held open as one request outlives this timeout.
-    impatient = Elasticsearch(info["endpoints"], request_timeout=timeout, max_retries=0)
+    impatient = es_client(info, request_timeout=timeout, max_retries=0)
     with pytest.raises(ConnectionTimeout):
         impatient.indices.forcemerge(index="fm-slow-control", max_num_segments=1)
     inv = yaml.safe_load(Path(info["inventory"]).read_text())

@@ -29,18 +29,23 @@ from tests.integration.test_sandbox import ssh
 
 # Creates index late-1 with its only copy on the node of the batch it runs for (when that node is the
 # target): data that appears on a node after the plan and after its batch's gate.
+# A secured sandbox: the CA file and the superuser's password file follow (empty when insecure).
 PLACE_LATE_INDEX = """
-import json, os, sys, urllib.error, urllib.request
-endpoint, target = sys.argv[1], sys.argv[2]
+import base64, json, os, ssl, sys, urllib.error, urllib.request
+endpoint, target, ca_file, password_file = sys.argv[1:5]
 node = os.environ["ORCHESTRATOR_NODE"]
 if node != target:
     sys.exit(0)
 body = {"settings": {"number_of_shards": 1, "number_of_replicas": 0,
                      "index.routing.allocation.require._name": node}}
-request = urllib.request.Request(endpoint + "/late-1", method="PUT", data=json.dumps(body).encode(),
-                                 headers={"content-type": "application/json"})
+headers = {"content-type": "application/json"}
+if password_file:
+    secret = "elastic:" + open(password_file).read().strip()
+    headers["authorization"] = "Basic " + base64.b64encode(secret.encode()).decode()
+request = urllib.request.Request(endpoint + "/late-1", method="PUT", data=json.dumps(body).encode(), headers=headers)
+context = ssl.create_default_context(cafile=ca_file) if ca_file else None
 try:
-    urllib.request.urlopen(request, timeout=60)  # returns once the primary is started
+    urllib.request.urlopen(request, timeout=60, context=context)  # returns once the primary is started
 except urllib.error.HTTPError as exc:
     if exc.code != 400:  # 400: it exists already (a resumed run)
         raise
@@ -71,7 +76,8 @@ def test_data_placed_on_the_next_node_after_its_gate_stops_the_run_at_the_last_l
     script.write_text(PLACE_LATE_INDEX)
     path = with_playbook(tmp_path, info, before_stop={"command": {
         "name": "place-late-index", "where": "local", "timeout_s": 90,
-        "run": shlex.join([sys.executable, str(script), info["endpoints"][0], target])}})
+        "run": shlex.join([sys.executable, str(script), info["endpoints"][0], target, info.get("ca_file") or "",
+                           info.get("password_file") or ""])}})
     starts = starts_logged(info)
     try:
         refused = orchestrate("restart", "--config", str(path), "--yes", "--json", timeout=900)
@@ -137,7 +143,7 @@ def test_preflight_names_what_was_left_in_the_cluster(sandboxes: SandboxManager,
         notes = " ".join(json.loads(proc.stdout)["notes"])
         assert "blocked-1 (index write (api))" in notes
         assert "cluster.routing.allocation.exclude._name=no-such-node" in notes
-        assert "privileges not checked: the cluster has no security API" in notes  # the sandbox: no security
+        assert "privilege" not in notes  # checked on the secured sandbox, and every one granted
         preflight = json.loads(saved.read_text())["preflight"]
         assert len(preflight["disk"]) == 3 and all(0 <= d["used_percent"] <= 100 for d in preflight["disk"])
         # The sandbox turns the disk thresholds off in elasticsearch.yml: read as Elasticsearch applies them.

@@ -18,6 +18,7 @@ import yaml
 from elasticsearch import Elasticsearch
 
 from orchestrator.sandbox.load import LoadGenerator
+from orchestrator.sandbox.rest import access_of
 from tests.helpers import REPO, assert_no_traceback, json_lines, orchestrate
 from tests.integration.conftest import SIX_NODES_TWO_ZONES, SandboxManager, Shape, es_client
 
@@ -58,7 +59,8 @@ def run_restart_and_verify(sandboxes: SandboxManager, shape: Shape, by: str,
     info, es = prepared(sandboxes, shape)
     load = None
     if under_load:
-        load = LoadGenerator(info["endpoints"], index="load-test", duration_s=600, max_docs=200_000)
+        load = LoadGenerator(info["endpoints"], index="load-test", duration_s=600, max_docs=200_000,
+                                  access=access_of(info))
         load.start_then_mark("during")
     # Settings in both scopes, including one the run raises: all must come back exactly.
     es.cluster.put_settings(transient={"cluster.routing.allocation.node_concurrent_recoveries": "3"},
@@ -247,7 +249,8 @@ def test_under_writes_a_restarted_node_waits_for_retention_leases_and_copies_not
     """Writes move the commit the flush makes past leases the primary renews only every 30 s: without
     waiting for the renewal, the node's copies of the written index are copied again in full."""
     info, es = prepared(sandboxes, Shape())
-    load = LoadGenerator(info["endpoints"], index="lease-test", duration_s=300, max_docs=50_000)
+    load = LoadGenerator(info["endpoints"], index="lease-test", duration_s=300, max_docs=50_000,
+                              access=access_of(info))
     load.start_then_mark("during")
     inventory = custom_inventory(tmp_path, lambda inv: inv.setdefault("recovery", {}).update(
         lease_wait_min_bytes="0b"))

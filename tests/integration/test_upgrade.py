@@ -16,6 +16,7 @@ import pytest
 from elasticsearch import Elasticsearch
 
 from orchestrator.sandbox.load import LoadGenerator
+from orchestrator.sandbox.rest import access_of
 from tests.helpers import REPO, assert_no_traceback, json_lines, orchestrate
 from tests.integration.conftest import SandboxManager, Shape, es_client
 from tests.integration.test_restart import (
@@ -51,7 +52,8 @@ def upgrade_under_load(sandboxes: SandboxManager, info: dict[str, Any], es: Elas
     before_settings = settings(es)
     before_docs = doc_counts(es)
     before_starts = starts_logged(info)
-    load = LoadGenerator(info["endpoints"], index="load-upgrade", duration_s=900, max_docs=200_000)
+    load = LoadGenerator(info["endpoints"], index="load-upgrade", duration_s=900, max_docs=200_000,
+                              access=access_of(info))
     load.start_then_mark("during")
     try:
         events = run()

@@ -91,3 +91,19 @@ def test_missing_privileges_are_named_and_refuse_the_run() -> None:
     assert any(w.startswith("privileges not checked") for w in warnings)
     problems, warnings = preflight_findings(Preflight(missing_privileges=()), {})
     assert problems == [] and not any("privileges" in w for w in warnings)
+
+
+def test_the_documented_role_is_the_one_checked_and_given_to_the_sandbox_user() -> None:
+    import json
+    import re
+
+    from orchestrator.shards.privileges import request_body, role_body
+    from tests.helpers import REPO
+
+    text = (REPO / "docs" / "privileges.md").read_text()
+    documented = json.loads(re.search(r"```json\n(.*?)```", text, re.S).group(1))  # type: ignore[union-attr]
+    assert documented == role_body()
+    asked = request_body()
+    assert asked["cluster"] == documented["cluster"]
+    assert [(i["names"], i["privileges"]) for i in asked["index"]] == \
+        [(i["names"], i["privileges"]) for i in documented["indices"]]

@@ -7,6 +7,7 @@ import java.io.InputStream;
 import java.io.SequenceInputStream;
 import java.lang.reflect.Constructor;
 import java.lang.reflect.Method;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.HashMap;
 import java.util.Map;
@@ -34,6 +35,14 @@ public final class SandboxLauncher {
         Class<?> keystoreClass = Class.forName("org.elasticsearch.common.settings.KeyStoreWrapper");
         Object keystore = keystoreClass.getMethod("create").invoke(null);
         keystoreClass.getMethod("addBootstrapSeed", keystoreClass).invoke(null, keystore);
+        // A secured sandbox: the `elastic` user's first password, as `elasticsearch-keystore add
+        // bootstrap.password` would store it, read from a file only the node's user can read.
+        String bootstrapFile = System.getProperty("sandbox.bootstrap_password_file");
+        if (bootstrapFile != null && Files.exists(Path.of(bootstrapFile))) {
+            char[] password = Files.readString(Path.of(bootstrapFile)).strip().toCharArray();
+            keystoreClass.getMethod("setString", String.class, char[].class)
+                .invoke(keystore, "bootstrap.password", password);
+        }
 
         Class<?> envClass = env.getClass();
         Object settings = envClass.getMethod("settings").invoke(env);

@@ -1,0 +1,91 @@
+"""A secured sandbox, as production clusters are: a private CA, TLS on HTTP and transport, the `elastic`
+superuser, and the tool's own least-privilege `orchestrator` role, user and API key.
+
+Secrets live in files readable by root only (`SandboxPaths.secrets_dir`); the inventory names the
+files, never the values.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import OrchestratorError, SandboxError
+from orchestrator.sandbox import certs
+from orchestrator.sandbox.layout import SandboxPaths
+from orchestrator.sandbox.node import bootstrap_password_file
+from orchestrator.sandbox.rest import SandboxAccess, rest_for
+from orchestrator.shards.privileges import role_body
+
+SUPERUSER = "elastic"
+TOOL_USER = "orchestrator"  # the user (and role) the sandbox's inventory connects as
+ELASTIC_PASSWORD = "elastic.password"
+TOOL_PASSWORD = "orchestrator.password"
+TOOL_API_KEY = "orchestrator.api_key"
+
+
+def _write_secret(path: Path, value: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(value + "\n")
+
+
+def prepare(paths: SandboxPaths) -> None:
+    """A fresh CA and a fresh superuser password for this `sandbox up` (nothing of an earlier one kept)."""
+    shutil.rmtree(paths.tls_dir, ignore_errors=True)
+    shutil.rmtree(paths.secrets_dir, ignore_errors=True)
+    paths.secrets_dir.mkdir(parents=True, mode=0o700)
+    certs.make_ca(paths.tls_dir)
+    paths.ca_cert.chmod(0o644)  # public: what clients trust
+    _write_secret(paths.secret(ELASTIC_PASSWORD), secrets.token_urlsafe(18))
+
+
+def install_node_files(paths: SandboxPaths, node_dir: Path, host_name: str, addresses: list[str]) -> None:
+    """The node's certificate (its name and addresses), the CA, and the superuser's bootstrap password,
+    in its config directory (owned by the node's user afterwards, like the rest of it)."""
+    where = node_dir / "config" / "certs"
+    ca = certs.Issued(paths.ca_cert, paths.tls_dir / "ca.key")
+    certs.issue(ca, where, "node", host_name, addresses)
+    shutil.copy2(paths.ca_cert, where / "ca.crt")
+    _write_secret(bootstrap_password_file(node_dir), paths.secret(ELASTIC_PASSWORD).read_text().strip())
+
+
+def superuser_access(paths: SandboxPaths) -> SandboxAccess:
+    return SandboxAccess(str(paths.ca_cert), SUPERUSER, paths.secret(ELASTIC_PASSWORD).read_text().strip())
+
+
+def create_tool_user(paths: SandboxPaths, endpoints: list[str]) -> None:
+    """As `elastic`: the `orchestrator` role (exactly what a run needs), a user with it, and an API key
+    limited to it; their secrets written beside the superuser's."""
+    rest = rest_for("elasticsearch", endpoints, timeout_s=30, access=superuser_access(paths))
+    password = secrets.token_urlsafe(18)
+    try:
+        rest.request("create the orchestrator role", "PUT", f"/_security/role/{TOOL_USER}", body=role_body())
+        rest.request("create the orchestrator user", "PUT", f"/_security/user/{TOOL_USER}",
+                     body={"password": password, "roles": [TOOL_USER]})
+        key = rest.request("create an API key", "POST", "/_security/api_key",
+                           body={"name": f"{TOOL_USER}-sandbox", "role_descriptors": {TOOL_USER: role_body()}})
+    except OrchestratorError as exc:
+        raise SandboxError(f"setting up the sandbox's users failed: {exc}") from exc
+    _write_secret(paths.secret(TOOL_PASSWORD), password)
+    _write_secret(paths.secret(TOOL_API_KEY), str(key["encoded"]))
+
+
+def status_fields(paths: SandboxPaths, secured: bool) -> dict[str, Any]:
+    """What scripts need to reach a secured sandbox with curl: `curl --cacert CA -u elastic:$(cat FILE)`."""
+    if not secured:
+        return {"secured": False, "ca_file": None, "username": None, "password_file": None}
+    return {"secured": True, "ca_file": str(paths.ca_cert), "username": SUPERUSER,
+            "password_file": str(paths.secret(ELASTIC_PASSWORD)),
+            "tool_username": TOOL_USER, "tool_password_file": str(paths.secret(TOOL_PASSWORD)),
+            "tool_api_key_file": str(paths.secret(TOOL_API_KEY))}
+
+
+def inventory_cluster_fields(paths: SandboxPaths) -> dict[str, Any]:
+    """The inventory's `cluster:` connection for a secured sandbox: the tool's own user, the CA."""
+    return {"ca_file": str(paths.ca_cert), "username": TOOL_USER,
+            "password": {"file": str(paths.secret(TOOL_PASSWORD))}}
