@@ -212,18 +212,18 @@ def _lay_out_security(home: Path, version: str, tmp: Path) -> None:
         [("org.opensaml", f"opensaml-{a}", OPENSAML_VERSION) for a in OPENSAML_ARTIFACTS]
         + [("net.shibboleth.utilities", "java-support", "8.0.0"),
            ("org.elasticsearch.plugin", "x-pack-template-resources", templates)]))
-    in_lib = {_artifact(p.name) for p in (home / "lib").glob("*.jar")}
+    in_lib = {artifact_name(p.name) for p in (home / "lib").glob("*.jar")}
     core_dir, security_dir = home / "modules" / "x-pack-core", home / "modules" / "x-pack-security"
     core_dir.mkdir(parents=True)
     security_dir.mkdir(parents=True)
-    in_core = {_artifact(j.name) for j in core}
+    in_core = {artifact_name(j.name) for j in core}
     for jar in core:
-        if _artifact(jar.name) not in in_lib:
+        if artifact_name(jar.name) not in in_lib:
             shutil.copy2(jar, core_dir / jar.name)
     for jar in [*security, *extras]:
         if jar.name.startswith("x-pack-template-resources-"):
             shutil.copy2(jar, core_dir / jar.name)
-        elif _artifact(jar.name) not in in_lib | in_core and not jar.name.startswith(XPACK_SHADOWED):
+        elif artifact_name(jar.name) not in in_lib | in_core and not jar.name.startswith(XPACK_SHADOWED):
             # Resolved alone, security may pick another version of a library core has (slf4j): the
             # server refuses a class found twice, so the one core brings is the one.
             shutil.copy2(jar, security_dir / jar.name)
@@ -231,7 +231,7 @@ def _lay_out_security(home: Path, version: str, tmp: Path) -> None:
     _unpack_descriptor(security_dir, "x-pack-security")
 
 
-def _artifact(jar_name: str) -> str:
+def artifact_name(jar_name: str) -> str:
     """A jar's artifact name without its version: slf4j-api-2.0.18.jar -> slf4j-api."""
     return re.sub(r"-\d+(\.\d+)+(\.Final|-jre|-\d+|-empty[\w-]*)?\.jar$", "", jar_name)
 

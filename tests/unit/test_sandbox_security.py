@@ -1,0 +1,129 @@
+"""The secured sandbox's pieces that need no cluster: its CA and certificates, where its secrets go,
+what its inventory and status say, and how the x-pack jars are split between the modules."""
+
+from __future__ import annotations
+
+import ipaddress
+import ssl
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from orchestrator.sandbox import certs, security, state
+from orchestrator.sandbox.assemble import artifact_name
+from orchestrator.sandbox.inventory_writer import inventory_document
+from orchestrator.sandbox.layout import SandboxPaths
+from orchestrator.sandbox.node import security_settings
+from orchestrator.sandbox.rest import access_of
+
+
+def test_node_certificate_is_signed_by_the_ca_and_names_its_host_and_address(tmp_path: Path) -> None:
+    ca = certs.make_ca(tmp_path / "ca")
+    node = certs.issue(ca, tmp_path / "node", "node", "es-1", ["10.231.0.11", "10.231.0.11"])
+    ca_cert = x509.load_pem_x509_certificate(ca.cert.read_bytes())
+    cert = x509.load_pem_x509_certificate(node.cert.read_bytes())
+    cert.verify_directly_issued_by(ca_cert)
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert names.get_values_for_type(x509.DNSName) == ["es-1"]
+    assert names.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("10.231.0.11")]
+    assert ca_cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is True
+    assert cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is False
+    assert node.key.stat().st_mode & 0o777 == 0o600 and ca.key.stat().st_mode & 0o777 == 0o600
+    assert isinstance(cert.public_key(), ec.EllipticCurvePublicKey)
+
+
+def test_a_tls_client_trusting_the_ca_verifies_the_node_by_its_address(tmp_path: Path) -> None:
+    """Python's own TLS stack (what curl-like scripts use) accepts the node's certificate for its IP
+    and refuses it for another address: the host name check is real."""
+    import socket
+
+    ca = certs.make_ca(tmp_path / "ca")
+    node = certs.issue(ca, tmp_path / "node", "node", "localhost", ["127.0.0.1"])
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(node.cert, node.key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve(n: int) -> None:
+        for _ in range(n):
+            conn, _addr = listener.accept()
+            try:
+                with server_ctx.wrap_socket(conn, server_side=True) as tls:
+                    tls.recv(1)
+            except (ssl.SSLError, OSError):
+                pass
+
+    thread = threading.Thread(target=serve, args=(2,), daemon=True)
+    thread.start()
+    client_ctx = ssl.create_default_context(cafile=str(ca.cert))
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
+            client_ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        assert tls.version() is not None
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
+            pytest.raises(ssl.SSLCertVerificationError, match=r"IP address mismatch|doesn't match"):
+        client_ctx.wrap_socket(raw, server_hostname="127.0.0.2")
+    thread.join(timeout=5)
+    listener.close()
+
+
+def test_prepare_writes_a_fresh_ca_and_root_only_secrets(tmp_path: Path) -> None:
+    paths = SandboxPaths(tmp_path)
+    security.prepare(paths)
+    first = paths.ca_cert.read_bytes()
+    password = paths.secret(security.ELASTIC_PASSWORD)
+    assert password.stat().st_mode & 0o777 == 0o600 and paths.secrets_dir.stat().st_mode & 0o777 == 0o700
+    assert len(password.read_text().strip()) >= 20
+    security.prepare(paths)
+    assert paths.ca_cert.read_bytes() != first, "each `up` makes its own CA"
+    node_dir = tmp_path / "hosts" / "es-1" / "node"
+    security.install_node_files(paths, node_dir, "es-1", ["10.231.0.11"])
+    assert (node_dir / "config" / "certs" / "ca.crt").read_bytes() == paths.ca_cert.read_bytes()
+    boot = node_dir / "config" / "bootstrap-password"
+    assert boot.read_text() == password.read_text() and boot.stat().st_mode & 0o777 == 0o600
+
+
+def test_secured_inventory_and_status_name_files_never_secrets(tmp_path: Path) -> None:
+    paths = SandboxPaths(tmp_path)
+    security.prepare(paths)
+    security._write_secret(paths.secret(security.TOOL_PASSWORD), "tool-secret-value")
+    st = state.SandboxState(mode="netns", es_version="9.5.3", cluster_name="sandbox", zones=1, secured=True,
+                            hosts=[state.HostRecord("es-1", "zone-1", "10.231.0.11", "https://10.231.0.11:9200")])
+    doc = inventory_document(paths, st)
+    assert doc["cluster"]["username"] == "orchestrator" and doc["cluster"]["ca_file"] == str(paths.ca_cert)
+    assert doc["cluster"]["password"] == {"file": str(paths.secret(security.TOOL_PASSWORD))}
+    text = yaml.safe_dump(doc)
+    assert "tool-secret-value" not in text and paths.secret(security.ELASTIC_PASSWORD).read_text().strip() not in text
+    fields = security.status_fields(paths, True)
+    access = access_of({"ca_file": fields["ca_file"], "username": fields["username"],
+                        "password_file": fields["password_file"]})
+    assert access.password == paths.secret(security.ELASTIC_PASSWORD).read_text().strip()
+    assert access.password not in repr(access)
+    assert access_of({"ca_file": None}).ca_file is None
+    assert security.status_fields(paths, False)["secured"] is False
+
+
+def test_security_settings_turn_tls_on_both_layers_or_security_off() -> None:
+    on = security_settings(True)
+    assert on["xpack.security.enabled"] is True
+    for layer in ("http", "transport"):
+        assert on[f"xpack.security.{layer}.ssl.enabled"] is True
+        assert on[f"xpack.security.{layer}.ssl.certificate_authorities"] == ["certs/ca.crt"]
+    assert on["xpack.security.transport.ssl.verification_mode"] == "full"
+    assert security_settings(False) == {"xpack.security.enabled": False}
+
+
+@pytest.mark.parametrize(("jar", "artifact"), [
+    ("slf4j-api-2.0.18.jar", "slf4j-api"), ("slf4j-api-1.7.36.jar", "slf4j-api"),
+    ("log4j-1.2-api-2.26.1.jar", "log4j-1.2-api"), ("jcip-annotations-1.0-1.jar", "jcip-annotations"),
+    ("guava-32.0.1-jre.jar", "guava"), ("netty-codec-http-4.1.135.Final.jar", "netty-codec-http"),
+    ("listenablefuture-9999.0-empty-to-avoid-conflict-with-guava.jar", "listenablefuture"),
+    ("x-pack-core-9.5.3.jar", "x-pack-core"),
+])
+def test_jars_are_compared_by_artifact_so_one_library_is_never_there_twice(jar: str, artifact: str) -> None:
+    # x-pack-security resolved alone picks slf4j 1.7 where x-pack-core has 2.0: the server refuses
+    # a class found in two jars ("jar hell"), so the split compares artifacts, not file names.
+    assert artifact_name(jar) == artifact
