@@ -137,8 +137,10 @@ def test_host_cut_off_during_its_batch(sandboxes: SandboxManager, tmp_path: Path
 
 
 def test_secrets_never_appear_in_output_or_journal(sandboxes: SandboxManager, tmp_path: Path) -> None:
-    info, _es = prepared(sandboxes, Shape())
+    info, es = prepared(sandboxes, Shape())
     canary = "canary-S3cr3t-7f1e"
+    # A real user of the secured sandbox, with the tool's role: the secret is used, and must not leak.
+    es.security.put_user(username="operator", password=canary, roles=["orchestrator"])
 
     def with_secret(inv: dict[str, Any]) -> None:
         inv["cluster"]["username"] = "operator"
@@ -162,6 +164,7 @@ def test_secrets_never_appear_in_output_or_journal(sandboxes: SandboxManager, tm
     assert journal_dir.stat().st_mode & 0o077 == 0
     missing = orchestrate("plan", "--config", str(path))
     assert missing.returncode == 2 and "ORCH_TEST_PASSWORD is not set" in missing.stderr
+    es.security.delete_user(username="operator")
 
 
 def test_refused_ssh_key_fails_preflight_and_changes_nothing(sandboxes: SandboxManager, tmp_path: Path) -> None:
