@@ -128,6 +128,8 @@ def test_six_nodes_with_three_masters_in_two_zones_get_the_master_holding_zone_s
     for label in ("zone-1 (1/2)", "zone-1 (2/2)"):
         assert len({"es-1", "es-3"} & set(batches[label])) == 1, f"{label} holds one master, not two"
     assert any("zone zone-1 holds 2 of the 3 master-eligible nodes" in n for n in plan["notes"]), plan["notes"]
+    # This group's sandbox is insecure (security disabled, its modules loaded): said, not refused.
+    assert any("privileges not checked" in n for n in plan["notes"]), plan["notes"]
 
 
 def test_preflight_names_what_was_left_in_the_cluster(sandboxes: SandboxManager, tmp_path: Path) -> None:

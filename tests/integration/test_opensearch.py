@@ -25,9 +25,9 @@ from tests.integration.test_restart import (
 )
 
 # One zone per node: zone mode restarts a node at a time, with search traffic weighed away from it.
-THREE_ZONES = Shape(nodes=3, zones=3, product="opensearch", es_version="3.8.0")
+THREE_ZONES = Shape(nodes=3, zones=3, product="opensearch", es_version="3.8.0", secured=False)
 # OpenSearch 2.x on a JDK 17 (it needs the security manager).
-OPENSEARCH_2 = Shape(nodes=3, zones=3, product="opensearch", es_version="2.19.1")
+OPENSEARCH_2 = Shape(nodes=3, zones=3, product="opensearch", es_version="2.19.1", secured=False)
 pytestmark = pytest.mark.sandbox_shape("opensearch")
 WEIGHTS = "/_cluster/routing/awareness/zone/weights"
 

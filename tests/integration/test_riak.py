@@ -21,7 +21,7 @@ from tests.integration.conftest import SandboxManager, Shape
 from tests.integration.test_restart import kill_while_batch_two_is_down
 
 pytestmark = pytest.mark.sandbox_shape("riak")
-RIAK = Shape(product="riak")
+RIAK = Shape(product="riak", secured=False)
 CONFIGURED_LIMIT = 2  # riak.conf's transfer_limit in the sandbox
 
 
