@@ -161,3 +161,7 @@ def _print_status(as_json: bool) -> None:
     out_console.print(f"inventory:  {info['inventory']}  (use --cluster sandbox)")
     if info.get("ssh_config"):
         out_console.print(f"ssh config: {info['ssh_config']}  (ssh -F <file> {info['nodes'][0]['name']} CMD)")
+    if info.get("secured"):
+        out_console.print(f"secured:    curl --cacert {info['ca_file']} -u {info['username']}:$(cat "
+                          f"{info['password_file']}) {info['nodes'][0]['http']}/_cluster/health", markup=False,
+                          highlight=False)
