@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -107,3 +108,41 @@ def test_the_documented_role_is_the_one_checked_and_given_to_the_sandbox_user() 
     assert asked["cluster"] == documented["cluster"]
     assert [(i["names"], i["privileges"]) for i in asked["index"]] == \
         [(i["names"], i["privileges"]) for i in documented["indices"]]
+
+
+class PrivilegesOnlyRest:
+    """A secured cluster that answers `_has_privileges` and refuses everything else with a 403."""
+
+    label = "Elasticsearch"
+    endpoints = ("https://x:9200",)
+
+    def __init__(self, granted: set[str]) -> None:
+        self.granted, self.asked = granted, list[str]()
+
+    def request(self, what: str, method: str, path: str, params: Any = None, body: Any = None) -> Any:
+        from orchestrator.shards.rest import HttpError
+
+        self.asked.append(path)
+        if path != "/_security/user/_has_privileges":
+            raise HttpError(f"{what}: the user is not allowed to do this (HTTP 403)", 403)
+        cluster = {p: p in self.granted for p in body["cluster"]}
+        index = {i["names"][0]: {p: True for p in i["privileges"]} for i in body["index"]}
+        return {"has_all_requested": all(cluster.values()), "cluster": cluster, "index": index}
+
+
+def test_a_user_who_cannot_read_the_state_hears_the_missing_privileges_first() -> None:
+    """Privileges are the plan's first question: a user lacking `monitor` gets the list, not the 403
+    of the first read; a force-merge asks before reading aliases (hidden, not refused, without
+    view_index_metadata)."""
+    from orchestrator.errors import PreflightFailed
+    from orchestrator.forcemerge.run import plan_merges
+    from orchestrator.shards.adapter import ShardClusterAdapter
+
+    rest = PrivilegesOnlyRest(granted=set())
+    with pytest.raises(PreflightFailed, match="cluster:monitor, cluster:manage") as refused:
+        ShardClusterAdapter(rest).snapshot()  # type: ignore[arg-type]
+    assert "docs/privileges.md" in str(refused.value) and rest.asked == ["/_security/user/_has_privileges"]
+    rest = PrivilegesOnlyRest(granted={"monitor"})
+    with pytest.raises(PreflightFailed, match="cluster:manage"):
+        plan_merges(ShardClusterAdapter(rest), "logs-*", 5, include_write=False)  # type: ignore[arg-type]
+    assert rest.asked == ["/_security/user/_has_privileges"]
