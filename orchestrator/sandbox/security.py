@@ -7,13 +7,13 @@ files, never the values.
 
 from __future__ import annotations
 
-import os
 import secrets
 import shutil
 from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import OrchestratorError, SandboxError
+from orchestrator.paths import write_atomically
 from orchestrator.sandbox import certs
 from orchestrator.sandbox.layout import SandboxPaths
 from orchestrator.sandbox.node import bootstrap_password_file
@@ -29,9 +29,7 @@ TOOL_API_KEY = "orchestrator.api_key"
 
 def _write_secret(path: Path, value: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(value + "\n")
+    write_atomically(path, value + "\n", mode=0o600)
 
 
 def prepare(paths: SandboxPaths) -> None:
