@@ -113,6 +113,9 @@ class SshSection(Model):
     connect_timeout_s: float = Field(10.0, ge=1, le=300)
     command_timeout_s: float = Field(300.0, ge=1, le=7200)
     sudo: bool = False
+    # When sudo asks the SSH user for a password: where it is kept. Sent on the command's standard input,
+    # never in an argument or a log (hosts/transport.py:with_sudo).
+    sudo_password: SecretSource | None = None
     # The OpenSSH client config read for Host aliases, HostName, User, Port, IdentityFile and ProxyJump
     # (hosts/ssh_config.py); None: ~/.ssh/config when it exists.
     config_file: Path | None = None
@@ -122,6 +125,8 @@ class SshSection(Model):
     def host_keys_required(self) -> SshSection:
         if self.transport == "ssh" and self.known_hosts is None:
             raise ValueError("`known_hosts` is required: unknown host keys are refused, never added")
+        if self.sudo_password is not None and not self.sudo:
+            raise ValueError("`sudo_password` is set but `sudo` is false: set `sudo: true` (or remove the password)")
         return self
 
 

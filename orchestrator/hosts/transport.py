@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from orchestrator.config.model import Inventory, NodeEntry
+from orchestrator.config.model import Inventory, NodeEntry, SecretSource
 from orchestrator.errors import ConfigError, HostError, HostUnreachable
 from orchestrator.hosts.ssh_config import Hop, Route, SshConfig, route
 
@@ -126,15 +126,38 @@ class KnownHosts:
         return cls(keys, revoked, authorities, unreadable)
 
 
+SUDO_REFUSED = "orchestrator: sudo refused the password"
+SUDO_REFUSED_RC = 125
+
+
+def with_sudo(command: str, stdin: bytes | None, password: str | None) -> tuple[str, bytes | None]:
+    """``command`` run as root through sudo, and the standard input to send with it.
+
+    Without a password: ``sudo -n`` (sudo must not ask). With one, the password is the first line of
+    standard input, never an argument (`ps` shows those) or part of the command (logged): the remote
+    shell reads exactly that line (a shell's `read` takes no byte past the newline, so file contents
+    that follow stay for the command), gives it to `sudo -v` through its builtin `printf`, and runs the
+    command with ``sudo -n`` under the ticket sudo has just recorded for this shell."""
+    as_root = "sudo -n /bin/sh -c " + shlex.quote(command)
+    if password is None:
+        return as_root, stdin
+    # The command is not the shell's last, so the shell does not exec it: its sudo is then the shell's
+    # child, as `sudo -v` was, and finds the ticket (recorded per parent process when there is no tty).
+    wrapper = (f"IFS= read -r p; printf '%s\\n' \"$p\" | sudo -S -p '' -v || {{ echo '{SUDO_REFUSED}' >&2; "
+               f"exit {SUDO_REFUSED_RC}; }}; p=; {as_root}; exit $?")
+    return wrapper, password.encode() + b"\n" + (stdin or b"")
+
+
 class SshTransport:
     """One SSH connection per host, reused. Unknown or changed host keys are refused."""
 
-    def __init__(self, inv: Inventory, passphrase: str | None = None) -> None:
+    def __init__(self, inv: Inventory, passphrase: str | None = None, sudo_password: str | None = None) -> None:
         self.cfg = inv.ssh
         if self.cfg.known_hosts is None or not Path(self.cfg.known_hosts).expanduser().is_file():
             raise ConfigError("inventory", [f"ssh.known_hosts: file {self.cfg.known_hosts} not found; unknown host "
                                             "keys are refused, so the hosts' keys must be listed there"])
         self.passphrase = passphrase
+        self.sudo_password = sudo_password
         self.known = KnownHosts.load(Path(self.cfg.known_hosts).expanduser())
         self._clients: dict[str, paramiko.SSHClient] = {}
         self._jumps: dict[tuple[str, ...], paramiko.SSHClient] = {}  # jump connections, shared by nodes
@@ -241,7 +264,7 @@ class SshTransport:
         import paramiko
 
         if self.cfg.sudo and self._user(node) != "root":
-            command = "sudo -n /bin/sh -c " + shlex.quote(command)
+            command, stdin = with_sudo(command, stdin, self.sudo_password)
         timeout = timeout_s or self.cfg.command_timeout_s
         started = time.monotonic()
         client = self._connect(node)
@@ -274,6 +297,11 @@ class SshTransport:
         finally:
             watchdog.cancel()
         audited(node, command, started, rc)
+        if rc == SUDO_REFUSED_RC and err.rstrip().endswith(SUDO_REFUSED):
+            source = self.cfg.sudo_password.describe() if self.cfg.sudo_password else "ssh.sudo_password"
+            said = " ".join(err.rstrip()[:-len(SUDO_REFUSED)].split()) or "nothing"
+            raise HostError(f"{node.name}: sudo did not accept the password of {self._user(node)} (from {source}); "
+                            f"sudo said: {said}")
         return CommandResult(rc, out, err)
 
     def _drop(self, node: NodeEntry) -> None:
@@ -298,10 +326,12 @@ class SshTransport:
 def make_transport(inv: Inventory) -> Transport:
     if inv.ssh.transport == "local":
         return LocalTransport(inv.ssh.command_timeout_s)
-    passphrase = None
-    if inv.ssh.key_passphrase is not None:
-        try:
-            passphrase = inv.ssh.key_passphrase.resolve()
-        except ValueError as exc:
-            raise ConfigError("inventory", [f"ssh.key_passphrase: {exc}"]) from None
-    return SshTransport(inv, passphrase)
+    return SshTransport(inv, _secret(inv.ssh.key_passphrase, "ssh.key_passphrase"),
+                        _secret(inv.ssh.sudo_password, "ssh.sudo_password"))
+
+
+def _secret(source: SecretSource | None, label: str) -> str | None:
+    try:
+        return source.resolve() if source is not None else None
+    except ValueError as exc:
+        raise ConfigError("inventory", [f"{label}: {exc}"]) from None

@@ -114,8 +114,9 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "orchestrator"
 
 
-def ensure_es_home(version: str, say: Callable[[str], None] | None = None) -> EsHome:
-    """Return the cached home for ``version``, building it first if needed (about 10 s warm)."""
+def ensure_es_home(version: str, say: Callable[[str], None] | None = None, secured: bool = True) -> EsHome:
+    """Return the cached home for ``version``, building it first if needed (about 15 s warm); without
+    ``secured``, the same home without Elasticsearch's security modules (`without_security`)."""
     java_home = find_java_home(version)
 
     def build(tmp: Path, staging: Path) -> None:
@@ -126,7 +127,40 @@ def ensure_es_home(version: str, say: Callable[[str], None] | None = None) -> Es
     home = cached_home(f"elasticsearch-{version}", LAYOUT_VERSION, build,
                        lambda where: say(f"assembling Elasticsearch {version} from Maven Central into {where} (once)")
                        if say else None)
-    return EsHome(version, home, java_home)
+    return EsHome(version, home if secured else without_security(home), java_home)
+
+
+SECURITY_MODULES = ("x-pack-core", "x-pack-security")
+
+
+def without_security(home: Path) -> Path:
+    """The home beside ``home`` whose modules/ lacks x-pack (an insecure sandbox's): x-pack loads even
+    with security disabled, and costs about 5 s of every node's start. Its files are hard links to
+    ``home``'s, so it takes no second copy on disk; it is rebuilt whenever ``home`` is."""
+    lean = home.with_name(home.name + "-insecure")
+    full_marker, marker = home / ".complete", lean / ".complete"
+    stamp = f"{full_marker.read_text().strip()} {full_marker.stat().st_mtime_ns}"
+    if marker.exists() and marker.read_text().strip() == stamp:
+        return lean
+    staging = Path(tempfile.mkdtemp(prefix=f".{lean.name}-", dir=home.parent)) / "home"
+    try:
+        shutil.copytree(home, staging, symlinks=True, copy_function=_link_or_copy,
+                        ignore=lambda folder, names: [n for n in names if Path(folder) == home / "modules"
+                                                      and n in SECURITY_MODULES] + [".complete"])
+        if lean.exists():
+            shutil.rmtree(lean)
+        staging.rename(lean)
+    finally:
+        shutil.rmtree(staging.parent, ignore_errors=True)
+    marker.write_text(stamp + "\n")
+    return lean
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # a file system without hard links
+        shutil.copy2(source, target)
 
 
 def cached_home(name: str, layout_version: str, build: Callable[[Path, Path], None],

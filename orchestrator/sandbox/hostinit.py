@@ -81,6 +81,32 @@ def replay_udev_schedulers() -> None:
                 target.write_text(value + "\n")
 
 
+SUDO_LOG = "/run/sudo-deploy.log"  # on the host's own /run: empty again after its reboot
+
+
+def add_deploy_user(spec: dict[str, object]) -> None:
+    """The non-root `deploy` user an operator's tool logs in as, with a password sudo asks for, and the
+    sudo rule the tool needs (docs/privileges.md). In the host's own /etc, so kept across its reboots."""
+    password_file = spec.get("deploy_password_file")
+    if not password_file or not Path("/usr/bin/sudo").exists():
+        return
+    if subprocess.run(["id", "-u", "deploy"], capture_output=True).returncode != 0:
+        sh("useradd", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/bin/sh", "deploy")
+    password = Path(str(password_file)).read_text().strip()
+    subprocess.run(["chpasswd"], input=f"deploy:{password}\n".encode(), check=True)
+    sudoers = Path("/etc/sudoers.d/orchestrator-deploy")
+    sudoers.write_text("# Written by the sandbox (docs/privileges.md): sudo asks deploy for its password,\n"
+                       "# and keeps a log of what deploy ran, for the tests to read.\n"
+                       f"Defaults:deploy logfile={SUDO_LOG}, loglinelen=0\n"
+                       "deploy ALL=(root) /bin/sh\n")
+    sudoers.chmod(0o440)
+    # sudo looks its host's name up; without this line it warns on every command.
+    hosts = Path("/etc/hosts")
+    if f" {spec['name']}\n" not in hosts.read_text():
+        with hosts.open("a") as out:
+            out.write(f"127.0.1.1 {spec['name']}\n")
+
+
 def boot(paths: HostPaths) -> subprocess.Popen[bytes]:
     """What a boot does: persisted settings first, then sshd and every enabled unit. Returns sshd."""
     replay_sysctl()
@@ -123,6 +149,7 @@ def main(host_dir: str) -> None:
     sh("hostname", spec["name"])
     mount_private_views(paths)
     mount_knobs(spec["knobs"])
+    add_deploy_user(spec)
     running = {"sshd": boot(paths)}
     print(f"host {spec['name']} up", flush=True)
 

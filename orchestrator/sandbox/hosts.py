@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.errors import SandboxError
+from orchestrator.paths import write_atomically
 from orchestrator.sandbox.layout import HostPaths, SandboxPaths
 from orchestrator.sandbox.state import SandboxState, save
 
@@ -36,6 +38,9 @@ VETH_PREFIX = "orv"
 SUBNET = "10.231.0"
 GATEWAY = f"{SUBNET}.1"
 HOST_FILES = Path(__file__).parent / "host_files"
+# Every host has a non-root `deploy` user with a password, which sudo asks for (hostinit.add_deploy_user).
+DEPLOY_USER = "deploy"
+DEPLOY_PASSWORD = "deploy.password"
 
 THP = "/sys/kernel/mm/transparent_hugepage"
 # Seeds are the defaults that hurt databases (the seeds' stories): THP always, zone reclaim on.
@@ -202,9 +207,17 @@ def write_unit(unit_dir: Path, name: str, exec_start: str, user: str | None, ena
             link.symlink_to(f"../{name}.service")
 
 
+def make_deploy_password(paths: SandboxPaths) -> Path:
+    """A fresh password for the hosts' `deploy` user (hostinit.add_deploy_user), kept as a secret file."""
+    where = paths.secret(DEPLOY_PASSWORD)
+    where.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    write_atomically(where, secrets.token_urlsafe(12) + "\n", mode=0o600)
+    return where
+
+
 def prepare_host_files(paths: HostPaths, host: TestHost, knobs: dict[str, str], authorized_keys: Path,
                        es_start_script: Path | None, ssh_address: str | None = None,
-                       service: str = "elasticsearch") -> str:
+                       service: str = "elasticsearch", deploy_password: Path | None = None) -> str:
     """Everything the host needs on disk (the ``service`` unit, Elasticsearch's or OpenSearch's, when a
     start script is given).
     Returns the host's public key line for known_hosts."""
@@ -217,6 +230,14 @@ def prepare_host_files(paths: HostPaths, host: TestHost, knobs: dict[str, str], 
     write_unit(unit_dir, "numad", "/usr/local/bin/numad infinity", None, enabled=True)
     if es_start_script is not None:
         write_unit(unit_dir, service, str(es_start_script), "65534", enabled=True, nofile=65535)
+    user_keys = []
+    if deploy_password is not None:
+        # sshd reads a user's keys as that user, who cannot enter the sandbox's private ssh/ directory.
+        user_keys = ["/etc/ssh/authorized_keys/%u"]
+        where = paths.etc_upper / "ssh" / "authorized_keys"
+        where.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(authorized_keys, where / DEPLOY_USER)
+        (where / DEPLOY_USER).chmod(0o644)
     key = paths.sshd_dir / "ssh_host_ed25519_key"
     if not key.exists():
         run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{host.name}", "-f", str(key))
@@ -224,7 +245,7 @@ def prepare_host_files(paths: HostPaths, host: TestHost, knobs: dict[str, str], 
         f"ListenAddress {ssh_address or host.address}",
         "Port 22",
         f"HostKey {key}",
-        f"AuthorizedKeysFile {authorized_keys}",
+        " ".join(["AuthorizedKeysFile", str(authorized_keys), *user_keys]),
         "PidFile /run/sshd.pid",
         "UsePAM no",
         "PermitRootLogin prohibit-password",
@@ -236,7 +257,9 @@ def prepare_host_files(paths: HostPaths, host: TestHost, knobs: dict[str, str], 
         "MaxSessions 50",
         "Subsystem sftp internal-sftp",
     ]) + "\n")
-    paths.spec.write_text(json.dumps({"name": host.name, "address": host.address, "knobs": knobs}, indent=2))
+    paths.spec.write_text(json.dumps({"name": host.name, "address": host.address, "knobs": knobs,
+                                      "deploy_password_file": str(deploy_password) if deploy_password else None},
+                                     indent=2))
     pub = (paths.sshd_dir / "ssh_host_ed25519_key.pub").read_text().split()
     return f"{ssh_address or host.address} {pub[0]} {pub[1]}"
 

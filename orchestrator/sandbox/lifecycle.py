@@ -91,9 +91,9 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
     if secured and product != "elasticsearch":
         raise SandboxError("a secured sandbox is for Elasticsearch (OpenSearch's security plugin is not on "
                            "Maven Central; the Riak stand-in has none): add --insecure")
-    es_home: Home | None = ensure_es_home(es_version, say) if product == "elasticsearch" else \
+    es_home: Home | None = ensure_es_home(es_version, say, secured) if product == "elasticsearch" else \
         ensure_opensearch_home(es_version, say) if product == "opensearch" else None
-    homes: list[Home] = [es_home, *(ensure_es_home(v, say) for v in dict.fromkeys(also_versions)
+    homes: list[Home] = [es_home, *(ensure_es_home(v, say, secured) for v in dict.fromkeys(also_versions)
                                     if v != es_version)] if es_home else []
     # Every `up` is a fresh cluster: data of another version or shape would not start, and runs
     # journaled against the previous sandbox cluster have nothing left to resume.
@@ -219,6 +219,7 @@ def _up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
     if bastion:
         hosts.create_back_bridge()
     host_keys = []
+    deploy_password = hosts.make_deploy_password(paths)
     for i, host in enumerate(test_hosts, start=1):
         rec = state.HostRecord(name=host.name, zone=host.zone, address=host.address,
                                http_url=http_url(st, host.address, 9200), netns=host.netns, veth=host.veth,
@@ -232,7 +233,8 @@ def _up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
         script = _write_start_script(homes, hp, heap_mb)
         knobs = hosts.seed_knobs(hp, scheduler)
         host_keys.append(hosts.prepare_host_files(hp, host, knobs, paths.authorized_keys, script,
-                                                  ssh_address=rec.ssh_address, service=service_of(st.product)))
+                                                  ssh_address=rec.ssh_address, service=service_of(st.product),
+                                                  deploy_password=deploy_password))
         hosts.create_network(host)
         if bastion:
             hosts.create_back_network(host)
@@ -407,6 +409,9 @@ def status(paths: SandboxPaths) -> dict[str, Any]:
     if st is None:
         return {"running": False}
     pids = node_pids(paths, st)
+    deploy_password = paths.secret(hosts.DEPLOY_PASSWORD) if st.mode == "netns" and st.product != "riak" else None
+    if deploy_password is not None and not deploy_password.exists():
+        deploy_password = None
     return {
         "running": any_alive(paths, st),
         "mode": st.mode,
@@ -420,6 +425,9 @@ def status(paths: SandboxPaths) -> dict[str, Any]:
         "ssh_config": str(paths.ssh_config) if st.mode == "netns" else None,
         "bastion": st.bastion.address if st.bastion else None,
         "known_hosts": str(paths.known_hosts) if st.mode == "netns" else None,
+        # The hosts' non-root user and the password sudo asks it for (hostinit.add_deploy_user).
+        "deploy_user": hosts.DEPLOY_USER if deploy_password else None,
+        "deploy_password_file": str(deploy_password) if deploy_password else None,
         "endpoints": [h.http_url for h in st.hosts if h.http_url],
         **security.status_fields(paths, st.secured),
         "nodes": [{"name": h.name, "host": h.address, "zone": h.zone, "http": h.http_url, "pid": pids.get(h.name)}

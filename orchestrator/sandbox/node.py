@@ -67,9 +67,10 @@ def node_settings(spec: NodeSpec, data_dir: Path, logs_dir: Path, zones: int,
 
 def security_settings(secured: bool) -> dict[str, object]:
     """Elasticsearch's security: TLS on HTTP and transport with the sandbox CA's certificates (in each
-    node's config/certs), users and API keys; or plainly off (`sandbox up --insecure`)."""
+    node's config/certs), users and API keys. None for `sandbox up --insecure`, whose home has no
+    security modules at all (assemble.without_security): the setting would be unknown there."""
     if not secured:
-        return {"xpack.security.enabled": False}
+        return {}
     settings: dict[str, object] = {"xpack.security.enabled": True}
     for layer in ("http", "transport"):
         settings[f"xpack.security.{layer}.ssl.enabled"] = True

@@ -62,7 +62,8 @@ def connection_warnings(inv: Inventory) -> list[str]:
     if not c.verify_certs:
         out.append("WARNING: TLS certificates are NOT verified (cluster.verify_certs: false): anyone in the "
                    "middle can read the credentials and change the answers")
-    for label, source in (("cluster.password", c.password), ("cluster.api_key", c.api_key)):
+    for label, source in (("cluster.password", c.password), ("cluster.api_key", c.api_key),
+                          ("ssh.sudo_password", inv.ssh.sudo_password)):
         out += source.warnings(label) if source is not None else []
     plain = [e for e in c.endpoints if e.startswith("http://")]
     if plain and (c.password is not None or c.api_key is not None):

@@ -4,6 +4,7 @@ what its inventory and status say, and how the x-pack jars are split between the
 from __future__ import annotations
 
 import ipaddress
+import os
 import ssl
 import threading
 from pathlib import Path
@@ -14,7 +15,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from orchestrator.sandbox import certs, security, state
-from orchestrator.sandbox.assemble import artifact_name
+from orchestrator.sandbox.assemble import artifact_name, without_security
 from orchestrator.sandbox.inventory_writer import inventory_document
 from orchestrator.sandbox.layout import SandboxPaths
 from orchestrator.sandbox.node import security_settings
@@ -106,14 +107,14 @@ def test_secured_inventory_and_status_name_files_never_secrets(tmp_path: Path) -
     assert security.status_fields(paths, False)["secured"] is False
 
 
-def test_security_settings_turn_tls_on_both_layers_or_security_off() -> None:
+def test_security_settings_turn_tls_on_both_layers_or_name_no_security_setting() -> None:
     on = security_settings(True)
     assert on["xpack.security.enabled"] is True
     for layer in ("http", "transport"):
         assert on[f"xpack.security.{layer}.ssl.enabled"] is True
         assert on[f"xpack.security.{layer}.ssl.certificate_authorities"] == ["certs/ca.crt"]
     assert on["xpack.security.transport.ssl.verification_mode"] == "full"
-    assert security_settings(False) == {"xpack.security.enabled": False}
+    assert security_settings(False) == {}
 
 
 @pytest.mark.parametrize(("jar", "artifact"), [
@@ -127,3 +128,28 @@ def test_jars_are_compared_by_artifact_so_one_library_is_never_there_twice(jar: 
     # x-pack-security resolved alone picks slf4j 1.7 where x-pack-core has 2.0: the server refuses
     # a class found in two jars ("jar hell"), so the split compares artifacts, not file names.
     assert artifact_name(jar) == artifact
+
+
+def test_an_insecure_home_is_the_same_files_without_the_security_modules(tmp_path: Path) -> None:
+    home = tmp_path / "elasticsearch-9.5.3"
+    for module in ("transport-netty4", "x-pack-core", "x-pack-security"):
+        (home / "modules" / module).mkdir(parents=True)
+        (home / "modules" / module / "m.jar").write_bytes(module.encode())
+    (home / "lib").mkdir()
+    (home / "lib" / "server.jar").write_bytes(b"server")
+    (home / ".complete").write_text("3\n")
+    lean = without_security(home)
+    assert lean == tmp_path / "elasticsearch-9.5.3-insecure"
+    assert sorted(p.name for p in (lean / "modules").iterdir()) == ["transport-netty4"]
+    # Hard links: no second copy of several hundred MiB of jars.
+    assert (lean / "lib" / "server.jar").stat().st_ino == (home / "lib" / "server.jar").stat().st_ino
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elasticsearch-9.5.3", "elasticsearch-9.5.3-insecure"]
+    (lean / "lib" / "left-by-hand.jar").write_bytes(b"x")
+    assert without_security(home) == lean and (lean / "lib" / "left-by-hand.jar").exists()  # reused
+    (home / ".complete").write_text("3\n")  # the full home rebuilt (a later marker): the insecure one follows
+    os.utime(home / ".complete", ns=(0, (home / ".complete").stat().st_mtime_ns + 1_000_000_000))
+    (home / "lib" / "server.jar").unlink()
+    (home / "lib" / "server.jar").write_bytes(b"server 2")
+    without_security(home)
+    assert (lean / "lib" / "server.jar").read_bytes() == b"server 2"
+    assert not (lean / "lib" / "left-by-hand.jar").exists()
