@@ -87,8 +87,10 @@ SUDO_LOG = "/run/sudo-deploy.log"  # on the host's own /run: empty again after i
 def add_deploy_user(spec: dict[str, object]) -> None:
     """The non-root `deploy` user an operator's tool logs in as, with a password sudo asks for, and the
     sudo rule the tool needs (docs/privileges.md). In the host's own /etc, so kept across its reboots."""
+    from orchestrator.sandbox.hosts import SUDO
+
     password_file = spec.get("deploy_password_file")
-    if not password_file or not Path("/usr/bin/sudo").exists():
+    if not password_file or not Path(SUDO).exists():
         return
     if subprocess.run(["id", "-u", "deploy"], capture_output=True).returncode != 0:
         sh("useradd", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/bin/sh", "deploy")

@@ -41,6 +41,7 @@ HOST_FILES = Path(__file__).parent / "host_files"
 # Every host has a non-root `deploy` user with a password, which sudo asks for (hostinit.add_deploy_user).
 DEPLOY_USER = "deploy"
 DEPLOY_PASSWORD = "deploy.password"
+SUDO = "/usr/bin/sudo"  # Debian's, installed by scripts/setup; the hosts share this machine's /usr
 
 THP = "/sys/kernel/mm/transparent_hugepage"
 # Seeds are the defaults that hurt databases (the seeds' stories): THP always, zone reclaim on.

@@ -410,8 +410,8 @@ def status(paths: SandboxPaths) -> dict[str, Any]:
         return {"running": False}
     pids = node_pids(paths, st)
     deploy_password = paths.secret(hosts.DEPLOY_PASSWORD) if st.mode == "netns" and st.product != "riak" else None
-    if deploy_password is not None and not deploy_password.exists():
-        deploy_password = None
+    if deploy_password is not None and not (deploy_password.exists() and Path(hosts.SUDO).exists()):
+        deploy_password = None  # no such user on the hosts (hostinit.add_deploy_user needs sudo)
     return {
         "running": any_alive(paths, st),
         "mode": st.mode,

@@ -45,9 +45,17 @@ def test_tune_and_restart_as_deploy_through_sudo_with_a_password(sandboxes: Sand
     wrong.write_text("not-the-password\n")
     wrong.chmod(0o600)
 
+    wrong_inventory = as_deploy(tmp_path, info, str(wrong))
+    starts = starts_logged(info)
+    preflight = orchestrate("restart", "--config", str(wrong_inventory), "--yes", timeout=300)
+    assert preflight.returncode == 5, preflight.stderr[-2000:]
+    assert_no_traceback(preflight)
+    assert "sudo did not accept the password of deploy" in preflight.stderr
+    assert starts_logged(info) == starts, "a refused sudo password stops the run at preflight"
+
     # Drift on es-3 only, made as root; deploy fixes it through sudo.
     assert ssh(info, "es-3", f"echo 1 > {ZONE_RECLAIM}").returncode == 0
-    refused = orchestrate("tune", "--config", str(as_deploy(tmp_path, info, str(wrong))), "--nodes", "es-3",
+    refused = orchestrate("tune", "--config", str(wrong_inventory), "--nodes", "es-3",
                           "--apply", "--yes", "--json")
     assert_no_traceback(refused)
     assert refused.returncode != 0
@@ -71,7 +79,7 @@ def test_tune_and_restart_as_deploy_through_sudo_with_a_password(sandboxes: Sand
     assert "USER=root" in sudo_log and "deploy" in sudo_log
     assert "systemctl stop elasticsearch" in sudo_log and "systemctl start elasticsearch" in sudo_log
     written = everything_written(info, [tuned.stdout, tuned.stderr, run.stdout, run.stderr,
-                                        refused.stdout, refused.stderr])
+                                        refused.stdout, refused.stderr, preflight.stderr])
     assert "sudo -S -p '' -v" in written, "the audit log has the commands as sent"
     assert password not in written and password not in sudo_log
     status = json.loads(orchestrate("status", "--cluster", "sandbox", "--json").stdout)
