@@ -55,6 +55,7 @@ app.add_typer(inventory_cmd.app, name="inventory")
 restart_cmd.register(app)
 upgrade_cmd.register(app)
 app.command()(tune_cmd.tune)
+app.command()(tune_cmd.sudoers)
 app.command()(forcemerge_cmd.forcemerge)
 
 

@@ -86,3 +86,41 @@ def show(reports: list[NodeReport], applied: bool) -> None:
         for r in reports:
             said = f"{len(r.applied)} command(s) run" if r.applied else "nothing to change, already tuned"
             say(f"{r.node}: {said}")
+
+
+def sudoers(
+    cluster: str = typer.Option(None, "--cluster", "-c", help="Cluster name (configs/NAME.yaml)."),
+    config: Path = typer.Option(None, "--config", help="Inventory file, instead of --cluster."),
+    user: str = typer.Option(None, "--user", help="The SSH user the rules are for (default: the inventory's "
+                                                  "ssh.user)."),
+    nodes: str = typer.Option(None, "--nodes", help="Comma-separated node names (default: all)."),
+) -> None:
+    """Print the exact sudo rules the tool needs on the hosts, for `ssh.sudo_rules: commands`.
+
+    Every root action a restart, `restart --reboot` or `tune --apply` could take, read from the hosts
+    (their THP directory and data disks), as a sudoers file: no shell, each command with its exact
+    arguments, values on standard input. Install it on each host as /etc/sudoers.d/orchestrator (mode
+    0440; check it with `visudo -cf FILE`), then set `ssh.sudo: true` and `ssh.sudo_rules: commands`.
+    """
+    from orchestrator import products
+    from orchestrator.errors import ConfigError, HostError
+    from orchestrator.hosts.actions import sudoers as render
+    from orchestrator.tuning.sudoers import cluster_rules
+
+    inv, _ = load_inventory(cluster, config)
+    product = products.get(inv.cluster.product)
+    if not product.exact_sudo_rules:
+        raise ConfigError("inventory", [f"exact sudo rules are not available for {product.name} yet (its commands "
+                                        "on the hosts need a root shell): keep ssh.sudo_rules `shell`"])
+    targets = for_nodes(inv, nodes.split(",") if nodes else None)
+    transport = make_transport(inv)
+    try:
+        rules, problems = cluster_rules(inv, transport, targets)
+    finally:
+        transport.close()
+    if problems:
+        raise HostError("cannot read every host, so the rules would be incomplete:\n  " + "\n  ".join(problems))
+    who = user or inv.ssh.user
+    typer.echo(render(who, rules, f"The commands orchestrator runs as root on the hosts of {inv.cluster.name}, "
+                                  f"for {who}\n(`orchestrate sudoers`; docs/privileges.md). Install as "
+                                  "/etc/sudoers.d/orchestrator, mode 0440."), nl=False)

@@ -116,6 +116,9 @@ class SshSection(Model):
     # When sudo asks the SSH user for a password: where it is kept. Sent on the command's standard input,
     # never in an argument or a log (hosts/transport.py:with_sudo).
     sudo_password: SecretSource | None = None
+    # What the hosts' sudo rules allow the user: `shell` (sudo /bin/sh: each action is one small script
+    # run as root) or `commands` (exactly the commands `orchestrate sudoers` prints, without a password).
+    sudo_rules: Literal["shell", "commands"] = "shell"
     # The OpenSSH client config read for Host aliases, HostName, User, Port, IdentityFile and ProxyJump
     # (hosts/ssh_config.py); None: ~/.ssh/config when it exists.
     config_file: Path | None = None
@@ -127,7 +130,16 @@ class SshSection(Model):
             raise ValueError("`known_hosts` is required: unknown host keys are refused, never added")
         if self.sudo_password is not None and not self.sudo:
             raise ValueError("`sudo_password` is set but `sudo` is false: set `sudo: true` (or remove the password)")
+        if self.sudo_rules == "commands" and not self.sudo:
+            raise ValueError("`sudo_rules: commands` needs `sudo: true`")
+        if self.sudo_rules == "commands" and self.sudo_password is not None:
+            raise ValueError("`sudo_rules: commands` runs many sudo calls per action and cannot hand each a "
+                             "password: give the exact rules NOPASSWD (`orchestrate sudoers` prints them) and "
+                             "remove `sudo_password`, or use `sudo_rules: shell` with the password")
         return self
+
+
+DEFAULT_REBOOT = "systemctl reboot"
 
 
 class ServiceSection(Model):
@@ -136,7 +148,7 @@ class ServiceSection(Model):
     stop: str | None = None
     start: str | None = None
     status: str | None = None
-    reboot: str = Field("systemctl reboot", min_length=1, max_length=300)  # `restart --reboot`: reboots the host
+    reboot: str = Field(DEFAULT_REBOOT, min_length=1, max_length=300)  # `restart --reboot`: reboots the host
 
     @model_validator(mode="after")
     def commands_complete(self) -> ServiceSection:

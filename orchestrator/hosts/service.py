@@ -6,6 +6,7 @@ import shlex
 
 from orchestrator.config.model import NodeEntry, ServiceSection
 from orchestrator.errors import HostError
+from orchestrator.hosts.actions import systemctl
 from orchestrator.hosts.transport import Transport
 
 
@@ -24,8 +25,9 @@ class ServiceControl:
 
     def _command(self, action: str, node: NodeEntry) -> str:
         if self.cfg.manager == "systemd":
-            verb = {"stop": "stop", "start": "start", "status": "is-active"}[action]
-            return f"systemctl {verb} {shlex.quote(self.cfg.unit)}"
+            if action == "status":  # asking needs no root
+                return f"systemctl is-active {shlex.quote(self.cfg.unit)}"
+            return systemctl(action, self.cfg.unit).shell(self.transport.exact_sudo(node))
         template = {"stop": self.cfg.stop, "start": self.cfg.start, "status": self.cfg.status}[action]
         assert template is not None  # validated with the inventory
         return render(template, node)

@@ -52,6 +52,11 @@ class Transport(Protocol):
 
     def check(self, node: NodeEntry) -> None: ...
 
+    def exact_sudo(self, node: NodeEntry) -> bool:
+        """Whether root's actions on ``node`` must be exact `sudo -n` calls (hosts/actions.py) rather than
+        a command run as root as a whole."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -77,6 +82,9 @@ class LocalTransport:
 
     def check(self, node: NodeEntry) -> None:
         self.run(node, "true", 10)
+
+    def exact_sudo(self, node: NodeEntry) -> bool:
+        return False
 
     def close(self) -> None:
         pass
@@ -263,7 +271,7 @@ class SshTransport:
             stdin: bytes | None = None) -> CommandResult:
         import paramiko
 
-        if self.cfg.sudo and self._user(node) != "root":
+        if self.cfg.sudo and self.cfg.sudo_rules == "shell" and self._user(node) != "root":
             command, stdin = with_sudo(command, stdin, self.sudo_password)
         timeout = timeout_s or self.cfg.command_timeout_s
         started = time.monotonic()
@@ -303,6 +311,9 @@ class SshTransport:
             raise HostError(f"{node.name}: sudo did not accept the password of {self._user(node)} (from {source}); "
                             f"sudo said: {said}")
         return CommandResult(rc, out, err)
+
+    def exact_sudo(self, node: NodeEntry) -> bool:
+        return self.cfg.sudo and self.cfg.sudo_rules == "commands" and self._user(node) != "root"
 
     def _drop(self, node: NodeEntry) -> None:
         with self._lock:

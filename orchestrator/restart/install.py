@@ -66,6 +66,10 @@ def install_problems(inv: Inventory, version: str, transport: Transport, nodes: 
     if method is None:
         return ["upgrade.install is not set in the inventory: say how a node's new version is installed "
                 "(package, switch or commands; docs/upgrade.md)"]
+    if method.method != "commands" and any(transport.exact_sudo(n) for n in nodes):
+        return [f"upgrade.install method `{method.method}` installs as root, which ssh.sudo_rules `commands` "
+                "does not allow yet: use the `commands` method with your own `sudo -n` commands (and rules "
+                "for them), or ssh.sudo_rules `shell`"]
     problems = []
     for node in nodes:
         command = check_command(method, version, node.name)

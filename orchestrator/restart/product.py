@@ -41,6 +41,9 @@ class Product(Protocol):
     run_steps: Mapping[str, RunStepFn]  # for `before_run`
     order_rules: tuple[tuple[str, str], ...]  # (first, then) among its steps and the generic ones
     checks_before_stop: bool  # whether `stop_check` can refuse (if not, no snapshot is taken for it)
+    # Whether its adapter needs no root shell on the hosts, so exact sudo rules (`ssh.sudo_rules:
+    # commands`) are enough for a run.
+    exact_sudo_rules: bool
     plan_columns: tuple[Column, ...]
     report_columns: tuple[Column, ...]
 

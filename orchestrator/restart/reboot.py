@@ -7,9 +7,10 @@ persisted; it is fixed and reported. Product-neutral: every product's procedure 
 
 from __future__ import annotations
 
-from orchestrator.config.model import Inventory, NodeEntry
+from orchestrator.config.model import DEFAULT_REBOOT, Inventory, NodeEntry
 from orchestrator.config.playbook import Playbook
 from orchestrator.errors import HostUnreachable, OrchestratorError
+from orchestrator.hosts.actions import systemctl
 from orchestrator.hosts.transport import Transport
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
@@ -59,6 +60,13 @@ def read_boot_id(ctx: RunContext, name: str, timeout_s: float) -> str | None:
     return result.stdout.strip() if result.ok and result.stdout.strip() else None
 
 
+def reboot_command(inv: Inventory, transport: Transport, node: NodeEntry) -> str:
+    """The inventory's reboot command; systemd's own, under exact sudo rules, as the rule names it."""
+    if inv.service.reboot == DEFAULT_REBOOT and transport.exact_sudo(node):
+        return systemctl("reboot").shell(sudo=True)
+    return inv.service.reboot
+
+
 def reboot_host(ctx: RunContext, batch: BatchRecord) -> None:
     if not ctx.options.reboot:
         raise OrchestratorError("reboot_host is a step of `orchestrate restart --reboot`; remove it from the "
@@ -80,9 +88,10 @@ def reboot_host(ctx: RunContext, batch: BatchRecord) -> None:
         if read_boot_id(ctx, name, quick) == before:  # not rebooted yet (a resumed run may find it done)
             ctx.emit(Event("step", f"{name}: rebooting {node.host}", node=name))
             try:
-                result = ctx.transport.run(node, ctx.inv.service.reboot, quick)
+                command = reboot_command(ctx.inv, ctx.transport, node)
+                result = ctx.transport.run(node, command, quick)
                 if not result.ok:
-                    raise OrchestratorError(f"{name}: `{ctx.inv.service.reboot}` failed (exit {result.rc}): "
+                    raise OrchestratorError(f"{name}: `{command}` failed (exit {result.rc}): "
                                             f"{(result.stderr or result.stdout).strip()[-300:]}")
             except HostUnreachable:
                 pass  # the connection dropped under the command: that is what a reboot does

@@ -29,6 +29,7 @@ class RiakProduct:
     batch_steps = steps.STEPS
     run_steps = steps.RUN_STEPS
     checks_before_stop = False
+    exact_sudo_rules = False  # riak-admin runs through a root shell (as the riak user); no exact rules yet
     order_rules = (("start_service", "wait_for_service"), ("wait_for_join", "wait_for_service"),
                    ("wait_for_service", "wait_for_handoffs"), ("start_service", "wait_for_handoffs"),
                    ("stop_service", "note_handoffs_due"), ("note_handoffs_due", "start_service"))

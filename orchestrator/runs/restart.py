@@ -32,6 +32,7 @@ from orchestrator.restart.journal import BatchRecord, Journal, NodeRecord, RunFa
 from orchestrator.restart.lock import LOCK_INDEX, RunLock
 from orchestrator.restart.plan import Plan
 from orchestrator.restart.procedure import resolve
+from orchestrator.restart.product import Product
 from orchestrator.restart.reboot import reboot_problems
 from orchestrator.runs.audit import audit_log
 from orchestrator.runs.metrics import metrics_sink
@@ -51,6 +52,14 @@ def check_hosts(inv: Inventory, transport: Transport) -> list[str]:
 
     with ThreadPoolExecutor(max_workers=min(len(inv.nodes), 16)) as pool:
         return [p for p in pool.map(check, inv.nodes) if p is not None]
+
+
+def sudo_rules_problems(inv: Inventory, product: Product) -> list[str]:
+    """Exact sudo rules are enough only for a product whose commands on the hosts need no root shell."""
+    if inv.ssh.sudo and inv.ssh.sudo_rules == "commands" and not product.exact_sudo_rules:
+        return [f"ssh.sudo_rules `commands` is not available for {product.name} yet (its commands on "
+                "the hosts need a root shell): use `shell`"]
+    return []
 
 
 def unfinished_run(cluster: str) -> Journal | None:
@@ -161,7 +170,7 @@ def start(target: Target, plan: Plan, options: RunOptions, emit: EventSink,
     setting restored, StoppedAfter) once that many batches are done; `resume` goes on."""
     problems = other_runs(target) + plan.all_problems()
     transport = make_transport(target.inv)
-    problems += check_hosts(target.inv, transport)
+    problems += sudo_rules_problems(target.inv, target.product) + check_hosts(target.inv, transport)
     planned = [target.inv.node(n) for b in plan.batches for n in b.nodes]
     if options.upgrade_to and not problems:  # each host can install the version (read-only checks)
         problems += install_problems(target.inv, options.upgrade_to, transport, planned)

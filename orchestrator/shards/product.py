@@ -33,6 +33,7 @@ class ShardProduct:
     batch_steps: Mapping[str, StepFn] = steps.STEPS
     run_steps = steps.RUN_STEPS
     checks_before_stop = True
+    exact_sudo_rules = True  # the adapter speaks HTTP; on the hosts only the generic steps run
     order_rules: tuple[tuple[str, str], ...] = (
         ("restrict_allocation", "restore_allocation"), ("restrict_allocation", "stop_service"),
         ("flush", "stop_service"), ("flush", "wait_for_retention_leases"),

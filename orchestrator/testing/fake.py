@@ -190,6 +190,9 @@ class FakeTransport:
         with self.cluster.operation():
             return self.act(fake, verb, words[-1])
 
+    def exact_sudo(self, node: NodeEntry) -> bool:
+        return False
+
     def act(self, fake: FakeNode, verb: str, unit: str) -> CommandResult:
         if verb == "stop":
             if self.cluster.stop_barrier is not None:
@@ -243,6 +246,7 @@ class FakeProduct:
     batch_steps: ClassVar[dict[str, StepFn]] = {"hold_setting": hold, "release_setting": release}
     run_steps: ClassVar[dict[str, RunStepFn]] = {"raise_limit": raise_limit}
     checks_before_stop = True
+    exact_sudo_rules = True
     order_rules = (("hold_setting", "stop_service"), ("wait_for_join", "release_setting"))
     plan_columns = (Column("nodes", lambda f: str(int(f.get("nodes", 0)))),)
     report_columns: tuple[Column, ...] = ()

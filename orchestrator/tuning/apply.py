@@ -9,11 +9,12 @@ from typing import Any
 
 from orchestrator.config.model import Inventory, NodeEntry
 from orchestrator.errors import ConfigError, HostError, OrchestratorError
+from orchestrator.hosts.actions import FileWrite
 from orchestrator.hosts.batch import run_batch
 from orchestrator.hosts.transport import Transport
 from orchestrator.tuning.host import Host
 from orchestrator.tuning.knobs import KnobState, knobs_for
-from orchestrator.tuning.knobs.base import FileWrite, Fix
+from orchestrator.tuning.knobs.base import Fix
 from orchestrator.tuning.profile import Profile, load_profile
 
 
@@ -100,10 +101,25 @@ def apply_node(profile: Profile, transport: Transport, node: NodeEntry) -> NodeR
     return after
 
 
+def rendered(fix: Fix, exact_sudo: bool) -> str:
+    """The fix as a shell command: for a root shell, or as exact `sudo -n` calls (hosts/actions.py)."""
+    if isinstance(fix, str):
+        if exact_sudo:
+            raise OrchestratorError(f"a fix given as a shell command cannot run under exact sudo rules: {fix}")
+        return fix
+    return fix.shell(exact_sudo)
+
+
 def run_in_order(transport: Transport, node: NodeEntry, fixes: list[Fix]) -> None:
     """Run the fixes in one round trip, in order, stopping at the first that fails. File contents go on
     standard input, each write taking exactly its own bytes; other commands run with input closed."""
-    commands = [f.shell() if isinstance(f, FileWrite) else f"{{ {f}\n}} </dev/null" for f in fixes]
+    exact = transport.exact_sudo(node)
+    try:
+        shells = [rendered(f, exact) for f in fixes]
+    except OrchestratorError as exc:
+        raise HostError(f"{node.name}: {exc}") from None
+    commands = [cmd if isinstance(f, FileWrite) else f"{{ {cmd}\n}} </dev/null" for f, cmd in zip(fixes, shells,
+                                                                                                  strict=True)]
     data = b"".join(f.data for f in fixes if isinstance(f, FileWrite))
     results = run_batch(transport, node, commands, stop_at_failure=True, stdin=data)
     if results is None:  # the host cannot batch: one at a time

@@ -5,6 +5,7 @@ password comes from a secret file and is never in an argument, the journal, the 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -84,3 +85,58 @@ def test_tune_and_restart_as_deploy_through_sudo_with_a_password(sandboxes: Sand
     assert password not in written and password not in sudo_log
     status = json.loads(orchestrate("status", "--cluster", "sandbox", "--json").stdout)
     assert status["lock"] is None
+
+
+SUDOERS = "/etc/sudoers.d/orchestrator-deploy"
+SYSCTL_FILE = "/etc/sysctl.d/99-orchestrator.conf"
+
+
+def test_exact_sudo_rules_printed_by_the_tool_are_enough_for_tune_and_restart(sandboxes: SandboxManager,
+                                                                              tmp_path: Path) -> None:
+    """`orchestrate sudoers` prints the rules; installed on es-2 in place of the /bin/sh rule, deploy may
+    run exactly those commands (no shell), and `tune --apply` and a restart of es-2 go through them."""
+    info, _es = prepared(sandboxes, Shape())
+    printed = orchestrate("sudoers", "--cluster", "sandbox", "--user", "deploy", "--nodes", "es-2")
+    assert printed.returncode == 0, printed.stderr
+    rules = printed.stdout
+    assert "/bin/sh" not in rules and "NOPASSWD: ORCHESTRATOR" in rules
+    assert "/usr/bin/systemctl stop elasticsearch" in rules and f"/usr/bin/tee {ZONE_RECLAIM}" in rules
+    (tmp_path / "rules").write_text(rules)
+    checked = subprocess.run(["visudo", "-cf", str(tmp_path / "rules")], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+    inv = yaml.safe_load(Path(info["inventory"]).read_text())
+    inv["ssh"].update({"user": "deploy", "sudo": True, "sudo_rules": "commands"})
+    path = tmp_path / "exact.yaml"
+    path.write_text(yaml.safe_dump(inv))
+    shell_rule = ssh(info, "es-2", f"cat {SUDOERS}").stdout
+    logged = f"Defaults:deploy logfile={SUDO_LOG}, loglinelen=0\n"
+    installed = subprocess.run(["ssh", "-F", info["ssh_config"], "es-2",
+                                f"cat > {SUDOERS}.new && chmod 0440 {SUDOERS}.new && mv {SUDOERS}.new {SUDOERS}"],
+                               input=logged + rules, capture_output=True, text=True, timeout=60)
+    assert installed.returncode == 0, installed.stderr
+    try:
+        allowed = ssh(info, "es-2", "sudo -n -u deploy sudo -n -l /usr/bin/systemctl stop elasticsearch")
+        assert allowed.returncode == 0, allowed.stderr
+        shell = ssh(info, "es-2", "sudo -n -u deploy sudo -n -l /bin/sh")
+        assert shell.returncode != 0, "no shell for deploy under the exact rules"
+
+        # Drift on es-2, live and persisted, made as root.
+        assert ssh(info, "es-2", f"echo 1 > {ZONE_RECLAIM} && rm -f {SYSCTL_FILE}").returncode == 0
+        tuned = orchestrate("tune", "--config", str(path), "--nodes", "es-2", "--apply", "--yes", "--json")
+        assert tuned.returncode == 0, tuned.stdout[-2000:] + tuned.stderr[-2000:]
+        assert ssh(info, "es-2", f"cat {ZONE_RECLAIM}").stdout.strip() == "0"
+        assert "vm.zone_reclaim_mode = 0" in ssh(info, "es-2", f"cat {SYSCTL_FILE}").stdout
+
+        starts = starts_logged(info)
+        run = orchestrate("restart", "--config", str(path), "--nodes", "es-2", "--yes", "--json", timeout=900)
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert starts_logged(info) == {**starts, "es-2": starts["es-2"] + 1}, "es-2 restarted exactly once"
+        sudo_log = ssh(info, "es-2", f"cat {SUDO_LOG}").stdout
+        assert "COMMAND=/usr/bin/systemctl stop elasticsearch" in sudo_log
+        assert f"COMMAND=/usr/bin/tee {ZONE_RECLAIM}" in sudo_log
+        assert "COMMAND=/bin/sh" not in sudo_log.split(logged.strip())[-1]
+    finally:
+        restored = subprocess.run(["ssh", "-F", info["ssh_config"], "es-2", f"cat > {SUDOERS}"],
+                                  input=shell_rule, capture_output=True, text=True, timeout=60)
+        assert restored.returncode == 0, restored.stderr

@@ -257,6 +257,9 @@ class AnsweringTransport:
         rc = self.rc_of(command)
         return CommandResult(rc, "", "" if rc == 0 else "no such version")
 
+    def exact_sudo(self, node: object) -> bool:
+        return False
+
 
 def test_install_preflight_names_each_host_that_cannot_install_and_a_missing_method() -> None:
     inv = Inventory.model_validate({**inventory(["es-1", "es-2"]).model_dump(mode="json"),

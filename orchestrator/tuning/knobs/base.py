@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import shlex
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
+from orchestrator.hosts.actions import Action, FileWrite
 from orchestrator.tuning.reads import Reads
 
 
@@ -36,6 +36,11 @@ class Knob(ABC):
         """Read-only commands ``evaluate`` needs first: fetched for all knobs in one round trip."""
         return []
 
+    def possible_fixes(self, reads: Reads) -> list[Fix]:
+        """Every action the knob could take on this host, whatever it finds drifting: what exact sudo
+        rules must allow (`orchestrate sudoers`). Pure, like ``evaluate``."""
+        return []
+
 
 def unreadable(knob: str, desired: str, error: str) -> KnobState:
     return KnobState(knob, None, None, desired, False, False, error=error)
@@ -54,35 +59,8 @@ def choices(content: str) -> list[str]:
     return [w.strip("[]") for w in content.split()]
 
 
-@dataclass(frozen=True)
-class FileWrite:
-    """A file written on a host: its content goes on the command's standard input, never in its
-    arguments (`ps` shows those; riak.conf holds the cluster's cookie). Written to an unpredictable
-    temporary name in the same directory, then renamed, and only into a directory owned by root (or
-    by the SSH user): a planted symlink in a directory another account can write is never followed."""
-
-    path: str
-    text: str
-    mode: str = "0644"
-
-    @property
-    def data(self) -> bytes:
-        return self.text.encode()
-
-    def shell(self) -> str:
-        """The command; it reads exactly the file's bytes from standard input."""
-        directory, path = shlex.quote(self.path.rsplit("/", 1)[0] or "/"), shlex.quote(self.path)
-        return (f"d={directory}; mkdir -p -- \"$d\" && o=$(stat -c %u -- \"$d\") && "
-                f"{{ [ \"$o\" = 0 ] || [ \"$o\" = \"$(id -u)\" ] || {{ echo \"refusing to write into $d: it belongs "
-                f"to uid $o, not root\" >&2; exit 1; }}; }} && t=$(mktemp -- \"$d/.orchestrator.XXXXXXXX\") && "
-                f"{{ head -c {len(self.data)} > \"$t\" && chmod {self.mode} -- \"$t\" && mv -f -- \"$t\" {path} "
-                f"|| {{ rm -f -- \"$t\"; exit 1; }}; }}")
-
-    def __str__(self) -> str:  # what --dry-run shows: never the content
-        return f"write {self.path} ({len(self.data)} bytes, mode {self.mode}, content on standard input)"
-
-
-Fix = str | FileWrite
+# A fix is a root action (hosts/actions.py); a plain string is a root shell command (tests, old callers).
+Fix = Action | str
 
 
 def write_file_command(path: str, text: str, mode: str = "0644") -> FileWrite:

@@ -18,6 +18,9 @@ class ErlangSchedulersKnob(Knob):
     def probes(self) -> list[str]:
         return ["nproc", read_command(self.riak_conf)]
 
+    def possible_fixes(self, reads: Reads) -> list[Fix]:
+        return [write_file_command(self.riak_conf, "")]
+
     def evaluate(self, reads: Reads) -> list[KnobState]:
         cpus_out = reads.run("nproc")
         if not cpus_out.ok or not cpus_out.stdout.strip().isdigit():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 
+from orchestrator.hosts.actions import KnobWrite
 from orchestrator.tuning.knobs.base import Fix, Knob, KnobState, choices, selected, unreadable, write_file_command
 from orchestrator.tuning.reads import Reads, read_command
 
@@ -37,6 +38,14 @@ class IoSchedulerKnob(Knob):
             return [unreadable("io_scheduler", self.choice, "no data_paths for this node in the inventory: the "
                                                             "devices to tune are unknown")]
         rules, _ = reads.read(UDEV_RULE)
+        states, devices = self._devices(reads)
+        reads.need([f"{d}/queue/scheduler" for d in devices.values()])
+        for device, sysdir in devices.items():
+            states.append(self._device(reads, device, f"{sysdir}/queue/scheduler", rules or ""))
+        return states
+
+    def _devices(self, reads: Reads) -> tuple[list[KnobState], dict[str, str]]:
+        """The data paths' disks (name -> sysfs directory), and a state for each path whose disk is unknown."""
         states = []
         devices: dict[str, str] = {}  # device -> its sysfs directory
         for path in self.data_paths:
@@ -52,10 +61,14 @@ class IoSchedulerKnob(Knob):
                                          f"unexpected device path {sysdir[:80]!r} for {path}"))
                 continue
             devices.setdefault(device, sysdir)
-        reads.need([f"{d}/queue/scheduler" for d in devices.values()])
-        for device, sysdir in devices.items():
-            states.append(self._device(reads, device, f"{sysdir}/queue/scheduler", rules or ""))
-        return states
+        return states, devices
+
+    def possible_fixes(self, reads: Reads) -> list[Fix]:
+        _, devices = self._devices(reads)
+        if not devices:
+            return []
+        return [*(KnobWrite(f"{d}/queue/scheduler", self.choice) for d in devices.values()),
+                write_file_command(UDEV_RULE, "")]
 
     def _device(self, reads: Reads, device: str, path: str, rules: str) -> KnobState:
         knob = f"io_scheduler[{device}]"
@@ -75,7 +88,7 @@ class IoSchedulerKnob(Knob):
                 persisted = line.split('ATTR{queue/scheduler}="', 1)[1].split('"', 1)[0]
         fix: list[Fix] = []
         if live != want:
-            fix.append(f"echo {shlex.quote(want)} > {shlex.quote(path)}")
+            fix.append(KnobWrite(path, want))
         if persisted != want:
             kept = [ln for ln in rules.splitlines() if ln.strip() and f'KERNEL=="{device}"' not in ln]
             kept.append(f'ACTION=="add|change", KERNEL=="{device}", ATTR{{queue/scheduler}}="{want}"')

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from orchestrator.tuning.knobs.base import Knob, KnobState
+from orchestrator.hosts.actions import PKILL, RootCommand, systemctl
+from orchestrator.tuning.knobs.base import Fix, Knob, KnobState
 from orchestrator.tuning.reads import Reads
+
+# numad may not be installed, or already stopped: each step's failure is expected.
+NUMAD_OFF: tuple[Fix, ...] = (systemctl("stop", "numad", may_fail=True), systemctl("disable", "numad", may_fail=True),
+                              RootCommand((PKILL, "-x", "numad"), may_fail=True))
 
 
 class NumadKnob(Knob):
@@ -16,9 +21,9 @@ class NumadKnob(Knob):
         enabled = enabled_out.stdout.strip() or "not installed"
         live = "running" if running else "stopped"
         persisted = "enabled" if enabled == "enabled" else ("disabled" if enabled == "disabled" else "not installed")
-        fix = []
-        if running or persisted == "enabled":
-            fix = ["systemctl stop numad || true", "systemctl disable numad || true",
-                   "pkill -x numad || true"]
+        fix = NUMAD_OFF if running or persisted == "enabled" else ()
         return [KnobState("numad", live, persisted, "stopped, disabled", not running, persisted != "enabled",
-                          fix=tuple(fix))]
+                          fix=fix)]
+
+    def possible_fixes(self, reads: Reads) -> list[Fix]:
+        return list(NUMAD_OFF)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import replace
 
+from orchestrator.hosts.actions import KnobWrite
 from orchestrator.tuning.knobs.base import Fix, Knob, KnobState, unreadable, write_file_command
 from orchestrator.tuning.reads import Reads, read_command
 
@@ -49,7 +49,7 @@ class SysctlKnob(Knob):
             _, persisted_ok = sysctl_wanted(spec, stored)
             note = f"set in {where}" if where and where != SYSCTL_FILE else None
             if not live_ok:
-                live_fix.append(f"printf '%s\\n' {shlex.quote(value)} > {shlex.quote(path)}")
+                live_fix.append(KnobWrite(path, value))
             lines.append(f"{key} = {value}")
             states.append(KnobState(f"sysctl {key}", live, stored, spec, live_ok, persisted_ok, note=note))
         fix = live_fix
@@ -57,6 +57,10 @@ class SysctlKnob(Knob):
             fix = [*live_fix, write_file_command(SYSCTL_FILE, "# Written by orchestrator (tuning profile).\n"
                                                  + "\n".join(lines) + "\n")]
         return [replace(s, fix=tuple(fix)) if i == 0 else s for i, s in enumerate(states)]
+
+    def possible_fixes(self, reads: Reads) -> list[Fix]:
+        return [*(KnobWrite("/proc/sys/" + key.replace(".", "/"), sysctl_wanted(spec, None)[0])
+                  for key, spec in self.wanted.items()), write_file_command(SYSCTL_FILE, "")]
 
     def _persisted(self, reads: Reads) -> dict[str, tuple[str, str]]:
         """key -> (value, file) as a boot applies them: sysctl.d files by name, /etc wins, sysctl.conf last."""

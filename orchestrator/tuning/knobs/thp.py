@@ -6,6 +6,7 @@ import re
 import shlex
 from dataclasses import replace
 
+from orchestrator.hosts.actions import KnobWrite, RootScript, systemctl
 from orchestrator.tuning.knobs.base import Fix, Knob, KnobState, selected, unreadable, write_file_command
 from orchestrator.tuning.reads import Reads, read_command
 
@@ -50,7 +51,7 @@ class ThpKnob(Knob):
             persisted_ok = persisted == want and tuned_note is None
             state = KnobState(f"thp.{key}", live, persisted, want, live == want, persisted_ok, note=tuned_note)
             if live != want:
-                fixes.append(f"echo {shlex.quote(want)} > {shlex.quote(path)}")
+                fixes.append(KnobWrite(path, want))
             states.append(state)
         if any(not s.persisted_ok for s in states if s.error is None):
             fixes += self._persist_commands(base)
@@ -64,7 +65,14 @@ class ThpKnob(Knob):
                 f"[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart=/bin/sh -c '{writes}'\n\n"
                 "[Install]\nWantedBy=multi-user.target\n")
         return [write_file_command(f"/etc/systemd/system/{THP_UNIT}.service", unit),
-                "systemctl daemon-reload", f"systemctl enable {THP_UNIT}"]
+                systemctl("daemon-reload"), systemctl("enable", THP_UNIT)]
+
+    def possible_fixes(self, reads: Reads) -> list[Fix]:
+        base = reads.run(THP_FIND).stdout.strip()
+        if base not in THP_DIRS:
+            return []
+        return [*(KnobWrite(f"{base}/{key}", want) for key, want in self.wanted.items()),
+                *self._persist_commands(base)]
 
     def _tuned(self, reads: Reads) -> tuple[str | None, list[Fix]]:
         """A running tuned whose profile sets THP would undo a one-off fix: give it a drop-in profile."""
@@ -83,9 +91,10 @@ class ThpKnob(Knob):
         ours = profile if profile.startswith("orchestrator-") else f"orchestrator-{profile}"
         conf = f"[main]\nsummary={profile} with THP {want} (orchestrator)\ninclude={profile}\n\n" \
                f"[vm]\ntransparent_hugepages={want}\n"
-        fix: list[Fix] = [write_file_command(f"/etc/tuned/{ours}/tuned.conf", conf),
-               f"if command -v tuned-adm >/dev/null; then tuned-adm profile {shlex.quote(ours)}; else "
-               f"echo {shlex.quote(ours)} > /etc/tuned/active_profile && systemctl restart tuned; fi"]
+        fix: list[Fix] = [write_file_command(f"/etc/tuned/{ours}/tuned.conf", conf), RootScript(
+            f"if command -v tuned-adm >/dev/null; then tuned-adm profile {shlex.quote(ours)}; else "
+            f"echo {shlex.quote(ours)} > /etc/tuned/active_profile && systemctl restart tuned; fi",
+            by_hand=f"tuned-adm profile {shlex.quote(ours)}")]
         return f"tuned profile {profile!r} sets transparent_hugepages={setting} and would undo the fix", fix
 
     def _tuned_thp(self, reads: Reads, profile: str, depth: int) -> str | None:
