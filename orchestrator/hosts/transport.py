@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.config.model import Inventory, NodeEntry, SecretSource
 from orchestrator.errors import ConfigError, HostError, HostUnreachable
+from orchestrator.hosts.host_certs import CertAuthority, certificate_problem, host_key_name
 from orchestrator.hosts.ssh_config import Hop, Route, SshConfig, route
 
 # Every command run on a host, for the run's audit log (runs/audit.py): host, command, exit code, time.
@@ -93,19 +94,19 @@ class LocalTransport:
 @dataclass
 class KnownHosts:
     """known_hosts as OpenSSH reads it. paramiko cannot read marker lines (it fails on the whole file),
-    so they are taken apart here: `@revoked` keys are refused, `@cert-authority` lines are counted (host
-    certificates cannot be checked by paramiko; a host that presents one is refused as unknown)."""
+    so they are taken apart here: `@revoked` keys are refused, `@cert-authority` lines vouch for the
+    hosts they name that present a host certificate (hosts/host_certs.py)."""
 
     keys: paramiko.HostKeys
     revoked: list[paramiko.PKey]
-    cert_authorities: int
+    cert_authorities: list[CertAuthority]
     unreadable: list[int]  # line numbers of lines that are not host keys
 
     @classmethod
     def load(cls, path: Path) -> KnownHosts:
         import paramiko
 
-        keys, revoked, authorities, unreadable = paramiko.HostKeys(), [], 0, []
+        keys, revoked, authorities, unreadable = paramiko.HostKeys(), [], [], []
         try:
             text = path.read_text(errors="replace")
         except OSError as exc:
@@ -116,7 +117,11 @@ class KnownHosts:
                 continue
             marker = line.split(None, 1)[0] if line.startswith("@") else None
             if marker == "@cert-authority":
-                authorities += 1
+                authority = CertAuthority.parse(line.split(None, 1)[1] if " " in line else "", number)
+                if authority is None:
+                    unreadable.append(number)
+                else:
+                    authorities.append(authority)
                 continue
             try:
                 entry = paramiko.hostkeys.HostKeyEntry.from_line(line.split(None, 1)[1] if marker else line, number)
@@ -154,6 +159,37 @@ def with_sudo(command: str, stdin: bytes | None, password: str | None) -> tuple[
     wrapper = (f"IFS= read -r p; printf '%s\\n' \"$p\" | sudo -S -p '' -v || {{ echo '{SUDO_REFUSED}' >&2; "
                f"exit {SUDO_REFUSED_RC}; }}; p=; {as_root}; exit $?")
     return wrapper, password.encode() + b"\n" + (stdin or b"")
+
+
+CERT_REFUSED = "host certificate refused"
+
+
+def _certificates_first(sock: Any, **options: Any) -> paramiko.Transport:
+    """A paramiko transport that asks the host for its certificate before its plain key."""
+    import paramiko
+
+    transport = paramiko.Transport(sock, **options)
+    security = transport.get_security_options()
+    plain = list(security.key_types)
+    security.key_types = [f"{k}-cert-v01@openssh.com" for k in plain if "-cert-" not in k] + plain
+    return transport
+
+
+def _certificate_policy(authorities: list[CertAuthority], hop: Hop) -> paramiko.MissingHostKeyPolicy:
+    """Accepts a host that is not in known_hosts only with a certificate the authorities vouch for."""
+    import paramiko
+
+    class CertificatePolicy(paramiko.MissingHostKeyPolicy):
+        def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+            blob = key.public_blob
+            if blob is None:
+                raise paramiko.SSHException(f"Server {hostname!r} not found in known_hosts")
+            problem = certificate_problem(blob.key_type, blob.key_blob, authorities, hop.hostname, hop.port,
+                                          time.time())
+            if problem is not None:
+                raise paramiko.SSHException(f"{CERT_REFUSED}: {problem}")
+
+    return CertificatePolicy()
 
 
 class SshTransport:
@@ -235,7 +271,15 @@ class SshTransport:
             for host, by_type in table.keys.items():
                 for key in by_type.values():
                     client.get_host_keys().add(host, key.get_name(), key)
-        client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        name = host_key_name(hop.hostname, hop.port)
+        authorities = [a for table in known for a in table.cert_authorities if a.vouches_for(name)]
+        factory = None
+        if client.get_host_keys().lookup(name) is None and authorities:
+            # Not listed by its own key, vouched for by an authority: ask for its certificate first.
+            client.set_missing_host_key_policy(_certificate_policy(authorities, hop))
+            factory = _certificates_first
+        else:
+            client.set_missing_host_key_policy(paramiko.RejectPolicy())
         jump = "" if hop.alias in (node.host, hop.hostname) else f", jump host {hop.alias}"
         where = f"{hop.describe()} ({node.name}{jump})"
         keys: Any = list(hop.key_files) or None  # paramiko takes one path or a list of them
@@ -243,7 +287,8 @@ class SshTransport:
             client.connect(hop.hostname, port=hop.port, username=hop.user, key_filename=keys,
                            passphrase=self.passphrase, timeout=self.cfg.connect_timeout_s, sock=sock,
                            banner_timeout=self.cfg.connect_timeout_s, auth_timeout=self.cfg.connect_timeout_s,
-                           allow_agent=not hop.key_files, look_for_keys=not hop.key_files)
+                           allow_agent=not hop.key_files, look_for_keys=not hop.key_files,
+                           transport_factory=factory)
         except paramiko.BadHostKeyException as exc:
             raise HostUnreachable(f"{where}: the host key does not match {self.cfg.known_hosts}. It may have "
                                   "been reinstalled, or someone is in the middle; check it, then update "
@@ -253,11 +298,11 @@ class SshTransport:
                                   "IdentityFile, and the host's authorized_keys)") from exc
         except paramiko.SSHException as exc:
             if "not found in known_hosts" in str(exc):
-                authorities = sum(k.cert_authorities for k in known)
-                ca = (f" ({authorities} @cert-authority line(s) there are not used: host "
-                      "certificates cannot be checked yet; list the host's own key)" if authorities else "")
-                raise HostUnreachable(f"{where}: host key unknown; it is not in {self.cfg.known_hosts}{ca}. "
-                                      "Add it after checking its fingerprint (unknown keys are refused).") from exc
+                raise HostUnreachable(f"{where}: host key unknown; it is not in {self.cfg.known_hosts}, and no "
+                                      "@cert-authority line there vouches for it. Add it after checking its "
+                                      "fingerprint (unknown keys are refused).") from exc
+            if str(exc).startswith(CERT_REFUSED):
+                raise HostUnreachable(f"{where}: {exc}; the connection is refused") from exc
             raise HostUnreachable(f"{where}: SSH failed: {exc}") from exc
         except (TimeoutError, OSError) as exc:
             raise HostUnreachable(f"{where}: cannot connect: {exc}") from exc

@@ -218,7 +218,8 @@ def make_deploy_password(paths: SandboxPaths) -> Path:
 
 def prepare_host_files(paths: HostPaths, host: TestHost, knobs: dict[str, str], authorized_keys: Path,
                        es_start_script: Path | None, ssh_address: str | None = None,
-                       service: str = "elasticsearch", deploy_password: Path | None = None) -> str:
+                       service: str = "elasticsearch", deploy_password: Path | None = None,
+                       host_ca: Path | None = None) -> str:
     """Everything the host needs on disk (the ``service`` unit, Elasticsearch's or OpenSearch's, when a
     start script is given).
     Returns the host's public key line for known_hosts."""
@@ -242,10 +243,19 @@ def prepare_host_files(paths: HostPaths, host: TestHost, knobs: dict[str, str], 
     key = paths.sshd_dir / "ssh_host_ed25519_key"
     if not key.exists():
         run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{host.name}", "-f", str(key))
+    certificate = []
+    if host_ca is not None:
+        # An OpenSSH host certificate for the host's names, so that a known_hosts holding only the
+        # sandbox's @cert-authority line is enough to reach it.
+        names = ",".join(dict.fromkeys([ssh_address or host.address, host.address, host.name]))
+        run("ssh-keygen", "-q", "-s", str(host_ca), "-I", host.name, "-h", "-n", names, "-V", "-5m:+30d",
+            str(key) + ".pub")
+        certificate = [f"HostCertificate {key}-cert.pub"]
     (paths.sshd_dir / "sshd_config").write_text("\n".join([
         f"ListenAddress {ssh_address or host.address}",
         "Port 22",
         f"HostKey {key}",
+        *certificate,
         " ".join(["AuthorizedKeysFile", str(authorized_keys), *user_keys]),
         "PidFile /run/sshd.pid",
         "UsePAM no",
@@ -289,7 +299,7 @@ def prepare_bastion(paths: SandboxPaths, scheduler: str | None) -> tuple[TestHos
     host = TestHost(BASTION, 0, "none")
     hp = paths.host(BASTION)
     knobs = seed_knobs(hp, scheduler)
-    line = prepare_host_files(hp, host, knobs, paths.authorized_keys, None)
+    line = prepare_host_files(hp, host, knobs, paths.authorized_keys, None, host_ca=paths.host_ca)
     create_network(host)
     create_back_network(host)
     return host, line

@@ -21,6 +21,12 @@ def write_ssh_files(paths: SandboxPaths, records: list[HostRecord], mode: str,
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "orchestrator-sandbox",
                         "-f", str(paths.ssh_key)], check=True)
     paths.authorized_keys.write_text(paths.ssh_key.with_suffix(".pub").read_text())
+    if not paths.host_ca.exists():
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "orchestrator-sandbox-host-ca",
+                        "-f", str(paths.host_ca)], check=True)
+    ca = paths.host_ca.with_suffix(".pub").read_text().split()
+    patterns = f"{hosts.SUBNET}.*,{hosts.BACK_SUBNET}.*"
+    paths.known_hosts_ca.write_text(f"@cert-authority {patterns} {ca[0]} {ca[1]}\n")
     if mode != "netns" or not records:
         return
     # Behind a bastion, a node's sshd listens only on the network the bastion shares with it.

@@ -46,6 +46,16 @@ class SandboxPaths:
         return self.ssh_dir / "authorized_keys"
 
     @property
+    def host_ca(self) -> Path:
+        """The key that signs every test host's host key (an OpenSSH host certificate)."""
+        return self.ssh_dir / "host_ca"
+
+    @property
+    def known_hosts_ca(self) -> Path:
+        """A known_hosts file that lists no host, only the `@cert-authority` line for ``host_ca``."""
+        return self.ssh_dir / "known_hosts_ca"
+
+    @property
     def ssh_config(self) -> Path:
         return self.ssh_dir / "config"
 

@@ -234,7 +234,7 @@ def _up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
         knobs = hosts.seed_knobs(hp, scheduler)
         host_keys.append(hosts.prepare_host_files(hp, host, knobs, paths.authorized_keys, script,
                                                   ssh_address=rec.ssh_address, service=service_of(st.product),
-                                                  deploy_password=deploy_password))
+                                                  deploy_password=deploy_password, host_ca=paths.host_ca))
         hosts.create_network(host)
         if bastion:
             hosts.create_back_network(host)
@@ -425,6 +425,8 @@ def status(paths: SandboxPaths) -> dict[str, Any]:
         "ssh_config": str(paths.ssh_config) if st.mode == "netns" else None,
         "bastion": st.bastion.address if st.bastion else None,
         "known_hosts": str(paths.known_hosts) if st.mode == "netns" else None,
+        # Only the @cert-authority line of the hosts' certificates (Elasticsearch and OpenSearch hosts).
+        "known_hosts_ca": str(paths.known_hosts_ca) if st.mode == "netns" and st.product != "riak" else None,
         # The hosts' non-root user and the password sudo asks it for (hostinit.add_deploy_user).
         "deploy_user": hosts.DEPLOY_USER if deploy_password else None,
         "deploy_password_file": str(deploy_password) if deploy_password else None,
