@@ -316,7 +316,7 @@ class SshTransport:
             stdin: bytes | None = None) -> CommandResult:
         import paramiko
 
-        if self.cfg.sudo and self.cfg.sudo_rules == "shell" and self._user(node) != "root":
+        if self._sudo_rules(node) == "shell":
             command, stdin = with_sudo(command, stdin, self.sudo_password)
         timeout = timeout_s or self.cfg.command_timeout_s
         started = time.monotonic()
@@ -357,8 +357,12 @@ class SshTransport:
                             f"sudo said: {said}")
         return CommandResult(rc, out, err)
 
+    def _sudo_rules(self, node: NodeEntry) -> str | None:
+        """How root's actions reach root on ``node``: None when the SSH user is root or sudo is off."""
+        return self.cfg.sudo_rules if self.cfg.sudo and self._user(node) != "root" else None
+
     def exact_sudo(self, node: NodeEntry) -> bool:
-        return self.cfg.sudo and self.cfg.sudo_rules == "commands" and self._user(node) != "root"
+        return self._sudo_rules(node) == "commands"
 
     def _drop(self, node: NodeEntry) -> None:
         with self._lock:

@@ -87,20 +87,21 @@ SUDO_LOG = "/run/sudo-deploy.log"  # on the host's own /run: empty again after i
 def add_deploy_user(spec: dict[str, object]) -> None:
     """The non-root `deploy` user an operator's tool logs in as, with a password sudo asks for, and the
     sudo rule the tool needs (docs/privileges.md). In the host's own /etc, so kept across its reboots."""
+    from orchestrator.sandbox.hosts import DEPLOY_USER as USER
     from orchestrator.sandbox.hosts import SUDO
 
     password_file = spec.get("deploy_password_file")
     if not password_file or not Path(SUDO).exists():
         return
-    if subprocess.run(["id", "-u", "deploy"], capture_output=True).returncode != 0:
-        sh("useradd", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/bin/sh", "deploy")
+    if subprocess.run(["id", "-u", USER], capture_output=True).returncode != 0:
+        sh("useradd", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/bin/sh", USER)
     password = Path(str(password_file)).read_text().strip()
-    subprocess.run(["chpasswd"], input=f"deploy:{password}\n".encode(), check=True)
-    sudoers = Path("/etc/sudoers.d/orchestrator-deploy")
-    sudoers.write_text("# Written by the sandbox (docs/privileges.md): sudo asks deploy for its password,\n"
-                       "# and keeps a log of what deploy ran, for the tests to read.\n"
-                       f"Defaults:deploy logfile={SUDO_LOG}, loglinelen=0\n"
-                       "deploy ALL=(root) /bin/sh\n")
+    subprocess.run(["chpasswd"], input=f"{USER}:{password}\n".encode(), check=True)
+    sudoers = Path(f"/etc/sudoers.d/orchestrator-{USER}")
+    sudoers.write_text(f"# Written by the sandbox (docs/privileges.md): sudo asks {USER} for its password,\n"
+                       f"# and keeps a log of what {USER} ran, for the tests to read.\n"
+                       f"Defaults:{USER} logfile={SUDO_LOG}, loglinelen=0\n"
+                       f"{USER} ALL=(root) /bin/sh\n")
     sudoers.chmod(0o440)
     # sudo looks its host's name up; without this line it warns on every command.
     hosts = Path("/etc/hosts")

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.errors import SandboxError
-from orchestrator.paths import write_atomically
 from orchestrator.sandbox.layout import HostPaths, SandboxPaths
 from orchestrator.sandbox.state import SandboxState, save
 
@@ -210,9 +209,10 @@ def write_unit(unit_dir: Path, name: str, exec_start: str, user: str | None, ena
 
 def make_deploy_password(paths: SandboxPaths) -> Path:
     """A fresh password for the hosts' `deploy` user (hostinit.add_deploy_user), kept as a secret file."""
+    from orchestrator.sandbox.security import write_secret
+
     where = paths.secret(DEPLOY_PASSWORD)
-    where.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    write_atomically(where, secrets.token_urlsafe(12) + "\n", mode=0o600)
+    write_secret(where, secrets.token_urlsafe(12))
     return where
 
 

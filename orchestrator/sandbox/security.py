@@ -27,7 +27,8 @@ TOOL_PASSWORD = "orchestrator.password"
 TOOL_API_KEY = "orchestrator.api_key"
 
 
-def _write_secret(path: Path, value: str) -> None:
+def write_secret(path: Path, value: str) -> None:
+    """A secret file readable by root only, in a directory only root may enter."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     write_atomically(path, value + "\n", mode=0o600)
 
@@ -39,7 +40,7 @@ def prepare(paths: SandboxPaths) -> None:
     paths.secrets_dir.mkdir(parents=True, mode=0o700)
     certs.make_ca(paths.tls_dir)
     paths.ca_cert.chmod(0o644)  # public: what clients trust
-    _write_secret(paths.secret(ELASTIC_PASSWORD), secrets.token_urlsafe(18))
+    write_secret(paths.secret(ELASTIC_PASSWORD), secrets.token_urlsafe(18))
 
 
 def install_node_files(paths: SandboxPaths, node_dir: Path, host_name: str, addresses: list[str]) -> None:
@@ -49,7 +50,7 @@ def install_node_files(paths: SandboxPaths, node_dir: Path, host_name: str, addr
     ca = certs.Issued(paths.ca_cert, paths.tls_dir / "ca.key")
     certs.issue(ca, where, "node", host_name, addresses)
     shutil.copy2(paths.ca_cert, where / "ca.crt")
-    _write_secret(bootstrap_password_file(node_dir), paths.secret(ELASTIC_PASSWORD).read_text().strip())
+    write_secret(bootstrap_password_file(node_dir), paths.secret(ELASTIC_PASSWORD).read_text().strip())
 
 
 def superuser_access(paths: SandboxPaths) -> SandboxAccess:
@@ -69,8 +70,8 @@ def create_tool_user(paths: SandboxPaths, endpoints: list[str]) -> None:
                            body={"name": f"{TOOL_USER}-sandbox", "role_descriptors": {TOOL_USER: role_body()}})
     except OrchestratorError as exc:
         raise SandboxError(f"setting up the sandbox's users failed: {exc}") from exc
-    _write_secret(paths.secret(TOOL_PASSWORD), password)
-    _write_secret(paths.secret(TOOL_API_KEY), str(key["encoded"]))
+    write_secret(paths.secret(TOOL_PASSWORD), password)
+    write_secret(paths.secret(TOOL_API_KEY), str(key["encoded"]))
 
 
 def status_fields(paths: SandboxPaths, secured: bool) -> dict[str, Any]:

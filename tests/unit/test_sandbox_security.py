@@ -90,7 +90,7 @@ def test_prepare_writes_a_fresh_ca_and_root_only_secrets(tmp_path: Path) -> None
 def test_secured_inventory_and_status_name_files_never_secrets(tmp_path: Path) -> None:
     paths = SandboxPaths(tmp_path)
     security.prepare(paths)
-    security._write_secret(paths.secret(security.TOOL_PASSWORD), "tool-secret-value")
+    security.write_secret(paths.secret(security.TOOL_PASSWORD), "tool-secret-value")
     st = state.SandboxState(mode="netns", es_version="9.5.3", cluster_name="sandbox", zones=1, secured=True,
                             hosts=[state.HostRecord("es-1", "zone-1", "10.231.0.11", "https://10.231.0.11:9200")])
     doc = inventory_document(paths, st)
