@@ -14,11 +14,13 @@ from typing import Any
 
 from orchestrator.errors import OrchestratorError, SandboxError
 from orchestrator.paths import write_atomically
+from orchestrator.retry import Seen, wait_until
 from orchestrator.sandbox import certs
 from orchestrator.sandbox.layout import SandboxPaths
 from orchestrator.sandbox.node import bootstrap_password_file
 from orchestrator.sandbox.rest import SandboxAccess, rest_for
 from orchestrator.shards.privileges import role_body
+from orchestrator.shards.rest import HttpError
 
 SUPERUSER = "elastic"
 TOOL_USER = "orchestrator"  # the user (and role) the sandbox's inventory connects as
@@ -57,17 +59,33 @@ def superuser_access(paths: SandboxPaths) -> SandboxAccess:
     return SandboxAccess(str(paths.ca_cert), SUPERUSER, paths.secret(ELASTIC_PASSWORD).read_text().strip())
 
 
-def create_tool_user(paths: SandboxPaths, endpoints: list[str]) -> None:
+def create_tool_user(paths: SandboxPaths, endpoints: list[str], timeout_s: float = 120) -> None:
     """As `elastic`: the `orchestrator` role (exactly what a run needs), a user with it, and an API key
     limited to it; their secrets written beside the superuser's."""
     rest = rest_for("elasticsearch", endpoints, timeout_s=30, access=superuser_access(paths))
     password = secrets.token_urlsafe(18)
+
+    def as_superuser(what: str, method: str, path: str, body: dict[str, Any]) -> Any:
+        # The first security write creates the `.security` index; until its primary is active the
+        # reserved realm cannot read `elastic`'s entry and answers 401 (or 503), although the
+        # bootstrap password is right. Seen on a busy CI machine: wait for it, bounded.
+        def attempt(seen: Seen[Any]) -> Any:
+            try:
+                return rest.request(what, method, path, body=body)
+            except HttpError as exc:
+                if exc.status not in (401, 503):
+                    raise
+                seen.text = str(exc)
+                return None
+        return wait_until(attempt, what=f"the security index to accept `{SUPERUSER}` ({what})",
+                          timeout_s=timeout_s, interval_s=1)
+
     try:
-        rest.request("create the orchestrator role", "PUT", f"/_security/role/{TOOL_USER}", body=role_body())
-        rest.request("create the orchestrator user", "PUT", f"/_security/user/{TOOL_USER}",
-                     body={"password": password, "roles": [TOOL_USER]})
-        key = rest.request("create an API key", "POST", "/_security/api_key",
-                           body={"name": f"{TOOL_USER}-sandbox", "role_descriptors": {TOOL_USER: role_body()}})
+        as_superuser("create the orchestrator role", "PUT", f"/_security/role/{TOOL_USER}", role_body())
+        as_superuser("create the orchestrator user", "PUT", f"/_security/user/{TOOL_USER}",
+                     {"password": password, "roles": [TOOL_USER]})
+        key = as_superuser("create an API key", "POST", "/_security/api_key",
+                           {"name": f"{TOOL_USER}-sandbox", "role_descriptors": {TOOL_USER: role_body()}})
     except OrchestratorError as exc:
         raise SandboxError(f"setting up the sandbox's users failed: {exc}") from exc
     write_secret(paths.secret(TOOL_PASSWORD), password)

@@ -14,6 +14,7 @@ import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from orchestrator.errors import SandboxError
 from orchestrator.sandbox import certs, security, state
 from orchestrator.sandbox.assemble import artifact_name, without_security
 from orchestrator.sandbox.inventory_writer import inventory_document
@@ -153,3 +154,43 @@ def test_an_insecure_home_is_the_same_files_without_the_security_modules(tmp_pat
     without_security(home)
     assert (lean / "lib" / "server.jar").read_bytes() == b"server 2"
     assert not (lean / "lib" / "left-by-hand.jar").exists()
+
+
+class _SecurityIndexNotReady:
+    """A cluster whose reserved realm answers 401 to `elastic` twice (the `.security` index being
+    created), then accepts every write; or refuses with ``fail_with`` for good."""
+
+    def __init__(self, fail_with: int = 401, failures: int = 2) -> None:
+        self.fail_with, self.failures = fail_with, failures
+        self.calls: list[str] = []
+
+    def request(self, what: str, method: str, path: str, body: object = None) -> dict[str, str]:
+        from orchestrator.shards.rest import HttpError
+
+        self.calls.append(path)
+        if self.failures:
+            self.failures -= 1
+            raise HttpError(f"{what}: refused (HTTP {self.fail_with})", self.fail_with)
+        return {"encoded": "a2V5"}
+
+
+def test_tool_user_waits_while_the_security_index_cannot_yet_authenticate_elastic(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    paths = SandboxPaths(tmp_path)
+    security.prepare(paths)
+    cluster = _SecurityIndexNotReady()
+    monkeypatch.setattr(security, "rest_for", lambda *a, **k: cluster)
+    security.create_tool_user(paths, ["https://10.231.0.11:9200"], timeout_s=30)
+    assert cluster.calls[:3] == ["/_security/role/orchestrator"] * 3
+    assert paths.secret(security.TOOL_API_KEY).read_text().strip() == "a2V5"
+
+
+def test_tool_user_gives_up_at_once_on_a_refusal_that_waiting_cannot_cure(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    paths = SandboxPaths(tmp_path)
+    security.prepare(paths)
+    cluster = _SecurityIndexNotReady(fail_with=403, failures=5)
+    monkeypatch.setattr(security, "rest_for", lambda *a, **k: cluster)
+    with pytest.raises(SandboxError, match=r"setting up the sandbox's users failed: .*HTTP 403"):
+        security.create_tool_user(paths, ["https://10.231.0.11:9200"], timeout_s=30)
+    assert len(cluster.calls) == 1
