@@ -188,6 +188,11 @@ def wait_for_recovery(ctx: RunContext, batch: BatchRecord) -> None:
     stats = recovery_stats(ctx, batch)
     for name in batch.nodes:
         ctx.timed(name, "recovery", elapsed)
+        copied = stats.get(name, {}).pop("copies_from_peers", [])
+        if copied:
+            ctx.emit(Event("step", f"{name}: {len(copied)} shard copies were copied from peers instead of recovering "
+                                   f"from their own files: " + ", ".join(copied[:10]), node=name,
+                           data={"copies_from_peers": copied}))
         ctx.journal.recovered(name, stats.get(name, {"bytes_from_peers": 0, "bytes_reused": 0, "shards": 0}))
         ctx.set_phase(name, Phase.DONE, f"{name}: done; recovery {elapsed:.1f} s, "
                                         f"{stats.get(name, {}).get('bytes_from_peers', 0)} bytes copied from peers")
@@ -230,34 +235,46 @@ def progress_text(p: dict[str, int]) -> str:
             f"copied ({p['percent']}%), {human_bytes(p['bytes_reused'])} reused")
 
 
-def recovery_stats(ctx: RunContext, batch: BatchRecord) -> dict[str, dict[str, int]]:
-    """Bytes copied from peers vs reused locally, for the shard copies recovered onto each node.
-
-    A recovery that copied files reports them (recovered vs reused). An operation-based recovery
-    (retention leases, Elasticsearch 7.4+) copies no file and reports 0 bytes: the node kept its
-    whole copy, so its size on the node counts as reused.
-    """
+def recovery_stats(ctx: RunContext, batch: BatchRecord) -> dict[str, dict[str, Any]]:
+    """Bytes copied from peers vs reused locally, for the shard copies recovered onto each node."""
     rows = es(ctx).recoveries()
     sizes = {(c.index, c.shard, c.node_id): c.size_bytes for c in es(ctx).shards()}
-    out: dict[str, dict[str, int]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for name in batch.nodes:
-        rec = ctx.record(name)
-        node_id = ctx.journal.plan.node_ids.get(name)
-        since_ms = int(rec.started_at.get("start_issued", 0) * 1000) - 5000
-        peers = reused = shards = 0
-        for r in rows:
-            if r["target"] != name or r["start_ms"] < since_ms:
-                continue
-            shards += 1
-            if r["total_bytes"] > 0:
-                peers += r["recovered_bytes"] if r["type"] == "PEER" else 0
-                reused += r["reused_bytes"] + (r["recovered_bytes"] if r["type"] != "PEER" else 0)
-            else:
-                reused += sizes.get((r["index"], r["shard"], node_id), 0)
-        out[name] = {"bytes_from_peers": peers, "bytes_reused": reused, "shards": shards}
+        node_id = ctx.journal.plan.node_ids.get(name, "")
+        since_ms = int(ctx.record(name).started_at.get("start_issued", 0) * 1000) - 5000
+        own = {(index, shard): size for (index, shard, node), size in sizes.items() if node == node_id}
+        out[name] = recovery_figures(rows, name, since_ms, own)
     return out
 
 
+def recovery_figures(rows: list[dict[str, Any]], node: str, since_ms: int,
+                     sizes: dict[tuple[str, int], int]) -> dict[str, Any]:
+    """One node's recoveries since ``since_ms``: bytes from peers, bytes reused, and which copies were
+    copied from a peer (largest first), for the operator to see which shards lost their leases.
+
+    A recovery that copied files reports them (recovered vs reused). An operation-based recovery
+    (retention leases, Elasticsearch 7.4+) copies no file and reports 0 bytes: the node kept its
+    whole copy, so its size on the node (``sizes``) counts as reused.
+    """
+    peers = reused = shards = 0
+    copies: list[tuple[int, str]] = []
+    for r in rows:
+        if r["target"] != node or r["start_ms"] < since_ms:
+            continue
+        shards += 1
+        if r["total_bytes"] == 0:
+            reused += sizes.get((r["index"], r["shard"]), 0)
+        elif r["type"] == "PEER":
+            peers += r["recovered_bytes"]
+            reused += r["reused_bytes"]
+            if r["recovered_bytes"]:
+                copies.append((r["recovered_bytes"], f"[{r['index']}][{r['shard']}] "
+                                                     f"{human_bytes(r['recovered_bytes'])} from {r['source']}"))
+        else:
+            reused += r["reused_bytes"] + r["recovered_bytes"]
+    return {"bytes_from_peers": peers, "bytes_reused": reused, "shards": shards,
+            "copies_from_peers": [text for _, text in sorted(copies, reverse=True)]}
 
 
 # --- upgrade ---------------------------------------------------------------------------------------

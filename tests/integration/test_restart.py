@@ -247,13 +247,20 @@ def test_node_mode_restart_of_three_nodes_under_load(sandboxes: SandboxManager, 
 def test_under_writes_a_restarted_node_waits_for_retention_leases_and_copies_nothing(
         sandboxes: SandboxManager, tmp_path: Path) -> None:
     """Writes move the commit the flush makes past leases the primary renews only every 30 s: without
-    waiting for the renewal, the node's copies of the written index are copied again in full."""
+    waiting for the renewal, the node's copies of the written index are copied again in full.
+
+    On a fresh sandbox: after other tests' restarts and merges, an idle copy is now and then copied in
+    full although its lease was current (1 run in 3 of test_forcemerge.py before this test; issue 16's
+    open case, docs/benchmarks.md). That is measured by `make bench`, not asserted here."""
+    sandboxes.get(Shape(), fresh=True)
     info, es = prepared(sandboxes, Shape())
     load = LoadGenerator(info["endpoints"], index="lease-test", duration_s=300, max_docs=50_000,
                               access=access_of(info))
     load.start_then_mark("during")
     inventory = custom_inventory(tmp_path, lambda inv: inv.setdefault("recovery", {}).update(
         lease_wait_min_bytes="0b"))
+    held = {(r["index"], int(r["shard"])) for r in es.cat.shards(format="json", h="index,shard,node")
+            if r["node"] == "es-2"}
     started_ms = time.time() * 1000
     try:
         proc = orchestrate("restart", "--config", str(inventory), "--nodes", "es-2", "--yes", "--json", timeout=600)
@@ -271,7 +278,11 @@ def test_under_writes_a_restarted_node_waits_for_retention_leases_and_copies_not
             for s in body["shards"]
             if s["target"]["name"] == "es-2" and s["start_time_in_millis"] >= started_ms and s["type"] == "PEER"]
     assert "lease-test" in {index for index, _ in onto}, "es-2 held a copy of the written index"
-    assert sum(s["index"]["size"]["recovered_in_bytes"] for _, s in onto) == 0, onto
+    copied = [(index, s["id"], s["source"]["name"], s["index"]["size"]["recovered_in_bytes"],
+               "held before" if (index, s["id"]) in held else "new on es-2") for index, s in onto
+              if s["index"]["size"]["recovered_in_bytes"]]
+    assert copied == [], f"copied from peers (index, shard, source, bytes): {copied}; the run said: " + "; ".join(
+        m for m in messages if "lease" in m or "copied from peers" in m)
     assert lines[-1]["nodes"][0]["recovery"]["bytes_from_peers"] == 0
     es.indices.delete(index="lease-test")
 

@@ -207,3 +207,23 @@ def test_the_recovery_wait_stops_explaining_at_the_first_copy_that_blocks() -> N
     # Without a node of the run to wait for, every copy is explained (what the gate and the plan show).
     client.asked.clear()
     assert len(adapter.explain_unassigned(unassigned)) == 3 and client.asked == ["by-design", "delayed", "filtered"]
+
+
+def test_recovery_figures_name_each_copy_copied_from_a_peer_largest_first() -> None:
+    from orchestrator.shards.steps import recovery_figures
+
+    def row(index: str, shard: int, kind: str, total: int, recovered: int, reused: int, start: int = 2000) -> dict:
+        return {"index": index, "shard": shard, "type": kind, "target": "es-2", "source": "es-1", "start_ms": start,
+                "total_bytes": total, "recovered_bytes": recovered, "reused_bytes": reused}
+
+    rows = [row("ops", 0, "PEER", 0, 0, 0),                       # operation-based: its own size reused
+            row("small", 1, "PEER", 2048, 2048, 0),               # copied in full
+            row("big", 0, "PEER", 400_000, 350_000, 50_000),      # copied, partly reused
+            row("local", 0, "EXISTING_STORE", 900, 100, 800),     # a primary from its own store
+            row("old", 0, "PEER", 10**9, 10**9, 0, start=10)]     # before this node's start: not counted
+    figures = recovery_figures(rows, "es-2", since_ms=1000, sizes={("ops", 0): 7000})
+    assert figures["shards"] == 4
+    assert figures["bytes_from_peers"] == 352_048
+    assert figures["bytes_reused"] == 7000 + 50_000 + 900
+    assert [c.split()[0] for c in figures["copies_from_peers"]] == ["[big][0]", "[small][1]"]
+    assert figures["copies_from_peers"][0].endswith("from es-1")
