@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.config.loader import load_model
+from orchestrator.config.model import NodeEntry
 from orchestrator.config.playbook import Playbook, load_playbook
 from orchestrator.errors import ConfigError
 from orchestrator.forcemerge.decide import IndexFacts, Verdict, decide
@@ -143,3 +144,28 @@ def test_fix_commands_run_in_order_and_stop_at_the_first_failure(tmp_path: Path)
     assert "tuning command failed: echo 'Invalid argument' >&2; exit 22" in str(err.value)
     assert "Invalid argument" in str(err.value).splitlines()[-1]
     assert first.read_text() == "2\n" and not never.exists()
+
+
+def test_a_host_like_the_previous_one_is_inspected_in_one_round_trip(tmp_path: Path) -> None:
+    """Read-only: the knobs of this machine are read, never written (inspect, not apply)."""
+    from orchestrator.hosts.transport import CommandResult, LocalTransport
+    from orchestrator.tuning.apply import inspect_node
+    from orchestrator.tuning.profile import load_profile
+
+    class Counting(LocalTransport):
+        round_trips = 0
+
+        def run(self, node: NodeEntry, command: str, timeout_s: float | None = None,
+                stdin: bytes | None = None) -> CommandResult:
+            Counting.round_trips += 1
+            return super().run(node, command, timeout_s, stdin)
+
+    profile, transport = load_profile("elasticsearch"), Counting(30)
+    first = NodeEntry(name="es-1", host="localhost", data_paths=[str(tmp_path)])
+    alone = inspect_node(profile, transport, first)
+    assert alone.error is None and Counting.round_trips >= 2, "a listing, then what it names"
+    Counting.round_trips = 0
+    second = NodeEntry(name="es-2", host="localhost", data_paths=[str(tmp_path)])
+    learned = inspect_node(profile, transport, second, likely_reads=alone.reads)
+    assert Counting.round_trips == 1
+    assert learned.to_json()["knobs"] == alone.to_json()["knobs"]
