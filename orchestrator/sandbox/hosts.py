@@ -216,24 +216,6 @@ def make_deploy_password(paths: SandboxPaths) -> Path:
     return where
 
 
-def give_root_a_home_of_its_own(paths: HostPaths) -> None:
-    """The host's root logs in to a home of its own (its /etc/passwd, in the host's /etc overlay), not
-    this machine's /root: sshd runs every command through root's bash, which reads ~/.bashrc, and
-    this machine's ran `pyenv init` on each: 0.1 s per SSH command, about a fifth of the tool's
-    overhead per node in a restart. A host's root with its own (empty) home is also what a host is."""
-    home = paths.root / "root-home"
-    home.mkdir(mode=0o700, exist_ok=True)
-    lines = []
-    for line in Path("/etc/passwd").read_text().splitlines():
-        fields = line.split(":")
-        if fields[0] == "root" and len(fields) == 7:
-            fields[5] = str(home)
-        lines.append(":".join(fields))
-    passwd = paths.etc_upper / "passwd"
-    passwd.write_text("\n".join(lines) + "\n")
-    passwd.chmod(0o644)
-
-
 def prepare_host_files(paths: HostPaths, host: TestHost, knobs: dict[str, str], authorized_keys: Path,
                        es_start_script: Path | None, ssh_address: str | None = None,
                        service: str = "elasticsearch", deploy_password: Path | None = None,
@@ -244,7 +226,6 @@ def prepare_host_files(paths: HostPaths, host: TestHost, knobs: dict[str, str], 
     for d in (paths.etc_upper, paths.bin_upper, paths.overlay_work("etc"), paths.overlay_work("bin"), paths.sshd_dir):
         d.mkdir(parents=True, exist_ok=True)
     shutil.copy2(HOST_FILES / "systemctl", paths.bin_upper / "systemctl")
-    give_root_a_home_of_its_own(paths)
     # numad stand-in: a copy of sleep named numad, so `pgrep -x numad` and `pidof numad` see it.
     shutil.copy2("/bin/sleep", paths.bin_upper / "numad")
     unit_dir = paths.etc_upper / "systemd" / "system"
