@@ -188,14 +188,15 @@ def wait_for_recovery(ctx: RunContext, batch: BatchRecord) -> None:
     stats = recovery_stats(ctx, batch)
     for name in batch.nodes:
         ctx.timed(name, "recovery", elapsed)
-        copied = stats.get(name, {}).pop("copies_from_peers", [])
+        figures = dict(stats[name])
+        copied = figures.pop("copies_from_peers")
         if copied:
             ctx.emit(Event("step", f"{name}: {len(copied)} shard copies were copied from peers instead of recovering "
                                    f"from their own files: " + ", ".join(copied[:10]), node=name,
                            data={"copies_from_peers": copied}))
-        ctx.journal.recovered(name, stats.get(name, {"bytes_from_peers": 0, "bytes_reused": 0, "shards": 0}))
+        ctx.journal.recovered(name, figures)
         ctx.set_phase(name, Phase.DONE, f"{name}: done; recovery {elapsed:.1f} s, "
-                                        f"{stats.get(name, {}).get('bytes_from_peers', 0)} bytes copied from peers")
+                                        f"{figures['bytes_from_peers']} bytes copied from peers")
 
 
 def under_way(rows: list[dict[str, Any]], node: str) -> list[dict[str, Any]]:
@@ -238,13 +239,15 @@ def progress_text(p: dict[str, int]) -> str:
 def recovery_stats(ctx: RunContext, batch: BatchRecord) -> dict[str, dict[str, Any]]:
     """Bytes copied from peers vs reused locally, for the shard copies recovered onto each node."""
     rows = es(ctx).recoveries()
-    sizes = {(c.index, c.shard, c.node_id): c.size_bytes for c in es(ctx).shards()}
+    sizes_by_node: dict[str, dict[tuple[str, int], int]] = {}
+    for c in es(ctx).shards():  # one pass: a zone's batch may hold many nodes, the cluster many copies
+        if c.node_id is not None:
+            sizes_by_node.setdefault(c.node_id, {})[(c.index, c.shard)] = c.size_bytes
     out: dict[str, dict[str, Any]] = {}
     for name in batch.nodes:
         node_id = ctx.journal.plan.node_ids.get(name, "")
         since_ms = int(ctx.record(name).started_at.get("start_issued", 0) * 1000) - 5000
-        own = {(index, shard): size for (index, shard, node), size in sizes.items() if node == node_id}
-        out[name] = recovery_figures(rows, name, since_ms, own)
+        out[name] = recovery_figures(rows, name, since_ms, sizes_by_node.get(node_id, {}))
     return out
 
 

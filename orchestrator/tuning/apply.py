@@ -98,7 +98,6 @@ def apply_node(profile: Profile, transport: Transport, node: NodeEntry,
         return before  # nothing drifted: nothing to change, nothing to read again
     run_in_order(transport, node, commands)
     after = inspect_node(profile, transport, node, before.reads)
-    after.reads = before.reads
     after.applied = [str(c) for c in commands]  # a file write is shown by its path and size, never its content
     after.fixed = [k.knob for k in before.knobs if k.drift]
     now = {k.knob: {"live": k.live, "persisted": k.persisted} for k in after.knobs}
