@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from orchestrator.config.model import Inventory, NodeEntry
 from orchestrator.hosts.service import ServiceControl
@@ -28,10 +28,22 @@ class AbortFlag:
         self.reason = reason
 
 
-# A host tuner applies the inventory's tuning profile to one node's host and returns what it changed,
-# one record per knob: {"knob", "before": {"live", "persisted"}, "after": {...}} (the tuning package
-# provides it; the engine only calls it and journals the records).
-Tuner = Callable[[NodeEntry], list[dict[str, Any]]]
+class Tuned(Protocol):
+    """What a tuner did on one host: one record per fixed knob ({"knob", "before": {"live", "persisted"},
+    "after": {...}}), and, when it read nothing then, the age of the earlier read it trusted."""
+
+    changes: list[dict[str, Any]]
+    read_ahead_s: float | None
+
+
+class Tuner(Protocol):
+    """Applies the inventory's tuning profile to one node's host (the tuning package provides it; the
+    engine only calls it and journals the records). ``look_ahead`` reads hosts whose turn is next, in
+    the background; ``read_ahead_ok``: the host's node has been down since, so such a read stands."""
+
+    def __call__(self, node: NodeEntry, read_ahead_ok: bool = False) -> Tuned: ...
+
+    def look_ahead(self, nodes: Sequence[NodeEntry]) -> None: ...
 
 
 @dataclass

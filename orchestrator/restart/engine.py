@@ -126,6 +126,8 @@ class Engine:
     def run_batch(self, batch: BatchRecord) -> None:
         ctx = self.ctx
         if batch.state == "pending":
+            if any(name == "tune_host" for name, _ in self.procedure.batch):
+                steps.read_hosts_ahead(ctx, batch)  # during the gate and the stop
             self.wait_until_safe(batch)
             ctx.journal.begin_batch(batch)
             ctx.emit(Event("batch", f"batch {batch.number}/{len(ctx.journal.batches)}: {batch.label} "

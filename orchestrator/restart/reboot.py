@@ -149,7 +149,7 @@ def check_tuning(ctx: RunContext, batch: BatchRecord) -> None:
         if ctx.tuner is None:
             ctx.emit(Event("step", f"{name}: no tuning profile, nothing to check after the reboot", node=name))
         else:
-            changes = [{**c, "not_persisted": True} for c in ctx.tuner(ctx.node(name))]
+            changes = [{**c, "not_persisted": True} for c in ctx.tuner(ctx.node(name)).changes]
             ctx.journal.host_changed(name, changes)
             if changes:
                 knobs = ", ".join(str(c.get("knob")) for c in changes)

@@ -121,15 +121,28 @@ def tune_host(ctx: RunContext, batch: BatchRecord) -> None:
             ctx.emit(Event("step", f"{name}: no tuning profile, host left as it is", node=name))
         else:
             started = ctx.clock.monotonic()
-            changes = ctx.tuner(ctx.node(name))
+            # The look-ahead read this host before its node stopped, and nothing but that stop came since.
+            tuned = ctx.tuner(ctx.node(name), read_ahead_ok=True)
             ctx.timed(name, "tune", ctx.clock.monotonic() - started)
-            ctx.journal.host_changed(name, changes)  # what the host was and became, kept with the run
-            knobs = [str(c.get("knob")) for c in changes]
+            ctx.journal.host_changed(name, tuned.changes)  # what the host was and became, kept with the run
+            knobs = [str(c.get("knob")) for c in tuned.changes]
             said = f"fixed {', '.join(knobs)}" if knobs else "already tuned, nothing changed"
-            ctx.emit(Event("step", f"{name}: host tuning: {said}", node=name, data={"changes": changes}))
+            if tuned.read_ahead_s is not None:
+                said += f" (as read {tuned.read_ahead_s:.0f} s before, while its node still ran)"
+            ctx.emit(Event("step", f"{name}: host tuning: {said}", node=name, data={"changes": tuned.changes}))
         ctx.set_phase(name, Phase.TUNED)
 
     for_each_node(ctx, batch, tune)
+    following = next((b for b in ctx.journal.batches if b.number > batch.number and b.state == "pending"), None)
+    if following is not None:
+        read_hosts_ahead(ctx, following)  # while this batch boots and recovers
+
+
+def read_hosts_ahead(ctx: RunContext, batch: BatchRecord) -> None:
+    """Have the tuner read the batch's hosts in the background, so that their turn costs no round trip
+    while their nodes are down when nothing drifted."""
+    if ctx.tuner is not None:
+        ctx.tuner.look_ahead([ctx.node(name) for name in batch.nodes])
 
 
 def start_service(ctx: RunContext, batch: BatchRecord) -> None:

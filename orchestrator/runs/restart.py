@@ -141,9 +141,10 @@ def _execute(target: Target, journal: Journal, playbook: Playbook, transport: Tr
                           f"{', '.join(journal.spec.options.allow_unavailable)} may be unavailable while their "
                           "node restarts"))
     abort = abort or AbortFlag()
+    tuner = make_tuner(inv, transport)
     ctx = RunContext(inv=inv, cluster=target.cluster, transport=transport,
                      service=ServiceControl(transport, inv.service, inv.timeouts.stop_s + inv.timeouts.start_s),
-                     journal=journal, emit=emit, tuner=make_tuner(inv, transport), abort=abort)
+                     journal=journal, emit=emit, tuner=tuner, abort=abort)
     failed = True
     try:
         lock.keep_renewed()  # stopped in `finally`, whatever happens
@@ -159,6 +160,8 @@ def _execute(target: Target, journal: Journal, playbook: Playbook, transport: Tr
             lock.mark_failed()
         else:
             lock.release()
+        if tuner is not None:
+            tuner.close()
         transport.close()
     return journal
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -167,25 +168,75 @@ def run_all(inv: Inventory, transport: Transport, nodes: list[NodeEntry], apply:
         return list(pool.map(one, nodes))
 
 
-def make_tuner(inv: Inventory, transport: Transport) -> Callable[[NodeEntry], list[dict[str, Any]]] | None:
-    """The restart's tune_host step: apply the profile to one host, fail loudly if anything still drifts."""
-    profile = profile_of(inv)
-    if profile is None:
-        return None
+@dataclass
+class TuneResult:
+    changes: list[dict[str, Any]]  # per fixed knob: {"knob", "before": {live, persisted}, "after": {...}}
+    read_ahead_s: float | None = None  # nothing read now: a read this old (the look-ahead's) found no drift
 
-    # A rolling restart tunes similar hosts one after another: each reads, in its first round trip,
-    # what the previous one turned out to need (its listings' results: disks, THP directory), so a
-    # host in steady state costs one SSH round trip instead of two.
-    learned: list[str] = []
 
-    def tune(node: NodeEntry) -> list[dict[str, Any]]:
-        report = apply_node(profile, transport, node, learned)
-        learned[:] = report.reads
+# A read ahead older than this is read again when its host's turn comes (a long gate wait, a pause).
+READ_AHEAD_MAX_AGE_S = 60.0
+
+
+class RollingTuner:
+    """The restart's tune_host step: apply the profile to one host, fail loudly if anything still drifts.
+
+    A rolling restart tunes similar hosts one after another, so two things are read ahead:
+    - each host's first round trip also reads what the previous one turned out to need (its listings'
+      results: disks, THP directory), so a host in steady state costs one round trip instead of two;
+    - ``look_ahead`` reads the next batch's hosts while the current batch boots and recovers. When
+      that read (at most READ_AHEAD_MAX_AGE_S old) found nothing to fix, the host's turn costs no
+      round trip while its node is down; when it found drift, the host is read again and fixed then.
+    """
+
+    def __init__(self, profile: Profile, transport: Transport, clock: Callable[[], float] = time.monotonic) -> None:
+        self.profile = profile
+        self.transport = transport
+        self.clock = clock
+        self.learned: list[str] = []
+        self._ahead: dict[str, tuple[float, Future[NodeReport]]] = {}
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="tuning-read-ahead")
+
+    def look_ahead(self, nodes: Sequence[NodeEntry]) -> None:
+        for node in nodes:
+            earlier = self._ahead.get(node.name)
+            if earlier is None or self.clock() - earlier[0] > READ_AHEAD_MAX_AGE_S:
+                read = self._pool.submit(inspect_node, self.profile, self.transport, node, list(self.learned))
+                self._ahead[node.name] = (self.clock(), read)
+
+    def read_ahead(self, node: NodeEntry) -> tuple[NodeReport, float] | None:
+        """The look-ahead's report on ``node`` and its age, when usable (recent, read without error)."""
+        entry = self._ahead.pop(node.name, None)
+        if entry is None:
+            return None
+        at, read = entry
+        try:
+            report = read.result()
+        except Exception:  # a look-ahead that failed is only a read lost: the host is read again now
+            return None
+        age = self.clock() - at
+        return (report, age) if report.error is None and age <= READ_AHEAD_MAX_AGE_S else None
+
+    def __call__(self, node: NodeEntry, read_ahead_ok: bool = False) -> TuneResult:
+        """Tune ``node``'s host. ``read_ahead_ok``: its node has been down since the look-ahead read it
+        (the tune_host step), so that read stands; after a reboot (say) the host is read now."""
+        ahead = self.read_ahead(node)  # taken either way: a read is used once at most
+        if read_ahead_ok and ahead is not None and not ahead[0].drift:
+            self.learned[:] = ahead[0].reads
+            return TuneResult([], read_ahead_s=ahead[1])
+        report = apply_node(self.profile, self.transport, node, self.learned)
+        self.learned[:] = report.reads
         if report.drift:
             problems = [report.error] if report.error else [
                 f"{k.knob}: {k.error or f'live {k.live}, persisted {k.persisted}, wanted {k.desired}'}"
                 for k in report.knobs if k.drift]
             raise HostError(f"{node.name}: host tuning incomplete: {'; '.join(p for p in problems if p)}")
-        return report.changes or []
+        return TuneResult(report.changes or [])
 
-    return tune
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def make_tuner(inv: Inventory, transport: Transport) -> RollingTuner | None:
+    profile = profile_of(inv)
+    return None if profile is None else RollingTuner(profile, transport)

@@ -55,8 +55,11 @@ def doc_counts(es: Elasticsearch) -> dict[str, int]:
 
 
 def run_restart_and_verify(sandboxes: SandboxManager, shape: Shape, by: str,
-                           under_load: bool = False) -> dict[str, Any]:
+                           under_load: bool = False, tuned: bool = False) -> dict[str, Any]:
     info, es = prepared(sandboxes, shape)
+    if tuned:  # every host tuned before: each is read ahead and needs nothing while its node is down
+        proc = orchestrate("tune", "--cluster", "sandbox", "--apply", "--yes")
+        assert proc.returncode == 0, proc.stderr
     load = None
     if under_load:
         load = LoadGenerator(info["endpoints"], index="load-test", duration_s=600, max_docs=200_000,
@@ -101,7 +104,9 @@ def run_restart_and_verify(sandboxes: SandboxManager, shape: Shape, by: str,
     assert settings(es) == before_settings
     # The elected master (at the start) is in the last batch.
     assert master_before in summary["batches"][-1]["nodes"]
-    check_audit_log(summary, by)
+    read_ahead = check_audit_log(summary, by)
+    if tuned:
+        assert read_ahead == set(before_pids), "hosts already tuned: each read ahead, none touched while down"
     # The lock index (made by this run if no earlier one did): released, and hidden from index patterns.
     assert es.count(index="orchestrator-locks")["count"] == 0, "the lock is released"
     hidden = es.indices.get_settings(index="orchestrator-locks", name="index.hidden")
@@ -149,9 +154,11 @@ def test_plan_says_unsafe_for_an_index_without_replicas(sandboxes: SandboxManage
         es.indices.delete(index="no-replica")
 
 
-def check_audit_log(summary: dict[str, Any], by: str) -> None:
+def check_audit_log(summary: dict[str, Any], by: str) -> set[str]:
     """The run's audit log beside its journal: who ran it, each stop and start on each host, the
-    settings requests, the events; its size is printed (a figure for the docs)."""
+    settings requests, the events; its size is printed (a figure for the docs). Returns the nodes
+    whose host tuning was read ahead (while they ran) and needed nothing: on those hosts, nothing ran
+    between the stop and the start."""
     log = Path(summary["journal"]).with_name(f"{summary['run_id']}.log.jsonl")
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     kinds = Counter(line["kind"] for line in lines)
@@ -164,8 +171,22 @@ def check_audit_log(summary: dict[str, Any], by: str) -> None:
     assert any(r["method"] == "PUT" and r["url"].endswith("/_cluster/settings") and r["status"] == 200
                for r in lines if r["kind"] == "request")
     assert kinds["event"] > 0, dict(kinds)
+    read_ahead = set()
+    for node in summary["nodes"]:
+        mine = [c["command"] for c in commands if c["node"] == node["name"]]
+        stop = next(i for i, c in enumerate(mine) if c.endswith("systemctl stop elasticsearch"))
+        start = next(i for i, c in enumerate(mine) if c.endswith("systemctl start elasticsearch"))
+        said = [e["message"] for e in lines if e["kind"] == "event" and e.get("node") == node["name"]
+                and "host tuning:" in e["message"]]
+        assert len(said) == 1, said
+        if "as read" in said[0]:
+            assert mine[stop + 1:start] == [], f"{node['name']}: read ahead, yet commands ran while it was down"
+            read_ahead.add(node["name"])
+        else:
+            assert mine[stop + 1:start], f"{node['name']}: tuned while down, yet no command ran then"
     print(f"audit log of the {by}-mode restart of {len(summary['nodes'])} nodes: {log.stat().st_size} bytes, "
           f"{len(lines)} lines {dict(kinds)}")
+    return read_ahead
 
 
 def settled_health(es: Elasticsearch, unassigned: int, timeout_s: float = 60) -> dict[str, Any]:
@@ -226,7 +247,7 @@ def test_an_installed_wheel_plans_the_sandbox_with_its_shipped_playbook(sandboxe
 
 
 def test_node_mode_restart_of_three_nodes_under_load(sandboxes: SandboxManager, tmp_path: Path) -> None:
-    summary = run_restart_and_verify(sandboxes, Shape(), "node", under_load=True)
+    summary = run_restart_and_verify(sandboxes, Shape(), "node", under_load=True, tuned=True)
     assert len(summary["batches"]) == 3
     # `status` shows the run and nothing pending; `report` draws it; restart left the page beside the journal.
     proc = orchestrate("status", "--cluster", "sandbox", "--json")

@@ -9,16 +9,18 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.config.model import Inventory
+from orchestrator.config.model import Inventory, NodeEntry
 from orchestrator.config.playbook import Playbook
 from orchestrator.errors import Aborted, HostError, OrchestratorError, StoppedAfter, UnsafeToProceed, WaitTimeout
 from orchestrator.hosts.service import ServiceControl
@@ -411,6 +413,20 @@ def test_pause_between_waits_between_batches_only() -> None:
         assert eng.ctx.clock.monotonic() < 900  # type: ignore[attr-defined]
 
 
+@dataclass
+class ChangingTuner:
+    """A tuner that finds one knob to fix on every host, and says so once per host."""
+
+    change: dict[str, Any]
+    read_ahead: list[str] = field(default_factory=list)
+
+    def __call__(self, node: NodeEntry, read_ahead_ok: bool = False) -> Any:
+        return SimpleNamespace(changes=[{**self.change, "host": node.host}], read_ahead_s=None)
+
+    def look_ahead(self, nodes: Sequence[NodeEntry]) -> None:
+        self.read_ahead += [n.name for n in nodes]
+
+
 def test_host_changes_are_journaled_per_node_once() -> None:
     with state_dir():
         inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
@@ -418,11 +434,14 @@ def test_host_changes_are_journaled_per_node_once() -> None:
         eng = engine(inv, cluster, journal, [])
         change = {"knob": "thp.enabled", "before": {"live": "always", "persisted": None},
                   "after": {"live": "never", "persisted": "never"}}
-        eng.ctx.tuner = lambda node: [{**change, "host": node.host}]
+        eng.ctx.tuner = ChangingTuner(change)
         eng.run()
         on_disk = Journal.load(journal.path)  # type: ignore[arg-type]
         assert {n: r.host_changes for n, r in on_disk.nodes.items()} == {
             "a": [{**change, "host": "h-a"}], "b": [{**change, "host": "h-b"}]}
+        # Each batch's hosts are asked to be read ahead at its start, and batch 2's already while batch 1
+        # ran, after its tuning (the tuner reads a host once however often it is asked).
+        assert eng.ctx.tuner.read_ahead == ["a", "b", "b"]  # type: ignore[union-attr]
 
 
 def test_stop_after_n_batches_stops_clean_and_resume_goes_on_in_chunks() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -169,3 +170,81 @@ def test_a_host_like_the_previous_one_is_inspected_in_one_round_trip(tmp_path: P
     learned = inspect_node(profile, transport, second, likely_reads=alone.reads)
     assert Counting.round_trips == 1
     assert learned.to_json()["knobs"] == alone.to_json()["knobs"]
+
+
+class ReadAheadHosts:
+    """Stands in for inspect_node and apply_node: counts each host's reads and fixes, with drift as set."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from orchestrator.tuning import apply
+
+        self.drifting: set[str] = set()
+        self.inspected: list[str] = []
+        self.applied: list[str] = []
+        self.fail_reads = False
+        monkeypatch.setattr(apply, "inspect_node", self.inspect)
+        monkeypatch.setattr(apply, "apply_node", self.apply)
+
+    def state(self, node: NodeEntry, drift: bool) -> object:
+        from orchestrator.tuning.apply import NodeReport
+        from orchestrator.tuning.knobs.base import KnobState
+
+        knob = KnobState("thp.enabled", "always" if drift else "never", "never", "never", not drift, True)
+        return NodeReport(node.name, node.host, [knob], reads=[f"cat {node.name}"])
+
+    def inspect(self, profile: object, transport: object, node: NodeEntry, likely: object = ()) -> object:
+        self.inspected.append(node.name)
+        if self.fail_reads:
+            raise OSError("the connection dropped")
+        return self.state(node, node.name in self.drifting)
+
+    def apply(self, profile: object, transport: object, node: NodeEntry, likely: object = ()) -> object:
+        self.applied.append(node.name)
+        report = self.state(node, drift=False)
+        report.changes = [{"knob": "thp.enabled"}] if node.name in self.drifting else []  # type: ignore[attr-defined]
+        return report
+
+
+def rolling_tuner(now: list[float]) -> object:
+    from orchestrator.tuning.apply import RollingTuner
+    from orchestrator.tuning.profile import load_profile
+
+    return RollingTuner(load_profile("elasticsearch"), transport=None, clock=lambda: now[0])  # type: ignore[arg-type]
+
+
+def test_a_host_read_ahead_without_drift_costs_no_round_trip_while_its_node_is_down(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    hosts, now = ReadAheadHosts(monkeypatch), [100.0]
+    tuner: Any = rolling_tuner(now)
+    a, b = NodeEntry(name="a", host="h-a"), NodeEntry(name="b", host="h-b")
+    tuner.look_ahead([a, b])
+    tuner.look_ahead([a])  # already being read: not read twice
+    now[0] += 12.0
+    tuned = tuner(a, read_ahead_ok=True)
+    assert tuned.changes == [] and tuned.read_ahead_s == 12.0
+    assert hosts.applied == [] and hosts.inspected.count("a") == 1
+    # A read is used once: the next turn of the same host reads it again.
+    assert tuner(a, read_ahead_ok=True).read_ahead_s is None and hosts.applied == ["a"]
+    # A step that must see the host as it is now (after a reboot) does not trust the read ahead.
+    assert tuner(b).read_ahead_s is None and hosts.applied == ["a", "b"]
+    assert sorted(hosts.inspected) == ["a", "b"], "each host read ahead once"
+    tuner.close()
+
+
+@pytest.mark.parametrize("why", ["drift", "too old", "read failed"])
+def test_a_host_is_read_again_and_fixed_when_the_read_ahead_cannot_be_trusted(
+        monkeypatch: pytest.MonkeyPatch, why: str) -> None:
+    from orchestrator.tuning.apply import READ_AHEAD_MAX_AGE_S
+
+    hosts, now = ReadAheadHosts(monkeypatch), [100.0]
+    tuner: Any = rolling_tuner(now)
+    a = NodeEntry(name="a", host="h-a")
+    hosts.drifting = {"a"} if why == "drift" else set()
+    hosts.fail_reads = why == "read failed"
+    tuner.look_ahead([a])
+    now[0] += READ_AHEAD_MAX_AGE_S + 1 if why == "too old" else 5
+    hosts.fail_reads = False
+    tuned = tuner(a, read_ahead_ok=True)
+    assert hosts.applied == ["a"] and tuned.read_ahead_s is None
+    assert tuned.changes == ([{"knob": "thp.enabled"}] if why == "drift" else [])
+    tuner.close()
