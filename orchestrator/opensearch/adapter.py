@@ -35,9 +35,16 @@ class OpenSearchAdapter(ShardClusterAdapter):
         weights = raw.get("weights") or None
         return ({str(k): str(v) for k, v in weights.items()} if weights else None), int(raw.get("_version", -1))
 
+    def put_settings(self, scope: str, values: dict[str, Any]) -> None:
+        if scope != WEIGHTS_SCOPE:
+            super().put_settings(scope, values)
+            return
+        for key, value in values.items():
+            self.put_setting(scope, key, value)
+
     def put_setting(self, scope: str, key: str, value: Any) -> None:
         if scope != WEIGHTS_SCOPE:
-            super().put_setting(scope, key, value)
+            super().put_settings(scope, {key: value})
             return
         attribute = attribute_of(key)
         _now, version = self.routing_weights(attribute)

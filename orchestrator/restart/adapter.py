@@ -38,6 +38,11 @@ class ClusterAdapter(Protocol):
         """Write one temporary setting (``value`` None: back to unset)."""
         ...
 
+    def put_settings(self, scope: str, values: dict[str, Any]) -> None:
+        """Write several temporary settings of one scope (None: back to unset), in one request where the
+        product takes them so."""
+        ...
+
     def live_settings(self, wanted: list[tuple[str, str]]) -> list[Any]:
         """The values in force now of each (scope, key), for `status` (None: unset or unknown)."""
         ...

@@ -20,7 +20,7 @@ from orchestrator.hosts.service import render
 from orchestrator.hosts.transport import LocalTransport
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
-from orchestrator.restart.journal import REBOOTED, BatchRecord, UndoState
+from orchestrator.restart.journal import REBOOTED, BatchRecord, UndoRecord, UndoState
 from orchestrator.restart.phases import Phase, reached
 from orchestrator.retry import Seen, wait_until
 
@@ -52,25 +52,43 @@ def set_temporarily(ctx: RunContext, key: str, scope: str, live: Any, value: Any
 
     ``live`` is the value in force now; on a resumed run the journal's original wins over it.
     """
-    known, original = ctx.journal.original_value(key, scope)
-    before = original if known else live
-    pending = [u for u in ctx.journal.pending_undo() if u.key == key and u.scope == scope]
-    if live == value and pending:
-        return  # already in force, and its undo is on record
-    record = pending[0] if pending else ctx.journal.record_undo(key, scope, before, value, batch)
-    ctx.cluster.put_setting(scope, key, value)
-    ctx.journal.undo_state(record, UndoState.APPLIED)
-    ctx.emit(Event("undo", f"set {scope} {key}={value} (was {before if before is not None else 'unset'})",
-                   batch=batch, data={"key": key, "scope": scope, "before": before, "value": value}))
+    set_all_temporarily(ctx, [(key, scope, live, value)], batch)
+
+
+def set_all_temporarily(ctx: RunContext, changes: list[tuple[str, str, Any, Any]], batch: int | None) -> None:
+    """``set_temporarily`` for several (key, scope, live, value) at once: every undo record is written
+    first, then one request per scope."""
+    written: list[tuple[UndoRecord, Any, Any]] = []
+    by_scope: dict[str, dict[str, Any]] = {}
+    for key, scope, live, value in changes:
+        known, original = ctx.journal.original_value(key, scope)
+        before = original if known else live
+        pending = [u for u in ctx.journal.pending_undo() if u.key == key and u.scope == scope]
+        if live == value and pending:
+            continue  # already in force, and its undo is on record
+        record = pending[0] if pending else ctx.journal.record_undo(key, scope, before, value, batch)
+        written.append((record, before, value))
+        by_scope.setdefault(scope, {})[key] = value
+    for scope, values in by_scope.items():
+        ctx.cluster.put_settings(scope, values)
+    for record, before, value in written:
+        ctx.journal.undo_state(record, UndoState.APPLIED)
+        ctx.emit(Event("undo", f"set {record.scope} {record.key}={value} "
+                               f"(was {before if before is not None else 'unset'})", batch=batch,
+                       data={"key": record.key, "scope": record.scope, "before": before, "value": value}))
 
 
 def restore_settings(ctx: RunContext, keys: set[str] | None = None, batch: int | None = None) -> None:
-    """Put back, newest first, every temporary setting still pending (all, only ``keys``, or only those
-    set for ``batch``)."""
-    for record in reversed(ctx.journal.pending_undo()):
-        if (keys is not None and record.key not in keys) or (batch is not None and record.batch != batch):
-            continue
-        ctx.cluster.put_setting(record.scope, record.key, record.before)
+    """Put back every temporary setting still pending (all, only ``keys``, or only those set for
+    ``batch``), one request per scope."""
+    chosen = [r for r in ctx.journal.pending_undo()
+              if (keys is None or r.key in keys) and (batch is None or r.batch == batch)]
+    by_scope: dict[str, dict[str, Any]] = {}
+    for record in chosen:  # oldest first: were a key recorded twice, its oldest "before" is the original
+        by_scope.setdefault(record.scope, {})[record.key] = record.before
+    for scope, values in by_scope.items():
+        ctx.cluster.put_settings(scope, values)
+    for record in reversed(chosen):
         ctx.journal.undo_state(record, UndoState.RESTORED)
         shown = record.before if record.before is not None else "unset"
         ctx.emit(Event("undo", f"restored {record.scope} {record.key}={shown}",

@@ -152,6 +152,10 @@ class RiakAdapter:
     def await_identity(self, plan: Plan, name: str, timeout_s: float) -> str | None:
         return self.live_identity(plan, name)  # riak-admin has no wait: the engine polls
 
+    def put_settings(self, scope: str, values: dict[str, Any]) -> None:
+        for key, value in values.items():  # riak-admin sets one limit per call
+            self.put_setting(scope, key, value)
+
     def put_setting(self, scope: str, key: str, value: Any) -> None:
         if key != "transfer_limit":
             raise ClusterError(f"Riak has no temporary setting {key!r}")

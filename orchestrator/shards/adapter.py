@@ -315,9 +315,12 @@ class ShardClusterAdapter:
 
     # --- writes ------------------------------------------------------------------------------
     def put_setting(self, scope: str, key: str, value: Any) -> None:
+        self.put_settings(scope, {key: value})
+
+    def put_settings(self, scope: str, values: dict[str, Any]) -> None:
         if scope not in ("persistent", "transient"):
             raise ClusterError(f"cannot write a setting in scope {scope!r}")
-        self._do(f"set {key}", "PUT", "/_cluster/settings", body={scope: {key: value}})
+        self._do(f"set {', '.join(values)}", "PUT", "/_cluster/settings", body={scope: values})
 
     def flush(self) -> None:
         self._do("flush", "POST", "/_flush", {"allow_no_indices": "true", "ignore_unavailable": "true",

@@ -16,7 +16,7 @@ from orchestrator.restart.events import Event
 from orchestrator.restart.install import target_version
 from orchestrator.restart.journal import BatchRecord
 from orchestrator.restart.phases import Phase
-from orchestrator.restart.steps import StepFn, for_each_node, restore_settings, set_temporarily
+from orchestrator.restart.steps import StepFn, for_each_node, restore_settings, set_all_temporarily
 from orchestrator.retry import Seen, wait_until
 from orchestrator.shards.adapter import ShardClusterAdapter
 from orchestrator.shards.leases import LeaseAtRisk, bytes_at_risk, leases_at_risk
@@ -32,17 +32,22 @@ def es(ctx: RunContext) -> ShardClusterAdapter:
     return ctx.cluster
 
 
-def change_setting(ctx: RunContext, key: str, value: Any, batch: int | None) -> None:
+def change_settings(ctx: RunContext, values: dict[str, Any], batch: int | None) -> None:
+    """Set each key temporarily in the scope in force for it, the settings read once."""
     persistent, transient = es(ctx).cluster_settings()
-    scope = "transient" if key in transient else "persistent"
-    live = (transient if scope == "transient" else persistent).get(key)
-    set_temporarily(ctx, key, scope, live, value, batch)
+    changes = []
+    for key, value in values.items():
+        scope = "transient" if key in transient else "persistent"
+        changes.append((key, scope, (transient if scope == "transient" else persistent).get(key), value))
+    set_all_temporarily(ctx, changes, batch)
+
+
+def change_setting(ctx: RunContext, key: str, value: Any, batch: int | None) -> None:
+    change_settings(ctx, {key: value}, batch)
 
 
 def raise_recovery_limits(ctx: RunContext) -> None:
-    for change in ctx.journal.plan.settings:
-        if change.when == "for the run":
-            change_setting(ctx, change.key, change.during, None)
+    change_settings(ctx, {c.key: c.during for c in ctx.journal.plan.settings if c.when == "for the run"}, None)
 
 
 def restrict_allocation(ctx: RunContext, batch: BatchRecord) -> None:

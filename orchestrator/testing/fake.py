@@ -77,6 +77,7 @@ class FakeCluster:
     stop_barrier: threading.Barrier | None = None  # nodes of a zone batch must stop together
     sole_copies: dict[str, tuple[str, ...]] = field(default_factory=dict)  # node -> indices only it holds
     settings_at_stop: dict[str, dict[tuple[str, str], Any]] = field(default_factory=dict)  # node -> settings then
+    writes: list[dict[str, Any]] = field(default_factory=list)  # each settings request: {key: value}
     _pids: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -129,6 +130,11 @@ class FakeCluster:
 
     def await_identity(self, plan: Plan, name: str, timeout_s: float) -> str | None:
         return self.live_identity(plan, name)
+
+    def put_settings(self, scope: str, values: dict[str, Any]) -> None:
+        self.writes.append(dict(values))  # one request
+        for key, value in values.items():
+            self.put_setting(scope, key, value)
 
     def put_setting(self, scope: str, key: str, value: Any) -> None:
         self.calls += 1

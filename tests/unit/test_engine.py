@@ -486,3 +486,29 @@ def test_stopped_by_the_operator_between_a_batchs_setting_and_its_stop_then_resu
         resumed = Journal.load(journal.path)  # type: ignore[arg-type]
         run(inv, cluster, resumed)
         assert_finished_cleanly(cluster, resumed)
+
+
+def test_several_temporary_settings_go_in_one_request_each_way_after_every_undo_record() -> None:
+    from orchestrator.restart.steps import restore_settings, set_all_temporarily
+
+    with state_dir():
+        inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings={("cluster", "kept"): "x"})
+        journal = new_journal(inv, cluster)
+        ctx = engine(inv, cluster, journal, []).ctx
+        cluster.writes.clear()
+        recorded_before_write: list[bool] = []
+        put = cluster.put_settings
+
+        def checked(scope: str, values: dict[str, Any]) -> None:
+            on_disk = Journal.load(journal.path)  # type: ignore[arg-type]
+            recorded_before_write.append({u.key for u in on_disk.undo} >= set(values))
+            put(scope, values)
+
+        cluster.put_settings = checked  # type: ignore[method-assign]
+        set_all_temporarily(ctx, [("raised", "cluster", None, "10"), ("kept", "cluster", "x", "20")], None)
+        assert cluster.writes == [{"raised": "10", "kept": "20"}] and recorded_before_write == [True]
+        assert [(u.key, u.state) for u in journal.pending_undo()] == [("raised", UndoState.APPLIED),
+                                                                      ("kept", UndoState.APPLIED)]
+        restore_settings(ctx)
+        assert cluster.writes[1:] == [{"raised": None, "kept": "x"}]
+        assert cluster.settings == {("cluster", "kept"): "x"} and journal.pending_undo() == []
