@@ -320,7 +320,11 @@ class SshTransport:
             command, stdin = with_sudo(command, stdin, self.sudo_password)
         timeout = timeout_s or self.cfg.command_timeout_s
         started = time.monotonic()
-        client = self._connect(node)
+        try:
+            client, channel = self._session(node)
+        except HostUnreachable as exc:
+            audited(node, command, started, None, f"opening a session: {exc}")
+            raise
         # paramiko bounds only the channel's opening and each read: the wait for the server to accept
         # the command and the wait for its exit status have no timeout, so a link cut at the wrong
         # moment hangs forever. At the deadline the watchdog closes the connection, which ends those
@@ -328,9 +332,12 @@ class SshTransport:
         watchdog = threading.Timer(timeout, client.close)
         watchdog.daemon = True
         watchdog.start()
-        stage = "opening a session"
+        stage = "starting it"
         try:
-            to_command, stdout, stderr = client.exec_command(command, timeout=timeout)
+            channel.settimeout(timeout)
+            channel.exec_command(command)
+            to_command, stdout, stderr = (channel.makefile_stdin("wb"), channel.makefile("r"),
+                                          channel.makefile_stderr("r"))
             stage = "sending its input"
             if stdin:
                 to_command.write(stdin)
@@ -356,6 +363,27 @@ class SshTransport:
             raise HostError(f"{node.name}: sudo did not accept the password of {self._user(node)} (from {source}); "
                             f"sudo said: {said}")
         return CommandResult(rc, out, err)
+
+    def _session(self, node: NodeEntry) -> tuple[paramiko.SSHClient, paramiko.Channel]:
+        """A session on the node's connection. A connection that opens none within connect_timeout_s
+        (a link a firewall dropped silently, a server process wedged on it) is dropped and one fresh
+        connection tried: no command has started on it, so nothing can run twice."""
+        import paramiko
+
+        for attempt in (1, 2):
+            client = self._connect(node)
+            try:
+                transport = client.get_transport()
+                if transport is None:
+                    raise EOFError("the connection is closed")
+                return client, transport.open_session(timeout=self.cfg.connect_timeout_s)
+            except (paramiko.SSHException, EOFError, OSError) as exc:
+                self._drop(node)
+                if attempt == 2:
+                    raise HostUnreachable(f"{node.name} ({node.host}): no SSH session could be opened within "
+                                          f"{self.cfg.connect_timeout_s:.0f} s, on a fresh connection either: "
+                                          f"{exc or type(exc).__name__}") from exc
+        raise AssertionError("not reached")
 
     def _sudo_rules(self, node: NodeEntry) -> str | None:
         """How root's actions reach root on ``node``: None when the SSH user is root or sudo is off."""

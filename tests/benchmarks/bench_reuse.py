@@ -5,7 +5,7 @@ the data), 80,000 documents. Runs: right after indexing with the default `lease_
 (1gb: the sandbox's copies are far smaller, so the run does not wait) and with `0b` (always
 wait); then idle runs back to back; then under a write load, with `0b` and with the default.
 
-    python -m tests.benchmarks.bench_reuse [--idle-runs 5] [--out reports/bench-reuse.json]   (root)
+    python -m tests.benchmarks.bench_reuse [--idle-runs 5] [--idle-wait] [--out reports/bench-reuse.json]   (root)
 """
 
 from __future__ import annotations
@@ -47,6 +47,8 @@ def row(label: str, run: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--idle-runs", type=int, default=5)
+    parser.add_argument("--idle-wait", action="store_true",
+                        help="idle runs with lease_wait_min_bytes 0b (always wait) instead of the default")
     parser.add_argument("--out", type=Path, default=REPO / "reports" / "bench-reuse.json")
     args = parser.parse_args()
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -61,7 +63,10 @@ def main() -> None:
     load()  # the same documents again: every shard written anew
     runs.append(row("after indexing, lease_wait_min_bytes 0b", measured_restart("node", config=wait_always)))
     for i in range(args.idle_runs):
-        runs.append(row(f"idle {i + 1}, default", measured_restart("node")))
+        if args.idle_wait:
+            runs.append(row(f"idle {i + 1}, 0b", measured_restart("node", config=wait_always)))
+        else:
+            runs.append(row(f"idle {i + 1}, default", measured_restart("node")))
     runs.append(row("under load, 0b", measured_restart("node", load=True, config=wait_always)))
     runs.append(row("under load, default (1gb)", measured_restart("node", load=True)))
     orchestrate("sandbox", "down")

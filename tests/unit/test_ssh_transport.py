@@ -103,3 +103,83 @@ def test_a_command_whose_server_goes_silent_ends_at_its_timeout(silent_server: t
     assert len(outcome) == 1 and isinstance(outcome[0], HostUnreachable), outcome
     assert "timed out after 2 s" in str(outcome[0])
     assert took < 15, f"gave up only after {took:.1f} s"
+
+
+class FirstSessionUnanswered(paramiko.ServerInterface):
+    """Never answers the first connection's opening of a session (as a server process wedged on that
+    connection); on any later connection, runs each command as a success with "ok" as its output."""
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+        self.sessions_asked = 0
+        self.commands: list[bytes] = []
+
+    def get_allowed_auths(self, username: str) -> str:
+        return "publickey"
+
+    def check_auth_publickey(self, username: str, key: paramiko.PKey) -> int:
+        return paramiko.AUTH_SUCCESSFUL
+
+    def check_channel_request(self, kind: str, chanid: int) -> int:
+        self.sessions_asked += 1
+        if self.sessions_asked == 1:
+            self.released.wait(60)  # bounded, so the server thread always ends
+            return paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
+        return paramiko.OPEN_SUCCEEDED
+
+    def check_channel_exec_request(self, channel: paramiko.Channel, command: bytes) -> bool:
+        self.commands.append(command)
+
+        def answer() -> None:
+            # After the client's end of input, which it sends only once the command was accepted: an
+            # exit status sent before the reply to the exec request would close the channel under it.
+            channel.settimeout(10)
+            while channel.recv(1024):
+                pass
+            channel.sendall(b"ok\n")
+            channel.send_exit_status(0)
+            channel.close()
+
+        threading.Thread(target=answer, daemon=True).start()
+        return True
+
+
+def test_a_session_never_opened_is_tried_once_on_a_fresh_connection_and_the_command_runs_once(
+        tmp_path: Path) -> None:
+    host_key = paramiko.Ed25519Key.from_private_key_file(str(make_key(tmp_path / "host")))
+    server = FirstSessionUnanswered()
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    (tmp_path / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_key.get_name()} {host_key.get_base64()}\n")
+    transports: list[paramiko.Transport] = []
+
+    def serve() -> None:
+        for _ in range(2):  # the wedged connection, then the fresh one
+            conn, _ = listener.accept()
+            transport = paramiko.Transport(conn)
+            transport.add_server_key(host_key)
+            transports.append(transport)
+            transport.start_server(server=server)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    inv = Inventory.model_validate({
+        "cluster": {"name": "c", "endpoints": ["http://127.0.0.1:9"]},
+        "ssh": {"user": "root", "port": port, "known_hosts": str(tmp_path / "known_hosts"),
+                "key_file": str(make_key(tmp_path / "client")), "connect_timeout_s": 1, "command_timeout_s": 30},
+        "nodes": [{"name": "n1", "host": "127.0.0.1"}]})
+    ssh = SshTransport(inv)
+    try:
+        started = time.monotonic()
+        result = ssh.run(inv.nodes[0], "echo ok")
+        took = time.monotonic() - started
+    finally:
+        server.released.set()
+        ssh.close()
+        for t in transports:
+            t.close()
+        listener.close()
+        thread.join(10)
+    assert result.ok and result.stdout == "ok\n"
+    assert server.commands == [b"echo ok"], "run exactly once, on the fresh connection"
+    assert len(transports) == 2 and took < 10, f"{len(transports)} connections, {took:.1f} s"
