@@ -11,6 +11,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import paramiko
@@ -43,32 +44,42 @@ class SilentServer(paramiko.ServerInterface):
         return True  # accepted, but no output, no EOF and no exit status ever follow
 
 
-@pytest.fixture(params=[False, True], ids=["exec-never-accepted", "exit-status-never-sent"])
-def silent_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[int, Path, Path]]:
+@contextmanager
+def serving(server: paramiko.ServerInterface, released: threading.Event, tmp_path: Path,
+            connections: int = 1) -> Iterator[tuple[int, Path, Path, list[paramiko.Transport]]]:
+    """``server`` on a loopback port for ``connections`` connections: the port, a known_hosts with its
+    key, a client key, and the server's transports. ``released`` ends the server's held replies."""
     host_key = paramiko.Ed25519Key.from_private_key_file(str(make_key(tmp_path / "host")))
-    server = SilentServer(answer_exec=request.param)
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
     (tmp_path / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_key.get_name()} {host_key.get_base64()}\n")
     transports: list[paramiko.Transport] = []
 
     def serve() -> None:
-        conn, _ = listener.accept()
-        transport = paramiko.Transport(conn)
-        transport.add_server_key(host_key)
-        transports.append(transport)
-        transport.start_server(server=server)
+        for _ in range(connections):
+            conn, _ = listener.accept()
+            transport = paramiko.Transport(conn)
+            transport.add_server_key(host_key)
+            transports.append(transport)
+            transport.start_server(server=server)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     try:
-        yield port, tmp_path / "known_hosts", make_key(tmp_path / "client")
+        yield port, tmp_path / "known_hosts", make_key(tmp_path / "client"), transports
     finally:
-        server.released.set()
+        released.set()
         for t in transports:
             t.close()
         listener.close()
         thread.join(10)
+
+
+@pytest.fixture(params=[False, True], ids=["exec-never-accepted", "exit-status-never-sent"])
+def silent_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[int, Path, Path]]:
+    server = SilentServer(answer_exec=request.param)
+    with serving(server, server.released, tmp_path) as (port, known_hosts, key, _transports):
+        yield port, known_hosts, key
 
 
 def make_key(path: Path) -> Path:
@@ -146,40 +157,20 @@ class FirstSessionUnanswered(paramiko.ServerInterface):
 
 def test_a_session_never_opened_is_tried_once_on_a_fresh_connection_and_the_command_runs_once(
         tmp_path: Path) -> None:
-    host_key = paramiko.Ed25519Key.from_private_key_file(str(make_key(tmp_path / "host")))
     server = FirstSessionUnanswered()
-    listener = socket.create_server(("127.0.0.1", 0))
-    port = listener.getsockname()[1]
-    (tmp_path / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_key.get_name()} {host_key.get_base64()}\n")
-    transports: list[paramiko.Transport] = []
-
-    def serve() -> None:
-        for _ in range(2):  # the wedged connection, then the fresh one
-            conn, _ = listener.accept()
-            transport = paramiko.Transport(conn)
-            transport.add_server_key(host_key)
-            transports.append(transport)
-            transport.start_server(server=server)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    inv = Inventory.model_validate({
-        "cluster": {"name": "c", "endpoints": ["http://127.0.0.1:9"]},
-        "ssh": {"user": "root", "port": port, "known_hosts": str(tmp_path / "known_hosts"),
-                "key_file": str(make_key(tmp_path / "client")), "connect_timeout_s": 1, "command_timeout_s": 30},
-        "nodes": [{"name": "n1", "host": "127.0.0.1"}]})
-    ssh = SshTransport(inv)
-    try:
-        started = time.monotonic()
-        result = ssh.run(inv.nodes[0], "echo ok")
-        took = time.monotonic() - started
-    finally:
-        server.released.set()
-        ssh.close()
-        for t in transports:
-            t.close()
-        listener.close()
-        thread.join(10)
+    with serving(server, server.released, tmp_path, connections=2) as (port, known_hosts, key, transports):
+        inv = Inventory.model_validate({
+            "cluster": {"name": "c", "endpoints": ["http://127.0.0.1:9"]},
+            "ssh": {"user": "root", "port": port, "known_hosts": str(known_hosts), "key_file": str(key),
+                    "connect_timeout_s": 1, "command_timeout_s": 30},
+            "nodes": [{"name": "n1", "host": "127.0.0.1"}]})
+        ssh = SshTransport(inv)
+        try:
+            started = time.monotonic()
+            result = ssh.run(inv.nodes[0], "echo ok")
+            took = time.monotonic() - started
+        finally:
+            ssh.close()
     assert result.ok and result.stdout == "ok\n"
     assert server.commands == [b"echo ok"], "run exactly once, on the fresh connection"
     assert len(transports) == 2 and took < 10, f"{len(transports)} connections, {took:.1f} s"
