@@ -114,7 +114,9 @@ def estimate_batch_s(copy_bytes: int, max_bytes_per_sec: int) -> float:
     return EST_STOP_S + EST_START_TO_JOIN_S + max(recovery, 2.0)
 
 
-def setting_changes(inv: Inventory, snap: ClusterSnapshot) -> list[SettingChange]:
+def setting_changes(inv: Inventory, snap: ClusterSnapshot) -> tuple[list[SettingChange], list[str]]:
+    """The settings a run changes, and a note for each limit it leaves because the cluster's own is
+    already as high: a run raises recovery limits, it never lowers one an operator set higher."""
     r = inv.recovery
     wanted: list[tuple[str, Any, str]] = [
         (ALLOCATION_ENABLE, "primaries", "per batch"),
@@ -124,12 +126,25 @@ def setting_changes(inv: Inventory, snap: ClusterSnapshot) -> list[SettingChange
         ("indices.recovery.max_bytes_per_sec", r.max_bytes_per_sec, "for the run"),
         ("indices.recovery.max_concurrent_file_chunks", str(r.max_concurrent_file_chunks), "for the run"),
     ]
-    changes = []
+    changes, notes = [], []
     for key, during, when in wanted:
         scope, before = snap.effective_setting(key)
+        if when == "for the run" and at_least(before, during):
+            notes.append(f"{key} stays {before} (in force, {scope}): the run's {during} would lower it")
+            continue
         changes.append(SettingChange(key=key, scope="transient" if scope == "transient" else "persistent",
                                      before=before, during=during, when=when))
-    return changes
+    return changes, notes
+
+
+def at_least(value: Any, limit: str) -> bool:
+    """Whether a limit in force (a count or a byte size; None when unset) is already ``limit`` or more."""
+    if value is None:
+        return False
+    try:
+        return parse_size(str(value)) >= parse_size(limit)
+    except ValueError:
+        return False  # not a plain number or size (a value Elasticsearch would refuse): the run sets its own
 
 
 def upgrade_part(inv: Inventory, snap: ClusterSnapshot, es_nodes: dict[str, EsNode], names: list[str],
@@ -221,8 +236,10 @@ def build_plan(inv: Inventory, snap: ClusterSnapshot, mode: Mode, tuning: tuple[
     if snap.has_shutdown_api:
         notes.append("the cluster has the node shutdown API; this version restricts allocation with "
                      "`primaries`, which works on every cluster")
+    settings, kept = setting_changes(inv, snap)
+    notes += kept
     return Plan(cluster=inv.cluster.name, product=inv.cluster.product, mode=mode, batches=tuple(batches),
-                settings=tuple(setting_changes(inv, snap)), tuning=tuning,
+                settings=tuple(settings), tuning=tuning,
                 estimate_s=round(sum(b.estimate_s for b in batches), 1), problems=tuple(problems),
                 node_ids=mapping, notes=tuple(notes), figures={ACCEPTED_UNASSIGNED: snap.health.unassigned_shards},
                 upgrade=upgrade)

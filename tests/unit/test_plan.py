@@ -141,6 +141,21 @@ def test_settings_written_where_they_take_effect_and_remember_the_old_value() ->
     assert by_key["cluster.routing.allocation.node_concurrent_recoveries"].before is None
 
 
+def test_a_limit_the_cluster_already_has_higher_is_left_alone_and_said() -> None:
+    snap = snapshot([node("a"), node("b")], copies("i", 0, ["a", "b"]), "a",
+                    persistent={"indices.recovery.max_bytes_per_sec": "1gb",
+                                "cluster.routing.allocation.node_concurrent_recoveries": "15"},
+                    transient={"indices.recovery.max_concurrent_file_chunks": "2"})
+    plan = build_plan(inventory(["a", "b"]), snap, Mode.NODE)
+    by_key = {s.key: s for s in plan.settings}
+    assert "indices.recovery.max_bytes_per_sec" not in by_key, "1gb in force: the run's 100mb would lower it"
+    assert "cluster.routing.allocation.node_concurrent_recoveries" not in by_key, "equal: nothing to raise"
+    chunks = by_key["indices.recovery.max_concurrent_file_chunks"]
+    assert (chunks.scope, chunks.before, chunks.during) == ("transient", "2", "4")
+    assert any("indices.recovery.max_bytes_per_sec stays 1gb (in force, persistent): the run's 100mb would "
+               "lower it" in n for n in plan.notes), plan.notes
+
+
 def test_shards_without_other_copy_ignores_unassigned() -> None:
     snap = snapshot([node("a"), node("b")], copies("i", 0, ["a", "b"]), "a")
     assert shards_without_other_copy(snap, ["id-a"]) == []
