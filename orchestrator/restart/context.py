@@ -39,7 +39,8 @@ class Tuned(Protocol):
 class Tuner(Protocol):
     """Applies the inventory's tuning profile to one node's host (the tuning package provides it; the
     engine only calls it and journals the records). ``look_ahead`` reads hosts whose turn is next, in
-    the background; ``read_ahead_ok``: the host's node has been down since, so such a read stands."""
+    the background; ``read_ahead_ok``: nothing but its node's stop has touched the host since such a
+    read, so it stands (not so after a reboot)."""
 
     def __call__(self, node: NodeEntry, read_ahead_ok: bool = False) -> Tuned: ...
 
