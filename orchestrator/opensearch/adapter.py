@@ -1,6 +1,6 @@
 """The OpenSearch adapter: the shared one, plus weighted shard routing (search traffic per awareness zone).
 
-Routing weights are written through `put_setting` in their own scope, so the journal's undo records
+Routing weights are written through `put_settings` in their own scope, so the journal's undo records
 restore them exactly like any temporary setting (the value before the run, or none at all).
 """
 
@@ -40,12 +40,9 @@ class OpenSearchAdapter(ShardClusterAdapter):
             super().put_settings(scope, values)
             return
         for key, value in values.items():
-            self.put_setting(scope, key, value)
+            self._put_weights(key, value)
 
-    def put_setting(self, scope: str, key: str, value: Any) -> None:
-        if scope != WEIGHTS_SCOPE:
-            super().put_settings(scope, {key: value})
-            return
+    def _put_weights(self, key: str, value: Any) -> None:
         attribute = attribute_of(key)
         _now, version = self.routing_weights(attribute)
         if value is None:

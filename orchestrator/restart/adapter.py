@@ -34,10 +34,6 @@ class ClusterAdapter(Protocol):
         to join does so, up to ``timeout_s`` (one request instead of polling); others answer at once."""
         ...
 
-    def put_setting(self, scope: str, key: str, value: Any) -> None:
-        """Write one temporary setting (``value`` None: back to unset)."""
-        ...
-
     def put_settings(self, scope: str, values: dict[str, Any]) -> None:
         """Write several temporary settings of one scope (None: back to unset), in one request where the
         product takes them so."""

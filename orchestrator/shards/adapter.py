@@ -314,9 +314,6 @@ class ShardClusterAdapter:
         return out
 
     # --- writes ------------------------------------------------------------------------------
-    def put_setting(self, scope: str, key: str, value: Any) -> None:
-        self.put_settings(scope, {key: value})
-
     def put_settings(self, scope: str, values: dict[str, Any]) -> None:
         if scope not in ("persistent", "transient"):
             raise ClusterError(f"cannot write a setting in scope {scope!r}")

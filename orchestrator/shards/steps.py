@@ -34,6 +34,8 @@ def es(ctx: RunContext) -> ShardClusterAdapter:
 
 def change_settings(ctx: RunContext, values: dict[str, Any], batch: int | None) -> None:
     """Set each key temporarily in the scope in force for it, the settings read once."""
+    if not values:
+        return  # nothing to raise (every limit already as high): not even a read
     persistent, transient = es(ctx).cluster_settings()
     changes = []
     for key, value in values.items():
@@ -42,16 +44,12 @@ def change_settings(ctx: RunContext, values: dict[str, Any], batch: int | None) 
     set_all_temporarily(ctx, changes, batch)
 
 
-def change_setting(ctx: RunContext, key: str, value: Any, batch: int | None) -> None:
-    change_settings(ctx, {key: value}, batch)
-
-
 def raise_recovery_limits(ctx: RunContext) -> None:
     change_settings(ctx, {c.key: c.during for c in ctx.journal.plan.settings if c.when == "for the run"}, None)
 
 
 def restrict_allocation(ctx: RunContext, batch: BatchRecord) -> None:
-    change_setting(ctx, ALLOCATION_ENABLE, "primaries", batch.number)
+    change_settings(ctx, {ALLOCATION_ENABLE: "primaries"}, batch.number)
 
 
 def restore_allocation(ctx: RunContext, batch: BatchRecord) -> None:

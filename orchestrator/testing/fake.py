@@ -134,15 +134,12 @@ class FakeCluster:
     def put_settings(self, scope: str, values: dict[str, Any]) -> None:
         self.writes.append(dict(values))  # one request
         for key, value in values.items():
-            self.put_setting(scope, key, value)
-
-    def put_setting(self, scope: str, key: str, value: Any) -> None:
-        self.calls += 1
-        with self.operation(), self._lock:
-            if value is None:
-                self.settings.pop((scope, key), None)
-            else:
-                self.settings[(scope, key)] = value
+            self.calls += 1
+            with self.operation(), self._lock:
+                if value is None:
+                    self.settings.pop((scope, key), None)
+                else:
+                    self.settings[(scope, key)] = value
 
     def live_settings(self, wanted: list[tuple[str, str]]) -> list[Any]:
         return [self.settings.get(w) for w in wanted]
