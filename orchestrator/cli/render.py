@@ -38,6 +38,8 @@ def plan_table(plan: Plan, steps: list[str], columns: Sequence[Column]) -> Group
     for s in plan.settings:
         before = "unset" if s.before is None else str(s.before)
         lines.append(Text(f"  {s.key} ({s.scope}): {before} -> {s.during}, {s.when}"))
+        if s.why:
+            lines.append(Text(f"      {s.why}", style="dim"))
     lines.append(Text("Host tuning: " + "; ".join(plan.tuning)))
     if "gate_stable_samples" in plan.figures:
         lines.append(Text(f"Before each batch: {plan.figures['gate_stable_samples']:.0f} healthy sample(s) in a row; "

@@ -9,7 +9,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from orchestrator.config.model_base import Model
 from orchestrator.config.upgrade import UpgradeSection
@@ -193,22 +193,31 @@ class Timeouts(Model):
         return self.unhealthy_s if self.unhealthy_s is not None else self.recovery_s
 
 
-class RecoveryLimits(Model):
-    """Raised for the length of the run, restored exactly afterwards (seed 002's values)."""
+AUTO: Literal["auto"] = "auto"
+Count = Annotated[int, Field(ge=1, le=100)]
 
-    node_concurrent_recoveries: int = Field(15, ge=1, le=100)
-    node_initial_primaries_recoveries: int = Field(4, ge=1, le=100)
-    max_bytes_per_sec: str = Field("100mb", max_length=30)
+
+class RecoveryLimits(Model):
+    """Raised for the length of the run, restored exactly afterwards. `auto` (the default): chosen
+    from the nodes' processors, their declared recovery bandwidth and Elasticsearch's own defaults
+    (shards/limits.py); a number or size here is used as given. A run never lowers a limit in force."""
+
+    node_concurrent_recoveries: Count | Literal["auto"] = AUTO
+    node_initial_primaries_recoveries: Count | Literal["auto"] = AUTO
+    max_bytes_per_sec: str = Field(AUTO, max_length=30)
     max_concurrent_file_chunks: int = Field(4, ge=1, le=8)
     # Wait for retention leases only when the copies that would be copied in full weigh at least this
-    # much (about what max_bytes_per_sec copies in the 15 s an average wait takes); "0b": always.
+    # much (about what 100mb/s copies in the 15 s an average wait takes); "0b": always.
     lease_wait_min_bytes: str = Field("1gb", max_length=30)
 
     @field_validator("max_bytes_per_sec", "lease_wait_min_bytes")
     @classmethod
-    def byte_size(cls, v: str) -> str:
+    def byte_size(cls, v: str, info: ValidationInfo) -> str:
+        if info.field_name == "max_bytes_per_sec" and v.lower() == AUTO:
+            return AUTO
         if not BYTE_SIZE_RE.fullmatch(v.lower()):
-            raise ValueError(f"{v!r} is not a byte size such as 100mb")
+            raise ValueError(f"{v!r} is not a byte size such as 100mb" +
+                             (" (or auto)" if info.field_name == "max_bytes_per_sec" else ""))
         return v.lower()
 
 

@@ -29,6 +29,7 @@ class SettingChange:
     before: Any  # None: unset
     during: Any
     when: str  # "per batch" or "for the run"
+    why: str = ""  # why this value (the plan shows it)
 
 
 @dataclass(frozen=True)

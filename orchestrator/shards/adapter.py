@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Collection, Iterable
+from dataclasses import replace
 from typing import Any
 
 from orchestrator.errors import ClusterError, ClusterUnreachable, PreflightFailed
@@ -21,6 +22,7 @@ from orchestrator.shards.versions import UpgradeFacts
 
 # OpenSearch calls the master role cluster_manager; the shared decisions read "master".
 ROLE_ALIASES = {"cluster_manager": "master"}
+RECOVERY_SETTINGS = ("indices.recovery.", "node.bandwidth.recovery.")  # a node's own, read for the plan
 
 
 def _no_handler(exc: HttpError) -> bool:
@@ -73,9 +75,10 @@ class ShardClusterAdapter:
         return dict(self._do("cluster health", "GET", "/_cluster/health", kwargs))
 
     def nodes(self) -> list[EsNode]:
-        raw = self._do("list nodes", "GET", "/_nodes/jvm,process,settings")
+        raw = self._do("list nodes", "GET", "/_nodes/jvm,process,settings,os", {"flat_settings": "true"})
         nodes = []
         for node_id, n in raw["nodes"].items():
+            own = (n.get("settings") or {}).items()
             nodes.append(EsNode(
                 id=node_id, name=n["name"], host=n.get("host", ""), ip=n.get("ip", ""),
                 roles=tuple(ROLE_ALIASES.get(r, r) for r in n.get("roles", ())),
@@ -83,8 +86,18 @@ class ShardClusterAdapter:
                 version=n.get("version", ""),
                 process_id=(n.get("process") or {}).get("id") or (n.get("jvm") or {}).get("pid"),
                 start_time_ms=(n.get("jvm") or {}).get("start_time_in_millis"),
+                processors=(n.get("os") or {}).get("allocated_processors"),
+                recovery_settings=tuple(sorted((k, str(v)) for k, v in own if k.startswith(RECOVERY_SETTINGS))),
             ))
         return sorted(nodes, key=lambda n: n.name)
+
+    def memory_by_node(self) -> dict[str, int]:
+        """node id -> its host's memory in bytes (what Elasticsearch's default recovery rate of a
+        dedicated cold or frozen node depends on)."""
+        raw = self._do("read the nodes' memory", "GET", "/_nodes/stats/os",
+                       {"filter_path": "nodes.*.os.mem.total_in_bytes"})
+        return {node_id: int(n["os"]["mem"]["total_in_bytes"]) for node_id, n in (raw.get("nodes") or {}).items()
+                if isinstance(((n.get("os") or {}).get("mem") or {}).get("total_in_bytes"), int)}
 
     def master_id(self) -> str | None:
         state = self._do("find elected master", "GET", "/_cluster/state/master_node")
@@ -218,13 +231,17 @@ class ShardClusterAdapter:
             preflight = self.preflight({**defaults, **persistent, **transient}, shutdowns or [], lacking)
         shards = tuple(self.shards())
         settling = h["status"] == "yellow" and not (h["initializing_shards"] or h["relocating_shards"])
+        nodes = self.nodes()
+        if not for_gate:
+            memory = self.memory_by_node()
+            nodes = [replace(n, memory_bytes=memory.get(n.id)) for n in nodes]
         return ClusterSnapshot(
             cluster_name=h["cluster_name"],
             health=Health(status=h["status"], number_of_nodes=h["number_of_nodes"],
                           relocating_shards=h["relocating_shards"], initializing_shards=h["initializing_shards"],
                           unassigned_shards=h["unassigned_shards"],
                           delayed_unassigned_shards=h.get("delayed_unassigned_shards", 0)),
-            nodes=tuple(self.nodes()),
+            nodes=tuple(nodes),
             master_id=self.master_id(),
             shards=shards,
             persistent=persistent,

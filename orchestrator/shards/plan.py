@@ -12,6 +12,7 @@ from typing import Any
 
 from orchestrator.config.model import Inventory
 from orchestrator.restart.plan import EST_START_TO_JOIN_S, EST_STOP_S, Batch, Mode, Plan, SettingChange, Upgrade
+from orchestrator.shards.limits import RATE, Limit, chosen_limits
 from orchestrator.shards.preflight import preflight_findings
 from orchestrator.shards.safety import (
     ACCEPTED_UNASSIGNED,
@@ -114,26 +115,24 @@ def estimate_batch_s(copy_bytes: int, max_bytes_per_sec: int) -> float:
     return EST_STOP_S + EST_START_TO_JOIN_S + max(recovery, 2.0)
 
 
-def setting_changes(inv: Inventory, snap: ClusterSnapshot) -> tuple[list[SettingChange], list[str]]:
-    """The settings a run changes, and a note for each limit it leaves because the cluster's own is
-    already as high: a run raises recovery limits, it never lowers one an operator set higher."""
-    r = inv.recovery
-    wanted: list[tuple[str, Any, str]] = [
-        (ALLOCATION_ENABLE, "primaries", "per batch"),
-        ("cluster.routing.allocation.node_concurrent_recoveries", str(r.node_concurrent_recoveries), "for the run"),
-        ("cluster.routing.allocation.node_initial_primaries_recoveries", str(r.node_initial_primaries_recoveries),
-         "for the run"),
-        ("indices.recovery.max_bytes_per_sec", r.max_bytes_per_sec, "for the run"),
-        ("indices.recovery.max_concurrent_file_chunks", str(r.max_concurrent_file_chunks), "for the run"),
-    ]
-    changes, notes = [], []
-    for key, during, when in wanted:
-        scope, before = snap.effective_setting(key)
-        if when == "for the run" and at_least(before, during):
-            notes.append(f"{key} stays {before} (in force, {scope}): the run's {during} would lower it")
-            continue
-        changes.append(SettingChange(key=key, scope="transient" if scope == "transient" else "persistent",
-                                     before=before, during=during, when=when))
+def setting_changes(limits: list[Limit], snap: ClusterSnapshot) -> tuple[list[SettingChange], list[str]]:
+    """The settings a run changes, and a note for each limit it leaves because the cluster's own
+    (or, unset, Elasticsearch's default) is already as high: a run raises recovery limits, it never
+    lowers one an operator set higher."""
+    scope, before = snap.effective_setting(ALLOCATION_ENABLE)
+    changes = [SettingChange(key=ALLOCATION_ENABLE, scope="transient" if scope == "transient" else "persistent",
+                             before=before, during="primaries", when="per batch",
+                             why="a stopped node's replicas are not rebuilt elsewhere while it restarts")]
+    notes = []
+    for lim in limits:
+        scope, before = snap.effective_setting(lim.key)
+        if at_least(before, lim.value):
+            notes.append(f"{lim.key} stays {before} (in force, {scope}): already at least the run's {lim.value}")
+        elif before is None and lim.default is not None and at_least(lim.default, lim.value):
+            notes.append(f"{lim.key} stays unset: Elasticsearch's default {lim.default} is what the run would set")
+        else:
+            changes.append(SettingChange(key=lim.key, scope="transient" if scope == "transient" else "persistent",
+                                         before=before, during=lim.value, when="for the run", why=lim.why))
     return changes, notes
 
 
@@ -192,7 +191,8 @@ def build_plan(inv: Inventory, snap: ClusterSnapshot, mode: Mode, tuning: tuple[
     nodes = {name: snap.node_by_id(node_id) for name, node_id in mapping.items()}
     es_nodes = {k: v for k, v in nodes.items() if v is not None}
     names = [n.name for n in inv.nodes if n.name in es_nodes and (only is None or n.name in only)]
-    rate = parse_size(inv.recovery.max_bytes_per_sec)
+    limits = chosen_limits(inv.recovery, snap.nodes, snap.copies_by_node)
+    rate = parse_size(next(lim.value for lim in limits if lim.key == RATE))
     upgrade: Upgrade | None = None
     order, upgrade_notes = restart_order, list[str]()
     if upgrade_to:
@@ -236,7 +236,7 @@ def build_plan(inv: Inventory, snap: ClusterSnapshot, mode: Mode, tuning: tuple[
     if snap.has_shutdown_api:
         notes.append("the cluster has the node shutdown API; this version restricts allocation with "
                      "`primaries`, which works on every cluster")
-    settings, kept = setting_changes(inv, snap)
+    settings, kept = setting_changes(limits, snap)
     notes += kept
     return Plan(cluster=inv.cluster.name, product=inv.cluster.product, mode=mode, batches=tuple(batches),
                 settings=tuple(settings), tuning=tuning,

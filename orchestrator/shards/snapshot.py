@@ -28,6 +28,10 @@ class EsNode:
     version: str
     process_id: int | None = None
     start_time_ms: int | None = None
+    processors: int | None = None  # allocated processors: what the node sizes its thread pools by
+    memory_bytes: int | None = None  # the host's memory (read for the plan only)
+    # The node's own recovery settings (elasticsearch.yml): indices.recovery.*, node.bandwidth.recovery.*
+    recovery_settings: tuple[tuple[str, str], ...] = ()
 
     @property
     def is_master_eligible(self) -> bool:
@@ -102,6 +106,10 @@ class ClusterSnapshot:
                 size[c.node_id] += c.size_bytes
         return {n: (count[n], size[n]) for n in count}
 
+    @property
+    def copies_by_node(self) -> dict[str, int]:
+        return {node_id: count for node_id, (count, _) in self.load_by_node.items()}
+
     @cached_property
     def started_holders(self) -> dict[tuple[str, int], list[str]]:
         """(index, shard) -> the ids of the nodes holding a started copy of it."""
@@ -154,7 +162,9 @@ class ClusterSnapshot:
         snap = cls(
             cluster_name=raw["cluster_name"],
             health=Health(**raw["health"]),
-            nodes=tuple(EsNode(**{**n, "roles": tuple(n["roles"])}) for n in raw["nodes"]),
+            nodes=tuple(EsNode(**{**n, "roles": tuple(n["roles"]),
+                                  "recovery_settings": tuple(map(tuple, n.get("recovery_settings", ())))})
+                        for n in raw["nodes"]),
             master_id=raw.get("master_id"),
             # tuple.__new__ straight from each row's fields: no Python-level call per copy.
             shards=tuple(map(partial(tuple.__new__, ShardCopy), map(itemgetter(*ShardCopy._fields), raw["shards"]))),
@@ -174,6 +184,10 @@ class ClusterSnapshot:
         for n in self.nodes:
             if not all(isinstance(v, str) for v in (n.id, n.name, n.host, n.ip)) or not isinstance(n.roles, tuple):
                 raise TypeError(f"node {str(n.id)[:40]!r}: id, name, host and ip must be text")
+            if not all(isinstance(v, int | None) for v in (n.processors, n.memory_bytes)) or not all(
+                    len(p) == 2 and all(isinstance(t, str) for t in p) for p in n.recovery_settings):
+                raise TypeError(f"node {str(n.id)[:40]!r}: processors and memory_bytes must be whole numbers, "
+                                "recovery_settings pairs of text")
         shapes = {(type(c.index), type(c.shard), type(c.primary), type(c.state), type(c.size_bytes))
                   for c in self.shards}
         if shapes - {(str, int, bool, str, int)}:

@@ -129,6 +129,10 @@ def test_plan_changes_nothing_and_orders_master_last(sandboxes: SandboxManager) 
     master = es.cat.master(format="json")[0]["node"]
     assert [b["nodes"] for b in plan["batches"]][-1] == [master]
     assert {s["key"] for s in plan["settings"]} >= {ALLOC, "indices.recovery.max_bytes_per_sec"}
+    # The raised limits come from the nodes as they report themselves: their processors here.
+    cores = min(n["os"]["allocated_processors"] for n in es.nodes.info(metric="os")["nodes"].values())
+    concurrent = next(s for s in plan["settings"] if s["key"].endswith("node_concurrent_recoveries"))
+    assert "smallest data node (es-" in concurrent["why"] and f": {cores})" in concurrent["why"], concurrent
     human = orchestrate("plan", "--cluster", "sandbox")
     assert human.returncode == 0 and "SAFE" in human.stdout and "THP" in human.stdout
     assert settings(es) == before

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from orchestrator.config.model import Inventory
 from orchestrator.shards.snapshot import ClusterSnapshot, EsNode, Health, ShardCopy
 
 
-def node(name: str, zone: str | None = None, roles: tuple[str, ...] = ("master", "data")) -> EsNode:
+def node(name: str, zone: str | None = None, roles: tuple[str, ...] = ("master", "data"),
+         **facts: Any) -> EsNode:
+    """``facts``: processors, memory_bytes, recovery_settings."""
     return EsNode(id=f"id-{name}", name=name, host=f"h-{name}", ip=f"10.0.0.{name[-1]}", roles=roles, zone=zone,
-                  version="9.5.3", process_id=100, start_time_ms=1)
+                  version="9.5.3", process_id=100, start_time_ms=1, **facts)
 
 
 def copies(index: str, shard: int, on: list[str], size: int = 1000) -> list[ShardCopy]:

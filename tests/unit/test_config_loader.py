@@ -34,9 +34,21 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_good_inventory_loads_with_defaults(tmp_path: Path) -> None:
     inv = load_model(write(tmp_path, GOOD), Inventory)
     assert inv.cluster.endpoints == ["https://es1:9200"]
-    assert inv.recovery.node_concurrent_recoveries == 15
-    assert inv.recovery.max_bytes_per_sec == "100mb"
+    assert inv.recovery.node_concurrent_recoveries == "auto"
+    assert inv.recovery.max_bytes_per_sec == "auto"
     assert inv.nodes[1].zone == "b"
+
+
+def test_recovery_limits_are_auto_or_given(tmp_path: Path) -> None:
+    given = load_model(write(tmp_path, GOOD + "recovery: {node_concurrent_recoveries: 15, max_bytes_per_sec: 1GB}\n"),
+                       Inventory)
+    assert (given.recovery.node_concurrent_recoveries, given.recovery.max_bytes_per_sec) == (15, "1gb")
+    for bad, said in (("node_concurrent_recoveries: many", "node_concurrent_recoveries"),
+                      ("node_concurrent_recoveries: 0", "node_concurrent_recoveries"),
+                      ("max_bytes_per_sec: fast", "'fast' is not a byte size such as 100mb (or auto)")):
+        with pytest.raises(ConfigError) as err:
+            load_model(write(tmp_path, GOOD + f"recovery: {{{bad}}}\n"), Inventory)
+        assert said in str(err.value)
 
 
 def test_every_problem_is_listed_with_its_line(tmp_path: Path) -> None:

@@ -138,22 +138,22 @@ def test_settings_written_where_they_take_effect_and_remember_the_old_value() ->
     assert (by_key[ALLOCATION_ENABLE].scope, by_key[ALLOCATION_ENABLE].before) == ("transient", "all")
     rate = by_key["indices.recovery.max_bytes_per_sec"]
     assert (rate.scope, rate.before, rate.during) == ("persistent", "40mb", "100mb")
-    assert by_key["cluster.routing.allocation.node_concurrent_recoveries"].before is None
+    assert by_key["indices.recovery.max_concurrent_file_chunks"].before is None
 
 
 def test_a_limit_the_cluster_already_has_higher_is_left_alone_and_said() -> None:
-    snap = snapshot([node("a"), node("b")], copies("i", 0, ["a", "b"]), "a",
+    snap = snapshot([node("a", processors=2), node("b", processors=2)], copies("i", 0, ["a", "b"]), "a",
                     persistent={"indices.recovery.max_bytes_per_sec": "1gb",
                                 "cluster.routing.allocation.node_concurrent_recoveries": "15"},
                     transient={"indices.recovery.max_concurrent_file_chunks": "2"})
     plan = build_plan(inventory(["a", "b"]), snap, Mode.NODE)
     by_key = {s.key: s for s in plan.settings}
     assert "indices.recovery.max_bytes_per_sec" not in by_key, "1gb in force: the run's 100mb would lower it"
-    assert "cluster.routing.allocation.node_concurrent_recoveries" not in by_key, "equal: nothing to raise"
+    assert "cluster.routing.allocation.node_concurrent_recoveries" not in by_key, "15 in force, 2 chosen"
     chunks = by_key["indices.recovery.max_concurrent_file_chunks"]
     assert (chunks.scope, chunks.before, chunks.during) == ("transient", "2", "4")
-    assert any("indices.recovery.max_bytes_per_sec stays 1gb (in force, persistent): the run's 100mb would "
-               "lower it" in n for n in plan.notes), plan.notes
+    assert any("indices.recovery.max_bytes_per_sec stays 1gb (in force, persistent): already at least the run's "
+               "100mb" in n for n in plan.notes), plan.notes
 
 
 def test_shards_without_other_copy_ignores_unassigned() -> None:
