@@ -133,11 +133,13 @@ def _start(target: Any, by: str, options: Any, stop_after: int, on_event: EventC
     from orchestrator.runs import plans
     from orchestrator.runs import restart as runs
 
-    the_plan = plans.make_plan(target, _mode(by), options)
-    if not the_plan.safe:
-        raise PreflightFailed(runs.other_runs(target) + the_plan.all_problems())
-    return _run(lambda: runs.start(target, the_plan, options, on_event or discard, abort=cancel,
-                                   stop_after=stop_after))
+    mode = _mode(by)
+    with runs.hosts_checked_early(target.inv) as early:  # SSH preflight while the plan is made
+        the_plan = plans.make_plan(target, mode, options)
+        if not the_plan.safe:
+            raise PreflightFailed(runs.other_runs(target) + the_plan.all_problems())
+        return _run(lambda: runs.start(target, the_plan, options, on_event or discard, abort=cancel,
+                                       stop_after=stop_after, early=early))
 
 
 def resume(cluster: str | None = None, *, config: str | Path | None = None, run_id: str | None = None,

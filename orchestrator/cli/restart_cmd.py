@@ -161,15 +161,16 @@ def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOp
 def plan_confirm_and_run(target: Target, by: Mode, run_options: RunOptions, json_out: bool, yes: bool,
                          question: str, stop_after: int) -> None:
     """Plan, show, ask (``question`` with {batches} and {cluster}), then run and report: restart and upgrade."""
-    the_plan = plans.make_plan(target, by, run_options)
-    show_and_confirm(target, the_plan, json_out, yes,
-                     question.format(batches=len(the_plan.batches), cluster=target.name))
-    nodes = [n for b in the_plan.batches for n in b.nodes]
+    with runs.hosts_checked_early(target.inv, begin=yes) as early:
+        the_plan = plans.make_plan(target, by, run_options)
+        show_and_confirm(target, the_plan, json_out, yes,
+                         question.format(batches=len(the_plan.batches), cluster=target.name))
+        nodes = [n for b in the_plan.batches for n in b.nodes]
 
-    def action(view: RunView) -> Journal:
-        return runs.start(target, the_plan, run_options, view, stop_after=stop_after)
+        def action(view: RunView) -> Journal:
+            return runs.start(target, the_plan, run_options, view, stop_after=stop_after, early=early)
 
-    run_and_report(json_out, nodes, action)
+        run_and_report(json_out, nodes, action)
 
 
 def show_and_confirm(target: Target, the_plan: Plan, json_out: bool, yes: bool, question: str) -> None:

@@ -54,6 +54,37 @@ def check_hosts(inv: Inventory, transport: Transport) -> list[str]:
         return [p for p in pool.map(check, inv.nodes) if p is not None]
 
 
+class EarlyHostCheck:
+    """The SSH preflight begun while the plan is made: each host's connection opens, its key is
+    verified and `true` runs, in the background (read-only: beginning before the plan is checked
+    changes nothing). `start` takes its answer and its open connections."""
+
+    def __init__(self, inv: Inventory) -> None:
+        self.transport = make_transport(inv)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="host-check")
+        self._problems = self._pool.submit(check_hosts, inv, self.transport)
+
+    def problems(self) -> list[str]:
+        return self._problems.result()
+
+    def close(self) -> None:
+        """Wait for the check and close its connections (a run that started has closed them already)."""
+        self._pool.shutdown(wait=True)
+        self.transport.close()
+
+
+@contextmanager
+def hosts_checked_early(inv: Inventory, begin: bool = True) -> Iterator[EarlyHostCheck | None]:
+    """``begin``: only where no question is asked between plan and run (connections left open
+    while an operator reads the plan could be closed by the hosts in the meantime)."""
+    early = EarlyHostCheck(inv) if begin else None
+    try:
+        yield early
+    finally:
+        if early is not None:
+            early.close()
+
+
 def sudo_rules_problems(inv: Inventory, product: Product) -> list[str]:
     """Exact sudo rules are enough only for a product whose commands on the hosts need no root shell."""
     if inv.ssh.sudo and inv.ssh.sudo_rules == "commands" and not product.exact_sudo_rules:
@@ -168,12 +199,14 @@ def _execute(target: Target, journal: Journal, playbook: Playbook, transport: Tr
 
 def start(target: Target, plan: Plan, options: RunOptions, emit: EventSink,
           prelude: dict[str, dict[str, Any]] | None = None, abort: AbortFlag | None = None,
-          stop_after: int = 0) -> Journal:
+          stop_after: int = 0, early: EarlyHostCheck | None = None) -> Journal:
     """Preflight, then a new run. Nothing is changed when preflight fails. ``stop_after``: stop (every
-    setting restored, StoppedAfter) once that many batches are done; `resume` goes on."""
+    setting restored, StoppedAfter) once that many batches are done; `resume` goes on. ``early``: the
+    SSH preflight, begun while the plan was made."""
     problems = other_runs(target) + plan.all_problems()
-    transport = make_transport(target.inv)
-    problems += sudo_rules_problems(target.inv, target.product) + check_hosts(target.inv, transport)
+    transport = early.transport if early is not None else make_transport(target.inv)
+    hosts = early.problems() if early is not None else check_hosts(target.inv, transport)
+    problems += sudo_rules_problems(target.inv, target.product) + hosts
     planned = [target.inv.node(n) for b in plan.batches for n in b.nodes]
     if options.upgrade_to and not problems:  # each host can install the version (read-only checks)
         problems += install_problems(target.inv, options.upgrade_to, transport, planned)
