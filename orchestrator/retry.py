@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from tenacity import RetryCallState, Retrying, retry_if_result, wait_fixed
+from tenacity import RetryCallState, Retrying, retry_if_result
 
 from orchestrator.errors import ClusterUnreachable, HostUnreachable, WaitTimeout
 
@@ -41,7 +41,11 @@ def wait_until(probe: Callable[[Seen[T]], T | None], *, what: str, timeout_s: fl
     seen: Seen[T] = Seen()
     start = clock.monotonic()
 
+    began = start
+
     def attempt() -> T | None:
+        nonlocal began
+        began = clock.monotonic()
         try:
             return probe(seen)
         except TRANSIENT as exc:
@@ -51,7 +55,12 @@ def wait_until(probe: Callable[[Seen[T]], T | None], *, what: str, timeout_s: fl
     def stop(state: RetryCallState) -> bool:
         return clock.monotonic() - start >= timeout_s or bool(should_stop and should_stop())
 
-    retrying = Retrying(stop=stop, wait=wait_fixed(interval_s), retry=retry_if_result(lambda r: r is None),
+    def pace(state: RetryCallState) -> float:
+        # Attempts begin at most once per interval: a probe that already waited (a server-side wait
+        # that timed out) is tried again at once, not after a sleep in which its answer may come.
+        return max(0.0, interval_s - (clock.monotonic() - began))
+
+    retrying = Retrying(stop=stop, wait=pace, retry=retry_if_result(lambda r: r is None),
                         sleep=clock.sleep, retry_error_callback=lambda state: None, reraise=True)
     result = retrying(attempt)
     if result is None:

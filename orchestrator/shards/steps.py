@@ -21,7 +21,7 @@ from orchestrator.retry import Seen, wait_until
 from orchestrator.shards.adapter import ShardClusterAdapter
 from orchestrator.shards.leases import LeaseAtRisk, bytes_at_risk, leases_at_risk
 from orchestrator.shards.plan import ALLOCATION_ENABLE
-from orchestrator.shards.safety import unassigned_beyond_accepted
+from orchestrator.shards.safety import ACCEPTED_UNASSIGNED, unassigned_beyond_accepted
 from orchestrator.shards.settled import blocking_text, settle
 from orchestrator.units import human_bytes, parse_size
 
@@ -126,6 +126,9 @@ def wait_for_recovery(ctx: RunContext, batch: BatchRecord) -> None:
 
     allow_yellow = ctx.options.allow_yellow
     expected = len(ctx.journal.plan.node_ids)
+    # A run that started green waits server-side for green itself, answered the moment the last copy
+    # starts; one that accepted a yellow waits until nothing moves, then judges the yellow.
+    until = "yellow" if allow_yellow or ctx.journal.plan.figures.get(ACCEPTED_UNASSIGNED, 0) else "green"
     last_blocking = ""
     last_progress: dict[str, dict[str, int]] = {}
     # Past the plan's estimate for the batch, the live view also names the slowest shard, once.
@@ -153,9 +156,9 @@ def wait_for_recovery(ctx: RunContext, batch: BatchRecord) -> None:
     def settled(seen: Seen[bool]) -> bool | None:
         nonlocal last_blocking
         remaining = limit - (ctx.clock.monotonic() - started)
-        # A server-side wait (one request per up to 10 s, not one per poll): until nothing moves and
-        # the cluster is at least yellow. Then green is done, and a yellow is judged.
-        h = es(ctx).health(wait_for_status="yellow", until_still=True, timeout_s=max(min(remaining, 10), 1))
+        # A server-side wait (one request per up to 10 s, not one per poll): until green, or until
+        # nothing moves and the cluster is at least yellow. Then green is done, and a yellow is judged.
+        h = es(ctx).health(wait_for_status=until, until_still=True, timeout_s=max(min(remaining, 10), 1))
         missing = f", only {h['number_of_nodes']} of {expected} nodes in the cluster" \
             if h["number_of_nodes"] < expected else ""
         seen.text = (f"health {h['status']}{missing}, {h['initializing_shards']} initializing, "

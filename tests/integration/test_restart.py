@@ -175,6 +175,10 @@ def check_audit_log(summary: dict[str, Any], by: str) -> set[str]:
     assert any(r["method"] == "PUT" and r["url"].endswith("/_cluster/settings") and r["status"] == 200
                for r in lines if r["kind"] == "request")
     assert kinds["event"] > 0, dict(kinds)
+    # A run that started green waits for green server-side, never for yellow and then again.
+    health = [r["url"] for r in lines if r["kind"] == "request" and "/_cluster/health?" in r["url"]]
+    assert any("wait_for_status=green" in u for u in health) and not any("wait_for_status=yellow" in u
+                                                                         for u in health), health
     read_ahead = set()
     for node in summary["nodes"]:
         mine = [c["command"] for c in commands if c["node"] == node["name"]]

@@ -87,6 +87,20 @@ def test_wait_tolerates_transient_errors() -> None:
     assert wait_until(probe, what="x", timeout_s=60, interval_s=1, clock=clock) == 42
 
 
+def test_a_probe_that_waited_is_tried_again_at_once_a_quick_one_after_the_interval() -> None:
+    clock = FakeClock()
+    began: list[float] = []
+    takes = iter([5.0, 0.2, 0.0])  # a server-side wait that timed out, a quick read, the answer
+
+    def probe(seen: Seen[int]) -> int | None:
+        began.append(clock.now)
+        clock.advance(next(takes))
+        return 42 if len(began) == 3 else None
+
+    assert wait_until(probe, what="x", timeout_s=60, interval_s=1, clock=clock) == 42
+    assert began == [0.0, 5.0, 6.0], "no sleep after the 5 s wait; the 0.2 s read waits out the rest of its second"
+
+
 def test_first_eta_comes_from_the_previous_succeeded_run_in_the_same_mode(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from orchestrator.restart.journal import RunState, measured_batch_seconds, runs_dir
