@@ -26,7 +26,7 @@ down:
 bench: setup
 	.venv/bin/python -m tests.benchmarks.bench_plan
 	.venv/bin/python -m tests.benchmarks.bench_restart
-	.venv/bin/python -m tests.benchmarks.bench_reuse
+	.venv/bin/python -m tests.benchmarks.bench_reuse --idle-runs 10 --idle-wait
 
 # The run report of a succeeded and of a failed run, rendered by headless Chromium, for review.
 report-shot: setup

@@ -127,12 +127,14 @@ def measured_restart(by: str, load: bool = False, config: Path | None = None) ->
     }
 
 
-def sandbox(nodes: int, zones: int) -> None:
+def sandbox(nodes: int, zones: int, docs: int = 30_000) -> None:
+    """A fresh sandbox of that shape, with ``docs`` sample documents (0: none)."""
     orchestrate("sandbox", "down")
     up = orchestrate("sandbox", "up", "--nodes", str(nodes), "--zones", str(zones))
     if up.returncode != 0:
         raise SystemExit(f"sandbox up failed: {up.stderr[-2000:]}")
-    orchestrate("sandbox", "load", "--docs", "30000")
+    if docs:
+        orchestrate("sandbox", "load", "--docs", str(docs))
 
 
 def main() -> None:

@@ -3,9 +3,11 @@
 3 nodes, 40 indices of 3 shards and 1 replica (240 copies: one shard copy weighs about 0.4 % of
 the data), 80,000 documents. Runs: right after indexing with the default `lease_wait_min_bytes`
 (1gb: the sandbox's copies are far smaller, so the run does not wait) and with `0b` (always
-wait); then idle runs back to back; then under a write load, with `0b` and with the default.
+wait); then idle runs back to back; then under a write load, with `0b` and with the default. Then
+(unless --no-zone) the same data set on 6 nodes in 3 zones, restarted a zone at a time with `0b`:
+after indexing, idle, under load.
 
-    python -m tests.benchmarks.bench_reuse [--idle-runs 5] [--idle-wait] [--out reports/bench-reuse.json]   (root)
+    python -m tests.benchmarks.bench_reuse [--idle-runs 5] [--idle-wait] [--no-zone] [--out reports/bench-reuse.json]
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from tests.benchmarks.bench_restart import REPO, measured_restart, orchestrate
+from tests.benchmarks.bench_restart import REPO, measured_restart, orchestrate, sandbox
 
 INDICES, DOCS = 40, 80_000
 
@@ -49,13 +51,12 @@ def main() -> None:
     parser.add_argument("--idle-runs", type=int, default=5)
     parser.add_argument("--idle-wait", action="store_true",
                         help="idle runs with lease_wait_min_bytes 0b (always wait) instead of the default")
+    parser.add_argument("--zone", action=argparse.BooleanOptionalAction, default=True,
+                        help="then zone mode on 6 nodes in 3 zones, idle and under load (0b)")
     parser.add_argument("--out", type=Path, default=REPO / "reports" / "bench-reuse.json")
     args = parser.parse_args()
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    orchestrate("sandbox", "down")
-    up = orchestrate("sandbox", "up", "--nodes", "3")
-    if up.returncode != 0:
-        raise SystemExit(f"sandbox up failed: {up.stderr[-2000:]}")
+    sandbox(3, 1, docs=0)
     wait_always = always_wait_inventory(args.out.parent)
     runs = []
     load()
@@ -69,6 +70,13 @@ def main() -> None:
             runs.append(row(f"idle {i + 1}, default", measured_restart("node")))
     runs.append(row("under load, 0b", measured_restart("node", load=True, config=wait_always)))
     runs.append(row("under load, default (1gb)", measured_restart("node", load=True)))
+    if args.zone:  # the same data set on 6 nodes in 3 zones, a zone (2 nodes) per batch
+        sandbox(6, 3, docs=0)
+        wait_always = always_wait_inventory(args.out.parent)
+        load()
+        runs.append(row("zone: after indexing, 0b", measured_restart("zone", config=wait_always)))
+        runs.append(row("zone: idle, 0b", measured_restart("zone", config=wait_always)))
+        runs.append(row("zone: under load, 0b", measured_restart("zone", load=True, config=wait_always)))
     orchestrate("sandbox", "down")
     args.out.write_text(json.dumps({"indices": INDICES, "docs": DOCS, "runs": runs}, indent=2))
     print(f"written to {args.out}")
