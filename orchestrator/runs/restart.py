@@ -57,20 +57,45 @@ def check_hosts(inv: Inventory, transport: Transport) -> list[str]:
 class EarlyHostCheck:
     """The SSH preflight begun while the plan is made: each host's connection opens, its key is
     verified and `true` runs, in the background (read-only: beginning before the plan is checked
-    changes nothing). `start` takes its answer and its open connections."""
+    changes nothing). `start` takes its answer and its open connections where it would have made
+    them, so an error in the SSH settings is said there, after the cluster's own errors, as before.
+    A daemon thread: a run refused before it starts never waits for hosts that do not answer."""
 
     def __init__(self, inv: Inventory) -> None:
-        self.transport = make_transport(inv)
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="host-check")
-        self._problems = self._pool.submit(check_hosts, inv, self.transport)
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._closed = False
+        self._outcome: tuple[Transport, list[str]] | None = None
+        self._error: BaseException | None = None
+        threading.Thread(target=self._check, args=(inv,), name="host-check", daemon=True).start()
 
-    def problems(self) -> list[str]:
-        return self._problems.result()
+    def _check(self, inv: Inventory) -> None:
+        try:
+            transport = make_transport(inv)
+            outcome = transport, check_hosts(inv, transport)
+        except BaseException as exc:  # handed to the caller of result(), in its thread
+            self._error = exc
+        with self._lock:
+            if self._error is None:
+                self._outcome = outcome
+                if self._closed:  # nobody will take it
+                    outcome[0].close()
+            self._done.set()
+
+    def result(self) -> tuple[Transport, list[str]]:
+        """The run's transport and the hosts' problems; raises what making the transport raised."""
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._outcome is not None
+        return self._outcome
 
     def close(self) -> None:
-        """Wait for the check and close its connections (a run that started has closed them already)."""
-        self._pool.shutdown(wait=True)
-        self.transport.close()
+        """Close its connections, now or when the check ends (a run that started has closed them already)."""
+        with self._lock:
+            self._closed = True
+            if self._outcome is not None:
+                self._outcome[0].close()
 
 
 @contextmanager
@@ -204,8 +229,11 @@ def start(target: Target, plan: Plan, options: RunOptions, emit: EventSink,
     setting restored, StoppedAfter) once that many batches are done; `resume` goes on. ``early``: the
     SSH preflight, begun while the plan was made."""
     problems = other_runs(target) + plan.all_problems()
-    transport = early.transport if early is not None else make_transport(target.inv)
-    hosts = early.problems() if early is not None else check_hosts(target.inv, transport)
+    if early is not None:
+        transport, hosts = early.result()
+    else:
+        transport = make_transport(target.inv)
+        hosts = check_hosts(target.inv, transport)
     problems += sudo_rules_problems(target.inv, target.product) + hosts
     planned = [target.inv.node(n) for b in plan.batches for n in b.nodes]
     if options.upgrade_to and not problems:  # each host can install the version (read-only checks)
