@@ -25,6 +25,7 @@ down:
 
 bench: setup
 	.venv/bin/python -m tests.benchmarks.bench_plan
+	.venv/bin/python -m tests.benchmarks.bench_plan --nodes 5000 --copies 1000000 --out reports/bench-plan-5000.json
 	.venv/bin/python -m tests.benchmarks.bench_restart
 	.venv/bin/python -m tests.benchmarks.bench_reuse --idle-runs 10 --idle-wait
 
