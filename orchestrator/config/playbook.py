@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_serializer, model_validator
 
 from orchestrator.config.hooks import Hooks
 from orchestrator.config.loader import load_model
@@ -59,6 +59,11 @@ class Playbook(Model):
     before_run: list[str] = Field(default_factory=list)
     batch: list[str | dict[str, CommandStep]] = Field(min_length=1)
     hooks: Hooks = Field(default_factory=Hooks)  # the operator's commands and calls at points of a run
+
+    @field_serializer("batch")
+    def _batch(self, batch: list[str | dict[str, CommandStep]]) -> list[Any]:
+        # Said explicitly: pydantic 2.14 warns on serializing this union's dict branch (to stderr).
+        return [e if isinstance(e, str) else {k: v.model_dump() for k, v in e.items()} for e in batch]
 
     @model_validator(mode="after")
     def well_formed(self) -> Playbook:

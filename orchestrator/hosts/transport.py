@@ -22,6 +22,9 @@ from orchestrator.hosts.ssh_config import Hop, Route, SshConfig, route
 
 # Every command run on a host, for the run's audit log (runs/audit.py): host, command, exit code, time.
 log = logging.getLogger("orchestrator.hosts")
+# paramiko's own thread logs a failed connection with a traceback (a rebooting host's sshd resets it,
+# say); the tool says each failure in its own words, so paramiko's log reaches no terminal.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
 def audited(node: NodeEntry, command: str, started: float, rc: int | None, error: str | None = None) -> None:
@@ -306,6 +309,8 @@ class SshTransport:
             raise HostUnreachable(f"{where}: SSH failed: {exc}") from exc
         except (TimeoutError, OSError) as exc:
             raise HostUnreachable(f"{where}: cannot connect: {exc}") from exc
+        except EOFError as exc:  # accepted, then closed before a word (an sshd going down)
+            raise HostUnreachable(f"{where}: cannot connect: the host closed the connection") from exc
         presented = client.get_transport().get_remote_server_key()  # type: ignore[union-attr]
         if any(presented == key for table in known for key in table.revoked):
             client.close()

@@ -46,3 +46,13 @@ def test_any_mapping_gives_a_model_or_a_config_error(doc: dict[str, Any]) -> Non
 @given(st.text(max_size=200))
 def test_any_text_gives_a_model_or_a_config_error(text: str) -> None:
     load_text(text, Inventory)
+
+
+def test_a_playbook_with_a_command_step_is_recorded_in_a_journal_without_warnings() -> None:
+    """The journal records the playbook as JSON; pydantic warned (on the operator's stderr) serializing a
+    command step, and pytest turns warnings into errors."""
+    playbook = Playbook.model_validate({"name": "p", "batch": [
+        "stop_service", {"command": {"name": "drain", "run": "/usr/local/bin/drain {node}"}}, "start_service"]})
+    recorded = playbook.model_dump(mode="json")
+    assert recorded["batch"][1]["command"]["run"] == "/usr/local/bin/drain {node}"
+    assert Playbook.model_validate(recorded) == playbook

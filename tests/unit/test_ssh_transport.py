@@ -6,8 +6,11 @@ accept a command or to send its exit status. The transport must give up at its c
 
 from __future__ import annotations
 
+import json
 import socket
+import struct
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -174,3 +177,41 @@ def test_a_session_never_opened_is_tried_once_on_a_fresh_connection_and_the_comm
     assert result.ok and result.stdout == "ok\n"
     assert server.commands == [b"echo ok"], "run exactly once, on the fresh connection"
     assert len(transports) == 2 and took < 10, f"{len(transports)} connections, {took:.1f} s"
+
+
+@pytest.mark.parametrize("reset_after_s", [0, 0.3])  # before paramiko reads, and while it reads the banner
+def test_a_connection_reset_by_a_rebooting_host_is_one_error_without_paramikos_traceback(tmp_path: Path,
+                                                                                         reset_after_s: float) -> None:
+    """A host whose sshd is going down accepts and resets: paramiko's own thread logs the failure with
+    a traceback, which must not reach the operator's terminal (the tool says it in its own words).
+    In a child process: pytest's log capture would hide what a real run prints."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+
+    def reset_each() -> None:
+        for _ in range(20):  # bounded: a connection or two per attempt
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            time.sleep(reset_after_s)
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()
+
+    threading.Thread(target=reset_each, daemon=True).start()
+    (tmp_path / "known_hosts").write_text("")
+    inv = {"cluster": {"name": "c", "endpoints": ["http://127.0.0.1:9"]},
+           "ssh": {"user": "root", "port": listener.getsockname()[1], "known_hosts": str(tmp_path / "known_hosts"),
+                   "key_file": str(make_key(tmp_path / "id")), "connect_timeout_s": 5},
+           "nodes": [{"name": "n1", "host": "127.0.0.1"}]}
+    script = ("import json, sys\nfrom orchestrator.config.model import Inventory\n"
+              "from orchestrator.hosts.transport import SshTransport\n"
+              "inv = Inventory.model_validate(json.loads(sys.argv[1]))\n"
+              "try:\n    SshTransport(inv).run(inv.nodes[0], 'true')\n"
+              "except Exception as exc:\n    print(type(exc).__name__, exc)\n")
+    proc = subprocess.run([sys.executable, "-c", script, json.dumps(inv)], capture_output=True, text=True,
+                          timeout=60, cwd=Path(__file__).resolve().parents[2])
+    listener.close()
+    assert proc.stdout.startswith("HostUnreachable"), (proc.stdout, proc.stderr)
+    assert proc.stderr == "", proc.stderr
