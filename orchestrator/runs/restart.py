@@ -11,7 +11,7 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
@@ -62,40 +62,27 @@ class EarlyHostCheck:
     A daemon thread: a run refused before it starts never waits for hosts that do not answer."""
 
     def __init__(self, inv: Inventory) -> None:
-        self._lock = threading.Lock()
-        self._done = threading.Event()
-        self._closed = False
-        self._outcome: tuple[Transport, list[str]] | None = None
-        self._error: BaseException | None = None
+        self._checked: Future[tuple[Transport, list[str]]] = Future()
         threading.Thread(target=self._check, args=(inv,), name="host-check", daemon=True).start()
 
     def _check(self, inv: Inventory) -> None:
         try:
             transport = make_transport(inv)
-            outcome = transport, check_hosts(inv, transport)
+            self._checked.set_result((transport, check_hosts(inv, transport)))
         except BaseException as exc:  # handed to the caller of result(), in its thread
-            self._error = exc
-        with self._lock:
-            if self._error is None:
-                self._outcome = outcome
-                if self._closed:  # nobody will take it
-                    outcome[0].close()
-            self._done.set()
+            self._checked.set_exception(exc)
 
     def result(self) -> tuple[Transport, list[str]]:
         """The run's transport and the hosts' problems; raises what making the transport raised."""
-        self._done.wait()
-        if self._error is not None:
-            raise self._error
-        assert self._outcome is not None
-        return self._outcome
+        return self._checked.result()
 
     def close(self) -> None:
         """Close its connections, now or when the check ends (a run that started has closed them already)."""
-        with self._lock:
-            self._closed = True
-            if self._outcome is not None:
-                self._outcome[0].close()
+        def close_taken(done: Future[tuple[Transport, list[str]]]) -> None:
+            if done.exception() is None:
+                done.result()[0].close()
+
+        self._checked.add_done_callback(close_taken)
 
 
 @contextmanager

@@ -123,8 +123,7 @@ def own_rate(node: EsNode) -> tuple[int, str]:
     if bandwidth is not None:
         share = f"{ES_BANDWIDTH_SHARE:.0%} of the {human_bytes(bandwidth)}/s it declares"
         return int(bandwidth * ES_BANDWIDTH_SHARE), share
-    data_roles = {r for r in node.roles if r == "data" or r.startswith("data_")}
-    if data_roles and data_roles <= {"data_cold", "data_frozen"} and node.memory_bytes:
+    if node.is_data and node.data_roles <= {"data_cold", "data_frozen"} and node.memory_bytes:
         rate = next((r for top, r in COLD_FROZEN_RATES if node.memory_bytes <= top), COLD_FROZEN_RATE_ABOVE)
         return rate, f"a dedicated cold or frozen node with {node.memory_bytes / GIB:.0f} GiB"
     return ES_DEFAULT_RATE, "Elasticsearch's default"

@@ -38,8 +38,12 @@ class EsNode:
         return "master" in self.roles
 
     @property
+    def data_roles(self) -> set[str]:
+        return {r for r in self.roles if r == "data" or r.startswith("data_")}
+
+    @property
     def is_data(self) -> bool:
-        return any(r == "data" or r.startswith("data_") for r in self.roles)
+        return bool(self.data_roles)
 
     @property
     def process_identity(self) -> str | None:
