@@ -3,9 +3,10 @@ product's `Rest` (shards/rest.py). Every answer is read here into the snapshot's
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -300,22 +301,19 @@ class ShardClusterAdapter:
         return self.snapshot(for_gate=True)
 
     def live_identity(self, plan: Plan, name: str) -> str | None:
-        node_id = plan.node_ids.get(name)
-        for n in self.nodes():
-            if n.id == node_id or n.name == name:
-                return n.process_identity
-        return None
+        return identity_in(self.nodes(), plan, name)
 
     def await_identity(self, plan: Plan, name: str, timeout_s: float) -> str | None:
-        identity = self.live_identity(plan, name)
+        nodes = self.nodes()
+        identity = identity_in(nodes, plan, name)
         if identity is not None or timeout_s < 1:
             return identity
-        # The node is away: one server-side wait for one more node than now, then look again.
-        try:
-            present = int(self.health()["number_of_nodes"])
-            self.health(wait_for_nodes=f">={present + 1}", timeout_s=timeout_s)
-        except ClusterError:
-            pass  # no elected master while the node was one (health needs it; node info does not)
+        # The node is away: one server-side wait for one more node than the answer that lacked it. (Not
+        # health's count: read just after a stop, it may still count the node that left, and a wait for
+        # one more than that would last its whole timeout after the node is back.)
+        # No elected master while the node was one: health needs one, node info does not.
+        with contextlib.suppress(ClusterError):
+            self.health(wait_for_nodes=f">={len(nodes) + 1}", timeout_s=timeout_s)
         return self.live_identity(plan, name)
 
     def live_settings(self, wanted: list[tuple[str, str]]) -> list[Any]:
@@ -349,8 +347,9 @@ class ShardClusterAdapter:
         except HttpError as exc:
             if "resource_already_exists" not in str(exc.body):
                 raise
+        # No refresh: the lock is only ever read by id, and a read by id is real-time.
         try:
-            self._do("take the run lock", "PUT", f"/{part(index)}/_create/{part(doc_id)}", {"refresh": "true"}, body)
+            self._do("take the run lock", "PUT", f"/{part(index)}/_create/{part(doc_id)}", None, body)
         except HttpError as exc:
             if exc.status == 409:
                 return False
@@ -367,7 +366,7 @@ class ShardClusterAdapter:
 
     def delete_lock(self, index: str, doc_id: str) -> None:
         try:
-            self._do("release the run lock", "DELETE", f"/{part(index)}/_doc/{part(doc_id)}", {"refresh": "true"})
+            self._do("release the run lock", "DELETE", f"/{part(index)}/_doc/{part(doc_id)}")
         except HttpError as exc:
             if exc.status != 404:
                 raise
@@ -380,7 +379,7 @@ class ShardClusterAdapter:
                 return False
             # Written only if nobody changed the lock since it was read (a takeover, say).
             self._do("renew the run lock", "PUT", path, {
-                "if_seq_no": found["_seq_no"], "if_primary_term": found["_primary_term"], "refresh": "true"},
+                "if_seq_no": found["_seq_no"], "if_primary_term": found["_primary_term"]},
                 {**found["_source"], **update})
         except HttpError as exc:
             if exc.status in (404, 409):
@@ -429,3 +428,9 @@ class ShardClusterAdapter:
             if exc.status == 404:
                 return None
             raise
+
+
+def identity_in(nodes: Sequence[EsNode], plan: Plan, name: str) -> str | None:
+    """The process identity of the node ``name`` among ``nodes`` (None: not among them)."""
+    node_id = plan.node_ids.get(name)
+    return next((n.process_identity for n in nodes if n.id == node_id or n.name == name), None)

@@ -17,6 +17,7 @@ from orchestrator.restart.events import Event
 from orchestrator.retry import Clock
 from orchestrator.shards.adapter import ShardClusterAdapter
 from orchestrator.shards.leases import bytes_at_risk, leases_at_risk, lowest_kept
+from orchestrator.shards.snapshot import EsNode
 from orchestrator.shards.steps import wait_for_retention_leases
 from tests.unit.journals import journal_of, plan_of
 from tests.unit.snapshots import inventory
@@ -138,34 +139,42 @@ def test_the_step_does_not_wait_when_copying_is_cheaper_or_nothing_is_at_risk() 
     assert cluster.reads == 1 and events == []
 
 
-class Joining(ShardClusterAdapter):
-    """Identities answered in turn; health calls recorded."""
+def node(name: str, pid: int) -> EsNode:
+    return EsNode(id=f"id-{name}", name=name, host="", ip="", roles=("master", "data"), zone=None, version="9.5.3",
+                  process_id=pid, start_time_ms=1000 * pid)
 
-    def __init__(self, identities: list[str | None]) -> None:
+
+class Joining(ShardClusterAdapter):
+    """Node lists answered in turn (each as `_nodes` would answer); health calls recorded."""
+
+    def __init__(self, answers: list[list[EsNode]]) -> None:
         super().__init__(rest=None)  # type: ignore[arg-type]
-        self.identities, self.health_calls = identities, list[dict[str, Any]]()
+        self.answers, self.health_calls = answers, list[dict[str, Any]]()
         self.no_master = False
 
-    def live_identity(self, plan: Any, name: str) -> str | None:
-        return self.identities.pop(0)
+    def nodes(self) -> list[EsNode]:
+        return self.answers.pop(0)
 
     def health(self, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
         self.health_calls.append(kwargs)
         if self.no_master:
             raise ClusterError("cluster health: Elasticsearch answered HTTP 503: master_not_discovered_exception")
-        return {"number_of_nodes": 2}
+        return {"number_of_nodes": 3}  # as read just after a stop: the node that left still counted
 
 
-def test_a_rejoin_is_awaited_by_one_server_side_wait_for_one_more_node() -> None:
+def test_a_rejoin_is_awaited_by_one_server_side_wait_for_one_more_node_than_the_answer_without_it() -> None:
     plan = plan_of([["es-1"]])
-    away = Joining([None, "pid 2"])
-    assert away.await_identity(plan, "es-1", 5) == "pid 2"
-    assert away.health_calls == [{}, {"wait_for_nodes": ">=3", "timeout_s": 5}]
-    there = Joining(["pid 1"])
-    assert there.await_identity(plan, "es-1", 5) == "pid 1" and there.health_calls == []
-    no_time_left = Joining([None])
+    others = [node("es-2", 20), node("es-3", 30)]
+    new_es1 = node("es-1", 11)
+    away = Joining([others, [new_es1, *others]])
+    assert away.await_identity(plan, "es-1", 5) == new_es1.process_identity
+    # Counted from the same answer that lacked es-1 (2 nodes), not from health's stale count of 3.
+    assert away.health_calls == [{"wait_for_nodes": ">=3", "timeout_s": 5}]
+    there = Joining([[node("es-1", 10), *others]])
+    assert there.await_identity(plan, "es-1", 5) == node("es-1", 10).process_identity and there.health_calls == []
+    no_time_left = Joining([others])
     assert no_time_left.await_identity(plan, "es-1", 0.5) is None and no_time_left.health_calls == []
     # The node was the only master: health cannot answer, node info can.
-    masterless = Joining([None, "pid 2"])
+    masterless = Joining([others, [new_es1, *others]])
     masterless.no_master = True
-    assert masterless.await_identity(plan, "es-1", 5) == "pid 2"
+    assert masterless.await_identity(plan, "es-1", 5) == new_es1.process_identity
