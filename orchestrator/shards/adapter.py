@@ -4,9 +4,11 @@ product's `Rest` (shards/rest.py). Every answer is read here into the snapshot's
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections import Counter
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -39,6 +41,7 @@ class ShardClusterAdapter:
         self.rest = rest
         self.awareness_attribute = awareness_attribute  # the node attribute read as a node's zone
         self.calls = 0  # requests made, for the run's figures
+        self._counting = threading.Lock()
 
     @property
     def label(self) -> str:
@@ -46,7 +49,8 @@ class ShardClusterAdapter:
 
     def _do(self, what: str, method: str, path: str, params: dict[str, Any] | None = None,
             body: Any = None) -> Any:
-        self.calls += 1
+        with self._counting:  # requests are made from several threads (snapshots, zone batches, the lock)
+            self.calls += 1
         return self.rest.request(what, method, path, params, body)
 
     # --- reads -------------------------------------------------------------------------------
@@ -215,27 +219,26 @@ class ShardClusterAdapter:
 
     def snapshot(self, for_gate: bool = False) -> ClusterSnapshot:
         """The cluster's state. ``for_gate``: only what the batch gate reads (health, nodes, shards),
-        the rest (settings, preflight) is read once, for the plan."""
+        the rest (settings, preflight) is read once, for the plan. Independent reads are sent together:
+        a snapshot costs about one request's time, and the gate takes one before every batch."""
         # Privileges first: a user who cannot read the cluster's state hears which privileges it
         # lacks, not the first request's 403.
         lacking = None if for_gate else self.missing_privileges()
         if lacking and "cluster:monitor" in lacking:
             raise PreflightFailed([privileges.refusal(lacking)])
-        h = self.health()
+        h, shards, nodes, master, *plan_only = read_together(
+            self.health, self.shards, self.nodes, self.master_id,
+            *(() if for_gate else (lambda: self.cluster_settings(include_defaults=True), self.shutdown_records,
+                                   self.memory_by_node)))
         persistent: dict[str, Any] = {}
         transient: dict[str, Any] = {}
         shutdowns = None
         preflight = Preflight()
-        if not for_gate:
-            persistent, transient, defaults = self.cluster_settings(include_defaults=True)
-            shutdowns = self.shutdown_records()
+        if plan_only:
+            (persistent, transient, defaults), shutdowns, memory = plan_only
             preflight = self.preflight({**defaults, **persistent, **transient}, shutdowns or [], lacking)
-        shards = tuple(self.shards())
-        settling = h["status"] == "yellow" and not (h["initializing_shards"] or h["relocating_shards"])
-        nodes = self.nodes()
-        if not for_gate:
-            memory = self.memory_by_node()
             nodes = [replace(n, memory_bytes=memory.get(n.id)) for n in nodes]
+        settling = h["status"] == "yellow" and not (h["initializing_shards"] or h["relocating_shards"])
         return ClusterSnapshot(
             cluster_name=h["cluster_name"],
             health=Health(status=h["status"], number_of_nodes=h["number_of_nodes"],
@@ -243,8 +246,8 @@ class ShardClusterAdapter:
                           unassigned_shards=h["unassigned_shards"],
                           delayed_unassigned_shards=h.get("delayed_unassigned_shards", 0)),
             nodes=tuple(nodes),
-            master_id=self.master_id(),
-            shards=shards,
+            master_id=master,
+            shards=tuple(shards),
             persistent=persistent,
             transient=transient,
             has_shutdown_api=shutdowns is not None,
@@ -434,3 +437,11 @@ def identity_in(nodes: Sequence[EsNode], plan: Plan, name: str) -> str | None:
     """The process identity of the node ``name`` among ``nodes`` (None: not among them)."""
     node_id = plan.node_ids.get(name)
     return next((n.process_identity for n in nodes if n.id == node_id or n.name == name), None)
+
+
+def read_together(*reads: Callable[[], Any]) -> list[Any]:
+    """Independent reads, each a request, sent at once; their answers in order. The first read's error
+    (in that order) is raised, as it would have been had they been sent one after the other."""
+    with ThreadPoolExecutor(max_workers=len(reads), thread_name_prefix="read") as pool:
+        futures = [pool.submit(read) for read in reads]
+    return [f.result() for f in futures]
