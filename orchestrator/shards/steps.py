@@ -18,7 +18,7 @@ from orchestrator.restart.journal import BatchRecord
 from orchestrator.restart.phases import Phase
 from orchestrator.restart.steps import StepFn, for_each_node, restore_settings, set_all_temporarily
 from orchestrator.retry import Seen, wait_until
-from orchestrator.shards.adapter import ShardClusterAdapter
+from orchestrator.shards.adapter import ShardClusterAdapter, read_together
 from orchestrator.shards.leases import LeaseAtRisk, bytes_at_risk, leases_at_risk
 from orchestrator.shards.plan import ALLOCATION_ENABLE
 from orchestrator.shards.safety import ACCEPTED_UNASSIGNED, unassigned_beyond_accepted
@@ -244,9 +244,9 @@ def progress_text(p: dict[str, int]) -> str:
 
 def recovery_stats(ctx: RunContext, batch: BatchRecord) -> dict[str, dict[str, Any]]:
     """Bytes copied from peers vs reused locally, for the shard copies recovered onto each node."""
-    rows = es(ctx).recoveries()
+    rows, copies = read_together(es(ctx).recoveries, es(ctx).shards)  # the batch waits for them
     sizes_by_node: dict[str, dict[tuple[str, int], int]] = {}
-    for c in es(ctx).shards():  # one pass: a zone's batch may hold many nodes, the cluster many copies
+    for c in copies:  # one pass: a zone's batch may hold many nodes, the cluster many copies
         if c.node_id is not None:
             sizes_by_node.setdefault(c.node_id, {})[(c.index, c.shard)] = c.size_bytes
     out: dict[str, dict[str, Any]] = {}
