@@ -22,7 +22,7 @@ from orchestrator.restart.lock import pause_request, request_pause
 from orchestrator.restart.phases import Phase, reached
 from orchestrator.restart.procedure import Procedure
 from orchestrator.restart.product import Product, RunStepFn
-from orchestrator.restart.steps import StepFn
+from orchestrator.restart.steps import PER_NODE, StepFn
 from orchestrator.retry import Seen, wait_until
 
 # Steps between these two leave a node down: an abort waits until the node is back.
@@ -135,12 +135,17 @@ class Engine:
         else:
             ctx.emit(Event("batch", f"batch {batch.number}: resuming {batch.label} after "
                                     f"{', '.join(batch.steps_done) or 'nothing'}", batch=batch.number))
-        for name, step in self.batch_steps():
-            if name in batch.steps_done:
+        for stage in self.stages(batch):
+            todo = [(name, step) for name, step in stage if name not in batch.steps_done]
+            if not todo:
                 continue
             self.check_abort(batch)
-            step(ctx, batch)
-            ctx.journal.step_done(batch, name)
+            if len(todo) == 1:
+                todo[0][1](ctx, batch)
+            else:
+                self.each_node_through(batch, todo)
+            for name, _ in todo:
+                ctx.journal.step_done(batch, name)
         ctx.journal.end_batch(batch)
         took = (batch.finished or 0) - (batch.started or batch.finished or 0)
         self.batch_seconds.append(took)
@@ -148,10 +153,14 @@ class Engine:
                        data={"state": "done"}))
         self.check_abort(batch)
 
+    @property
+    def back_at(self) -> str:
+        """The step after which a batch's nodes are back: the rejoin, or the start without one."""
+        return NODE_BACK_AT if any(name == NODE_BACK_AT for name, _ in self.procedure.batch) else "start_service"
+
     def batch_steps(self) -> list[tuple[str, StepFn]]:
         """The playbook's steps with the engine's own around them: hooks, and the last look before the stop."""
-        names = [name for name, _ in self.procedure.batch]
-        back = NODE_BACK_AT if NODE_BACK_AT in names else "start_service"
+        back = self.back_at
         out: list[tuple[str, StepFn]] = [(BEFORE_BATCH, self.batch_hooks("before_batch"))]
         for name, step in self.procedure.batch:
             if name == NODE_DOWN_FROM:
@@ -161,6 +170,32 @@ class Engine:
             if name == back:
                 out.append((AFTER_START, self.node_hooks("after_start")))
         return [*out, (AFTER_BATCH, self.batch_hooks("after_batch"))]
+
+    def stages(self, batch: BatchRecord) -> list[list[tuple[str, StepFn]]]:
+        """The batch's steps in stages, each run before the next begins: one step each, except that
+        from the stop to the rejoin a run of per-node steps is one stage when the batch has several
+        nodes (see `each_node_through`)."""
+        out: list[list[tuple[str, StepFn]]] = []
+        node_down = False
+        for name, step in self.batch_steps():
+            node_down = node_down or name == NODE_DOWN_FROM
+            if node_down and len(batch.nodes) > 1 and step in PER_NODE and out and out[-1][-1][1] in PER_NODE:
+                out[-1].append((name, step))
+            else:
+                out.append([(name, step)])
+            node_down = node_down and name != self.back_at
+        return out
+
+    def each_node_through(self, batch: BatchRecord, todo: list[tuple[str, StepFn]]) -> None:
+        """Each node of the batch through the steps at its own pace, all at once: a node whose stop is
+        quick starts while another still stops. Each step looks only at its node's records (which say
+        how far a node got, for a resume); the batch's steps are journaled done when every node is."""
+        def through(name: str) -> None:
+            one = BatchRecord(batch.number, batch.label, [name], batch.state)
+            for _, step in todo:
+                step(self.ctx, one)
+
+        steps.for_each_node(self.ctx, batch, through)
 
     # --- hooks -----------------------------------------------------------------------------------
     def hooks(self, point: str, never_abort: bool = False) -> None:

@@ -17,7 +17,7 @@ from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
 from orchestrator.restart.journal import BatchRecord
 from orchestrator.restart.phases import Phase, reached
-from orchestrator.restart.steps import for_each_node
+from orchestrator.restart.steps import for_each_node, per_node
 
 INSTALLED = "installed"  # the journal's mark of a node whose install finished
 
@@ -30,6 +30,7 @@ def target_version(ctx: RunContext) -> str:
     return version
 
 
+@per_node
 def install_version(ctx: RunContext, batch: BatchRecord) -> None:
     version = target_version(ctx)
     method = ctx.inv.upgrade.install

@@ -15,7 +15,7 @@ from orchestrator.hosts.transport import Transport
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
 from orchestrator.restart.journal import REBOOTED, BatchRecord
-from orchestrator.restart.steps import for_each_node
+from orchestrator.restart.steps import for_each_node, per_node
 from orchestrator.retry import Seen, wait_until
 
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
@@ -67,6 +67,7 @@ def reboot_command(inv: Inventory, transport: Transport, node: NodeEntry) -> str
     return inv.service.reboot
 
 
+@per_node
 def reboot_host(ctx: RunContext, batch: BatchRecord) -> None:
     if not ctx.options.reboot:
         raise OrchestratorError("reboot_host is a step of `orchestrate restart --reboot`; remove it from the "
@@ -138,6 +139,7 @@ def let_the_boot_start(ctx: RunContext, name: str) -> None:
                                   f"{ctx.inv.timeouts.start_s:.0f} s: the run starts it", node=name))
 
 
+@per_node
 def check_tuning(ctx: RunContext, batch: BatchRecord) -> None:
     """After the reboot, the host's tuning as the boot left it: each knob that reverted was not persisted;
     it is set again (and persisted), recorded as `not_persisted`, and said."""

@@ -25,6 +25,15 @@ from orchestrator.restart.phases import Phase, reached
 from orchestrator.retry import Seen, wait_until
 
 StepFn = Callable[[RunContext, BatchRecord], None]
+PER_NODE: set[StepFn] = set()  # the steps marked by `per_node`
+
+
+def per_node(step: StepFn) -> StepFn:
+    """Marks a step whose work is each node's own (done through `for_each_node`, looking only at that
+    node's records): between its stop and its rejoin, each node of a batch goes through a run of such
+    steps at its own pace, so that one node's slow stop does not hold back the others' start."""
+    PER_NODE.add(step)
+    return step
 
 
 def for_each_node(ctx: RunContext, batch: BatchRecord, fn: Callable[[str], None]) -> None:
@@ -107,6 +116,7 @@ def live_identity(ctx: RunContext, name: str, wait_s: float = 0) -> str | None:
     return ctx.cluster.live_identity(ctx.journal.plan, name)
 
 
+@per_node
 def stop_service(ctx: RunContext, batch: BatchRecord) -> None:
     def stop(name: str) -> None:
         rec = ctx.record(name)
@@ -131,6 +141,7 @@ def stop_service(ctx: RunContext, batch: BatchRecord) -> None:
     for_each_node(ctx, batch, stop)
 
 
+@per_node
 def tune_host(ctx: RunContext, batch: BatchRecord) -> None:
     def tune(name: str) -> None:
         if reached(ctx.record(name).phase, Phase.TUNED):
@@ -163,6 +174,7 @@ def read_hosts_ahead(ctx: RunContext, batch: BatchRecord) -> None:
         ctx.tuner.look_ahead([ctx.node(name) for name in batch.nodes])
 
 
+@per_node
 def start_service(ctx: RunContext, batch: BatchRecord) -> None:
     def start(name: str) -> None:
         node = ctx.node(name)
@@ -183,6 +195,7 @@ def start_service(ctx: RunContext, batch: BatchRecord) -> None:
     for_each_node(ctx, batch, start)
 
 
+@per_node
 def wait_for_join(ctx: RunContext, batch: BatchRecord) -> None:
     def join(name: str) -> None:
         rec = ctx.record(name)
@@ -246,7 +259,7 @@ def command_step(step: CommandStep) -> StepFn:
 
         for_each_node(ctx, batch, one)
 
-    return run
+    return per_node(run)
 
 
 # The steps every product shares; each product adds its own (shards/steps.py, opensearch/routing.py, riak/steps.py).

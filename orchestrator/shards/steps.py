@@ -16,7 +16,7 @@ from orchestrator.restart.events import Event
 from orchestrator.restart.install import target_version
 from orchestrator.restart.journal import BatchRecord
 from orchestrator.restart.phases import Phase
-from orchestrator.restart.steps import StepFn, for_each_node, restore_settings, set_all_temporarily
+from orchestrator.restart.steps import StepFn, for_each_node, per_node, restore_settings, set_all_temporarily
 from orchestrator.retry import Seen, wait_until
 from orchestrator.shards.adapter import ShardClusterAdapter, read_together
 from orchestrator.shards.leases import LeaseAtRisk, bytes_at_risk, leases_at_risk
@@ -287,6 +287,7 @@ def recovery_figures(rows: list[dict[str, Any]], node: str, since_ms: int,
 
 
 # --- upgrade ---------------------------------------------------------------------------------------
+@per_node
 def upgrade_plugins(ctx: RunContext, batch: BatchRecord) -> None:
     """Each plugin the node had when planned, installed again for the new version (Elasticsearch refuses
     to start with a plugin built for another version). Removing first makes it idempotent."""

@@ -75,11 +75,14 @@ class FakeCluster:
     operations: int = 0  # points passed: two per operation
     calls: int = 0
     stop_barrier: threading.Barrier | None = None  # nodes of a zone batch must stop together
+    # node -> another node: its stop ends only once the other has started (a slow stop, up to 5 s)
+    stop_ends_after_start_of: dict[str, str] = field(default_factory=dict)
     sole_copies: dict[str, tuple[str, ...]] = field(default_factory=dict)  # node -> indices only it holds
     settings_at_stop: dict[str, dict[tuple[str, str], Any]] = field(default_factory=dict)  # node -> settings then
     writes: list[dict[str, Any]] = field(default_factory=list)  # each settings request: {key: value}
     _pids: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _started: threading.Condition = field(default_factory=threading.Condition)
 
     @classmethod
     def of(cls, names: Sequence[str], zones: Sequence[str] | None = None, **kwargs: Any) -> FakeCluster:
@@ -202,6 +205,11 @@ class FakeTransport:
                 self.cluster.stop_barrier.wait(timeout=5)  # raises if the batch's nodes do not stop together
             self.cluster.settings_at_stop[fake.name] = dict(self.cluster.settings)
             fake.up = False
+            other = self.cluster.stop_ends_after_start_of.get(fake.name)
+            if other is not None:
+                with self.cluster._started:
+                    if not self.cluster._started.wait_for(lambda: self.cluster.nodes[other].starts > 0, timeout=5):
+                        return CommandResult(1, "", f"{fake.name}: stop timed out waiting for {other} to start")
             return CommandResult(0, "", "")
         if verb == "start":
             if fake.up:
@@ -211,6 +219,8 @@ class FakeTransport:
             fake.up, fake.starts = True, fake.starts + 1
             fake.pid = next(self.cluster._pids)
             fake.polls_to_join = self.cluster.join_polls if fake.rejoins else 1
+            with self.cluster._started:
+                self.cluster._started.notify_all()
             return CommandResult(0, "", "")
         return CommandResult(5, "", f"Unknown command verb {verb}")
 

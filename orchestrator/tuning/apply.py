@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -196,13 +197,15 @@ class RollingTuner:
         self.learned: list[str] = []
         self._ahead: dict[str, tuple[float, Future[NodeReport]]] = {}
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="tuning-read-ahead")
+        self._asking = threading.Lock()
 
     def look_ahead(self, nodes: Sequence[NodeEntry]) -> None:
-        for node in nodes:
-            earlier = self._ahead.get(node.name)
-            if earlier is None or self.clock() - earlier[0] > READ_AHEAD_MAX_AGE_S:
-                read = self._pool.submit(inspect_node, self.profile, self.transport, node, list(self.learned))
-                self._ahead[node.name] = (self.clock(), read)
+        with self._asking:  # asked from each node's thread of a zone batch: one read per host all the same
+            for node in nodes:
+                earlier = self._ahead.get(node.name)
+                if earlier is None or self.clock() - earlier[0] > READ_AHEAD_MAX_AGE_S:
+                    read = self._pool.submit(inspect_node, self.profile, self.transport, node, list(self.learned))
+                    self._ahead[node.name] = (self.clock(), read)
 
     def read_ahead(self, node: NodeEntry) -> tuple[NodeReport, float] | None:
         """The look-ahead's report on ``node`` and its age, when usable (recent, read without error)."""

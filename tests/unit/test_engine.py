@@ -120,26 +120,28 @@ def test_a_run_restarts_each_node_once_and_restores_every_setting() -> None:
         assert [e.message for e in events if e.kind == "run"][-1].startswith("run succeeded")
 
 
-def operations_of_a_whole_run(names: list[str]) -> int:
+def operations_of_a_whole_run(names: list[str], zones: list[str] | None = None, mode: Mode = Mode.NODE) -> int:
     with state_dir():
-        inv, cluster = inventory(names), FakeCluster.of(names, settings=dict(ORIGINAL))
-        run(inv, cluster, new_journal(inv, cluster))
+        inv, cluster = inventory(names, zones), FakeCluster.of(names, zones, settings=dict(ORIGINAL))
+        run(inv, cluster, new_journal(inv, cluster, mode))
         return cluster.operations
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(nodes=st.integers(min_value=1, max_value=4), where=st.floats(min_value=0, max_value=1, exclude_max=True),
-       twice=st.booleans())
+       twice=st.booleans(), by_zone=st.booleans())
 def test_killed_anywhere_then_resumed_no_node_restarts_twice_and_every_undo_ends_restored(
-        nodes: int, where: float, twice: bool) -> None:
+        nodes: int, where: float, twice: bool, by_zone: bool) -> None:
     """Killed at any operation of any step of any batch (setting writes, stop and start commands),
     then resumed from the journal on disk, perhaps killed again: every node is restarted exactly
-    once and every undo record ends restored."""
+    once and every undo record ends restored. By zone, two nodes a batch, each at its own pace."""
     names = [f"n{i}" for i in range(1, nodes + 1)]
-    total = operations_of_a_whole_run(names)
+    zones = [f"z{i // 2}" for i in range(nodes)] if by_zone else None
+    mode = Mode.ZONE if by_zone else Mode.NODE
+    total = operations_of_a_whole_run(names, zones, mode)
     with state_dir():
-        inv, cluster = inventory(names), FakeCluster.of(names, settings=dict(ORIGINAL))
-        journal = new_journal(inv, cluster)
+        inv, cluster = inventory(names, zones), FakeCluster.of(names, zones, settings=dict(ORIGINAL))
+        journal = new_journal(inv, cluster, mode)
         cluster.crash_at = 1 + int(where * total)
         with pytest.raises(Crash):
             run(inv, cluster, journal)
@@ -196,8 +198,27 @@ def test_a_failure_in_one_node_of_a_zone_is_reported_with_the_others_state() -> 
             run(inv, cluster, journal)
         said = str(err.value)
         assert "b: `systemctl start elasticsearch` failed" in said
-        assert "the other nodes of batch 1: a ok (phase starting)" in said
+        # Each node goes at its own pace from its stop to its rejoin: a is back, not held down by b.
+        assert "the other nodes of batch 1: a ok (phase joined)" in said
         assert journal.state is RunState.FAILED
+
+
+def test_a_node_of_a_zone_starts_while_another_still_stops() -> None:
+    """From its stop to its rejoin each node of a batch goes at its own pace: b's stop ends only once a
+    has started again, which a run stopping every node before starting any could never see."""
+    with state_dir():
+        names, zones = ["a", "b", "c", "d"], ["z1", "z1", "z2", "z2"]
+        inv = inventory(names, zones)
+        cluster = FakeCluster.of(names, zones, settings=dict(ORIGINAL), stop_ends_after_start_of={"b": "a", "d": "c"})
+        journal = new_journal(inv, cluster, Mode.ZONE)
+        events = run(inv, cluster, journal)  # b's stop would time out (and fail the run) if a waited for it
+        assert_finished_cleanly(cluster, journal)
+        done = journal.batches[0].steps_done
+        chain = ["stop_service", "tune_host", "start_service", "wait_for_join"]
+        assert [name for name in done if name in chain] == chain, "journaled done in the playbook's order"
+        said = [e.message for e in events if e.node in ("a", "b") and e.kind == "phase"]
+        b_stopped = next(i for i, text in enumerate(said) if text.startswith("b: stopped in"))
+        assert said.index("a: starting the service") < b_stopped
 
 
 def test_an_unexpected_error_still_leaves_the_journal_saying_failed() -> None:
