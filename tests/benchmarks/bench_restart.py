@@ -57,7 +57,7 @@ def irreducible(info: dict[str, Any], es: Elasticsearch, summary: dict[str, Any]
             end = s.get("stop_time_in_millis") or (s["start_time_in_millis"] + s["total_time_in_millis"])
             target = s["target"]["name"]
             recoveries[target] = max(recoveries.get(target, 0), end / 1000)
-    per_node = {}
+    per_node: dict[str, dict[str, Any]] = {}
     for n in summary["nodes"]:
         log = hosts / n["name"] / "node" / "logs" / "sandbox.log"
         stopping = log_times(log, "] stopping ...", since)
@@ -67,9 +67,39 @@ def irreducible(info: dict[str, Any], es: Elasticsearch, summary: dict[str, Any]
         boot_s = started[0] - jvm[n["name"]] if started else 0.0
         recovery_s = max(recoveries.get(n["name"], 0) - started[0], 0.0) if started else 0.0
         per_node[n["name"]] = {"stop_s": round(stop_s, 2), "boot_s": round(boot_s, 2),
-                               "recovery_s": round(recovery_s, 2), "total_s": round(stop_s + boot_s + recovery_s, 2)}
-    batches = [max(per_node[name]["total_s"] for name in b["nodes"]) for b in summary["batches"]]
-    return {"per_node": per_node, "per_batch_s": batches, "sum_s": round(sum(batches), 2)}
+                               "recovery_s": round(recovery_s, 2), "total_s": round(stop_s + boot_s + recovery_s, 2),
+                               # the moments themselves, for `where_it_went`
+                               "at": {"stopping": stopping[0] if stopping else None,
+                                      "closed": closed[0] if closed else None, "jvm": jvm[n["name"]],
+                                      "started": started[0] if started else None,
+                                      "recovered": recoveries.get(n["name"])}}
+    batches = [max(float(per_node[name]["total_s"]) for name in b["nodes"]) for b in summary["batches"]]
+    return {"per_node": per_node, "per_batch_s": batches, "sum_s": round(sum(batches), 2),
+            "batch_nodes": [b["nodes"] for b in summary["batches"]]}
+
+
+def where_it_went(events: list[dict[str, Any]], irr: dict[str, Any], command_s: tuple[float, float]) -> dict[str, Any]:
+    """The tool's share of the wall time, by where it went (seconds, summed over batches): the command's
+    start until the run's first event, each batch's start until its first node logs "stopping", a
+    node's "closed" until its new JVM starts (the stop command's return, tuning, the start command),
+    the batch's last recovery until the batch is done, between batches, and the last batch until
+    the command exits."""
+    at = irr["per_node"]
+    batches = [e for e in events if e.get("event") == "batch"]
+    begun = {e["batch"]: e["at"] for e in batches if "/" in e.get("message", "")}
+    done = {e["batch"]: e["at"] for e in batches if e.get("data", {}).get("state") == "done"}
+    out = {"start": events[0]["at"] - command_s[0] if events else 0.0, "before_stop": 0.0, "closed_to_jvm": 0.0,
+           "after_recovery": 0.0, "between_batches": 0.0, "end": command_s[1] - max(done.values(), default=0)}
+    for number, nodes in enumerate(irr["batch_nodes"], start=1):
+        marks = [at[name]["at"] for name in nodes]
+        if number not in begun or number not in done or any(None in m.values() for m in marks):
+            continue
+        out["before_stop"] += min(m["stopping"] for m in marks) - begun[number]
+        out["closed_to_jvm"] += max(m["jvm"] - m["closed"] for m in marks)
+        out["after_recovery"] += done[number] - max(max(m["recovered"], m["started"]) for m in marks)
+        if number + 1 in begun:
+            out["between_batches"] += begun[number + 1] - done[number]
+    return {k: round(v, 2) for k, v in out.items()}
 
 
 def eta_errors(events: list[dict[str, Any]], end: float) -> list[float]:
@@ -96,6 +126,7 @@ def measured_restart(by: str, load: bool = False, config: Path | None = None) ->
     proc = orchestrate("restart", *target, "--by", by, "--yes", "--json")
     wall = time.monotonic() - started
     end = time.time()
+    since_exact = end - wall  # the command's start on the wall clock (the events' clock)
     load_report = None
     if gen is not None:
         gen.stop()
@@ -123,6 +154,7 @@ def measured_restart(by: str, load: bool = False, config: Path | None = None) ->
         "es_calls_per_s_waiting": round(summary["cluster_calls"] / waiting, 2) if waiting else None,
         "eta_error_mean": round(sum(errors) / len(errors), 3) if errors else None,
         "eta_error_max": max(errors) if errors else None,
+        "where_it_went_s": where_it_went(events, irr, (since_exact, end)),
         "irreducible": irr, "load": load_report,
     }
 
@@ -164,6 +196,10 @@ def main() -> None:
               f"{r['irreducible_s']:>8.1f} {r['overhead_ratio']!s:>6} {r['overhead_s_per_node']:>7.2f} "
               f"{r['reuse_ratio']!s:>7} {r['es_calls_per_node']:>10} {r['es_calls_per_s_waiting']!s:>8} "
               f"{r['eta_error_mean']!s:>8}")
+    print("the tool's time, s per run (start: until the first event; end: after the last batch):")
+    for r in runs:
+        print(f"  {r['mode']:<5} {r['nodes']} nodes{' under load' if r['under_load'] else ''}: "
+              + ", ".join(f"{k} {v}" for k, v in r["where_it_went_s"].items()))
     print(f"zone speed-up (6 nodes, 3 zones): {figures['zone_speedup']} (target <= 0.45)")
     print(f"written to {args.out}")
 
