@@ -20,8 +20,7 @@ pytestmark = pytest.mark.integration
 
 # Tests run grouped by the sandbox they need, so each shape is started once: a `sandbox up` costs
 # 15-20 s. Unmarked tests use the default 3-node sandbox; `sandbox_last` tests end their group.
-SHAPE_ORDER = ["default", "zones", "es8", "upgrade-zones", "bastion", "local", "opensearch", "opensearch-2",
-               "riak"]
+SHAPE_ORDER = ["default", "zones", "es8", "bastion", "local", "opensearch", "opensearch-2", "riak"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -48,10 +47,13 @@ class Shape:
     secured: bool = True
 
 
+# The two Elasticsearch versions of the upgrade tests: from the last 8.x to 9.
+OLD_ES, NEW_ES = "8.19.21", "9.5.3"
 # The "zones" group: 6 nodes in 2 zones, 3 of them master-eligible (es-1, es-3 in zone-1, es-2 in
-# zone-2): a zone holding 2 of the 3 masters, which zone mode must split. Insecure: six secured JVMs
+# zone-2): a zone holding 2 of the 3 masters, which zone mode must split. Its last test upgrades it by
+# zone, under writes (one six-node sandbox for both: each costs CI minutes). Insecure: six secured JVMs
 # booting on two cores cost CI about 3 minutes, and zone logic does not depend on TLS.
-SIX_NODES_TWO_ZONES = Shape(nodes=6, zones=2, masters=3, secured=False)
+SIX_NODES_TWO_ZONES = Shape(nodes=6, zones=2, masters=3, es_version=OLD_ES, also_versions=(NEW_ES,), secured=False)
 
 
 class SandboxManager:

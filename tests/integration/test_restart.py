@@ -20,7 +20,7 @@ from elasticsearch import Elasticsearch
 from orchestrator.sandbox.load import LoadGenerator
 from orchestrator.sandbox.rest import access_of
 from tests.helpers import REPO, assert_no_traceback, json_lines, orchestrate
-from tests.integration.conftest import SIX_NODES_TWO_ZONES, SandboxManager, Shape, es_client
+from tests.integration.conftest import SandboxManager, Shape, es_client
 
 ALLOC = "cluster.routing.allocation.enable"
 
@@ -460,17 +460,6 @@ def test_node_that_does_not_come_back_stops_the_run(sandboxes: SandboxManager, t
     resumed = orchestrate("resume", "--cluster", "sandbox", "--yes", timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert ALLOC not in settings(es)["persistent"]
-
-
-@pytest.mark.sandbox_shape("zones")
-def test_zone_mode_restart_of_six_nodes_in_two_zones_under_load(sandboxes: SandboxManager) -> None:
-    """Zone mode on 6 nodes in 2 zones, 3 of them master-eligible: zone-2 (one master) restarts whole,
-    zone-1 (es-1 and es-3, two of the three) in two batches so the quorum is kept; the elected master's
-    zone last (checked for every run)."""
-    summary = run_restart_and_verify(sandboxes, SIX_NODES_TWO_ZONES, "zone", under_load=True)
-    sizes = {b["label"]: len(b["nodes"]) for b in summary["batches"]}
-    assert sizes in ({"zone-2": 3, "zone-1 (1/2)": 2, "zone-1 (2/2)": 1},
-                     {"zone-2": 3, "zone-1 (1/2)": 1, "zone-1 (2/2)": 2}), sizes
 
 
 @pytest.mark.sandbox_shape("local")
