@@ -177,13 +177,14 @@ class Engine:
         nodes (see `each_node_through`)."""
         out: list[list[tuple[str, StepFn]]] = []
         node_down = False
+        back = self.back_at
         for name, step in self.batch_steps():
             node_down = node_down or name == NODE_DOWN_FROM
             if node_down and len(batch.nodes) > 1 and step in PER_NODE and out and out[-1][-1][1] in PER_NODE:
                 out[-1].append((name, step))
             else:
                 out.append([(name, step)])
-            node_down = node_down and name != self.back_at
+            node_down = node_down and name != back
         return out
 
     def each_node_through(self, batch: BatchRecord, todo: list[tuple[str, StepFn]]) -> None:
