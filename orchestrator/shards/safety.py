@@ -45,8 +45,11 @@ def cluster_problems(snap: ClusterSnapshot, allow_yellow: bool, planned_node_ids
 def shards_without_other_copy(snap: ClusterSnapshot, node_ids: Iterable[str]) -> list[str]:
     """Shards whose every started copy is on ``node_ids``: restarting them makes the shard unavailable."""
     ids = set(node_ids)
-    return sorted(f"[{i}][{s}]" for n in ids for (i, s), holders in snap.started_by_first_holder.get(n, ())
-                  if ids.issuperset(holders))
+    sole, shared = snap.started_by_first_holder
+    lonely = [key for n in ids for key in sole.get(n, ())]
+    if len(ids) > 1:  # a shared shard's copies are on two nodes or more: one node alone never holds all
+        lonely += [key for n in ids for key, holders in shared.get(n, ()) if ids.issuperset(holders)]
+    return sorted(f"[{i}][{s}]" for i, s in lonely)
 
 
 def replica_counts(snap: ClusterSnapshot) -> dict[str, int]:
