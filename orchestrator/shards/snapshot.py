@@ -132,17 +132,20 @@ class ClusterSnapshot:
 
     @cached_property
     def started_by_first_holder(self) -> tuple[dict[str, list[tuple[str, int]]],
-                                               dict[str, list[tuple[tuple[str, int], list[str]]]]]:
+                                               dict[str, tuple[list[tuple[str, int]], list[list[str]]]]]:
         """node id -> the shards whose first started copy is on it: (those with that one started copy
-        only, those with more, with all their holders). A batch looks at each shard once (through its
-        first holder), not at each copy, and a one-node batch only at the first kind."""
+        only; those with more, as their keys and, in the same order, their holders). A batch looks at
+        each shard once (through its first holder), not at each copy, and a one-node batch only at
+        the first kind."""
         sole: dict[str, list[tuple[str, int]]] = defaultdict(list)
-        shared: dict[str, list[tuple[tuple[str, int], list[str]]]] = defaultdict(list)
+        shared: dict[str, tuple[list[tuple[str, int]], list[list[str]]]] = defaultdict(lambda: ([], []))
         for key, holders in self.started_holders.items():
             if holders.count(holders[0]) == len(holders):  # one node (a state file may name it twice)
                 sole[holders[0]].append(key)
             else:
-                shared[holders[0]].append((key, holders))
+                keys, holder_lists = shared[holders[0]]
+                keys.append(key)
+                holder_lists.append(holders)
         return sole, shared
 
     @cached_property
