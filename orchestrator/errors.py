@@ -9,7 +9,8 @@ errors and chooses exit codes.
     ├── ConfigError            bad inventory, playbook or profile (lists every problem)
     ├── SandboxError           the local sandbox cannot be built, started or stopped
     ├── ClusterError           Elasticsearch (or Riak) refused or failed a call
-    │   └── ClusterUnreachable the endpoint did not answer
+    │   └── ClusterUnreachable the endpoint did not answer, or refused credentials it had
+    │                          accepted (no elected master): waits ride it out
     ├── HostError              a command on a host failed
     │   └── HostUnreachable    SSH could not connect, or the host key was refused
     ├── PreflightFailed        a check before the run failed; nothing was changed

@@ -54,7 +54,9 @@ def translated(what: str, endpoints: tuple[str, ...]) -> Iterator[None]:
                            "cluster, set cluster.product: opensearch in the inventory") from exc
     except elasticsearch.AuthenticationException as exc:
         raise HttpError(f"{what}: {where} refused the credentials (HTTP 401). "
-                        "Check the user/password or API key source in the inventory.", 401, exc.body) from exc
+                        "Check the user/password or API key source in the inventory; if they are right, the cluster "
+                        "may have no elected master (without one it cannot check native users or API keys).", 401,
+                        exc.body) from exc
     except elasticsearch.AuthorizationException as exc:
         raise HttpError(f"{what}: the user is not allowed to do this (HTTP 403): {_reason(exc)}", 403,
                         exc.body) from exc

@@ -34,6 +34,16 @@ def _no_handler(exc: HttpError) -> bool:
     return exc.status == 405 or (exc.status in (400, 404) and "no handler found" in str(exc))
 
 
+def credentials_unverifiable(what: str) -> str:
+    """Why credentials accepted earlier are refused now: without an elected master (two of three
+    master-eligible nodes away, say) the security index cannot be read, so users of the native realm
+    and API keys are refused (HTTP 401) until a master is elected again. Waits treat this as the
+    cluster being briefly unreachable, not as wrong credentials."""
+    return (f"{what}: the cluster refused (HTTP 401) the credentials it accepted earlier in this run; most "
+            "likely it has no elected master, so it cannot read its security index (or the credentials were "
+            "revoked or expired meanwhile)")
+
+
 class ShardClusterAdapter:
     """One cluster of the shard model (Elasticsearch, OpenSearch), whichever client its `Rest` uses."""
 
@@ -42,6 +52,7 @@ class ShardClusterAdapter:
         self.awareness_attribute = awareness_attribute  # the node attribute read as a node's zone
         self.calls = 0  # requests made, for the run's figures
         self._counting = threading.Lock()
+        self._credentials_accepted = False
 
     @property
     def label(self) -> str:
@@ -51,7 +62,14 @@ class ShardClusterAdapter:
             body: Any = None) -> Any:
         with self._counting:  # requests are made from several threads (snapshots, zone batches, the lock)
             self.calls += 1
-        return self.rest.request(what, method, path, params, body)
+        try:
+            answer = self.rest.request(what, method, path, params, body)
+        except HttpError as exc:
+            if exc.status == 401 and self._credentials_accepted:
+                raise ClusterUnreachable(credentials_unverifiable(what)) from exc
+            raise
+        self._credentials_accepted = True
+        return answer
 
     # --- reads -------------------------------------------------------------------------------
     def health(self, wait_for_status: str | None = None, timeout_s: float | None = None,

@@ -7,9 +7,11 @@ import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from orchestrator.sandbox.rest import access_of, rest_for
 from tests.helpers import es_client, orchestrate
@@ -118,6 +120,21 @@ def status_of_sandbox(timeout_s: float = 180) -> dict[str, Any]:
         time.sleep(2)
 
 
+def start_stopped_services(info: dict[str, Any]) -> None:
+    """Start the service of each node that has no process: a test that stopped one to cause a fault
+    and failed before starting it again would otherwise leave every later resume waiting for it."""
+    stopped = [n["name"] for n in info.get("nodes", ()) if n.get("pid") is None]
+    if not stopped:
+        return
+    service = yaml.safe_load(Path(info["inventory"]).read_text()).get("service") or {}
+    unit = service.get("unit")
+    assert service.get("manager") == "systemd" and unit, f"nodes {stopped} are stopped; cannot start {service}"
+    for name in stopped:
+        started = subprocess.run(["ssh", "-F", info["ssh_config"], name, f"systemctl start {unit}"],
+                                 capture_output=True, text=True, timeout=120)
+        assert started.returncode == 0, f"starting {unit} on {name} failed: {started.stderr[-500:]}"
+
+
 def settle(sandboxes: SandboxManager) -> None:
     """Bring the running sandbox to a known state: no unfinished run (it is resumed), no lock, no
     temporary setting left, healthy. Raises AssertionError saying what could not be settled."""
@@ -125,6 +142,7 @@ def settle(sandboxes: SandboxManager) -> None:
     if not info.get("running"):
         sandboxes.forget()  # a test stopped it; the next test starts the shape it needs
         return
+    start_stopped_services(info)
     before = status_of_sandbox()
     if before.get("pause"):  # a pause left asked would hold every later run at its first batch
         orchestrate("continue", "--cluster", "sandbox", timeout=120)
