@@ -27,7 +27,7 @@ ENV_NAME = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
 
 class HttpCall(Model):
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
-    url: str | None = Field(None, pattern=r"^https?://[^\s]{1,2000}$")
+    url: str | None = Field(None, pattern=r"^https?://[^\s]+$", max_length=2008)
     url_from: SecretSource | None = None  # a URL that is itself a secret (a chat webhook), kept out of files
     headers: dict[str, str] = Field(default_factory=dict, max_length=30)
     secret_headers: dict[str, SecretSource] = Field(default_factory=dict, max_length=10)  # Authorization, say

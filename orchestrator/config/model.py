@@ -11,12 +11,11 @@ from typing import Annotated, Literal
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from orchestrator.config.model_base import Model
+from orchestrator.config.model_base import ABSOLUTE_PATH, Model
 from orchestrator.config.upgrade import UpgradeSection
 
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 BYTE_SIZE_RE = re.compile(r"\d{1,12}(\.\d{1,6})?(b|kb|mb|gb|tb)")
-ABSOLUTE_PATH = r"^/[^\x00\n\r]{0,4000}$"  # never an option (-x) nor a relative or multi-line value
 DAY_S = 86_400
 ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
 
@@ -163,7 +162,7 @@ class NodeEntry(Model):
     zone: str | None = Field(None, pattern=NAME_RE)
     ssh_port: int | None = Field(None, ge=1, le=65535)
     ssh_user: str | None = Field(None, pattern=r"^[a-z_][a-z0-9_-]{0,31}$")
-    data_paths: list[Annotated[str, Field(pattern=ABSOLUTE_PATH)]] = Field(default_factory=list, max_length=64)
+    data_paths: list[ABSOLUTE_PATH] = Field(default_factory=list, max_length=64)
     riak_node: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+@[A-Za-z0-9_.:-]+$")
 
     @property

@@ -13,9 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from orchestrator.config.model_base import Model
+from orchestrator.config.model_base import ONE_LINE, Model
 
-TEMPLATE = r"^[^\x00\n\r]{1,4000}$"
 PLACEHOLDER = re.compile(r"\{(version|node)\}")
 
 
@@ -60,9 +59,9 @@ class SwitchInstall(Model):
     old (when ``unpack`` names an archive and the directory is not there yet), then move the link."""
 
     method: Literal["switch"] = "switch"
-    target: str = Field(pattern=TEMPLATE)  # e.g. /opt/elasticsearch-{version}
-    link: str = Field(pattern=TEMPLATE)  # e.g. /opt/elasticsearch (what the service runs)
-    unpack: str | None = Field(None, pattern=TEMPLATE)  # e.g. /srv/dist/elasticsearch-{version}-linux-x86_64.tar.gz
+    target: ONE_LINE  # e.g. /opt/elasticsearch-{version}
+    link: ONE_LINE  # e.g. /opt/elasticsearch (what the service runs)
+    unpack: ONE_LINE | None = None  # e.g. /srv/dist/elasticsearch-{version}-linux-x86_64.tar.gz
 
     def check(self, version: str, node: str) -> str:
         target = fill_path(self.target, version, node)
@@ -92,8 +91,8 @@ class CommandsInstall(Model):
     """Commands of your own (a configuration-management run, a script); each must be idempotent."""
 
     method: Literal["commands"] = "commands"
-    run: list[Annotated[str, Field(pattern=TEMPLATE)]] = Field(min_length=1, max_length=20)
-    check: str | None = Field(None, pattern=TEMPLATE)  # run at preflight: exit 0 when the version can be installed
+    run: list[ONE_LINE] = Field(min_length=1, max_length=20)
+    check: ONE_LINE | None = None  # run at preflight: exit 0 when the version can be installed
 
     def check_command(self, version: str, node: str) -> str | None:
         return fill(self.check, version, node) if self.check else None
@@ -118,6 +117,7 @@ def check_command(method: PackageInstall | SwitchInstall | CommandsInstall, vers
 class UpgradeSection(Model):
     install: InstallMethod | None = None
     # Plugins are reinstalled at the new version with this command's `install --batch NAME`.
-    plugin_cli: str = Field("/usr/share/elasticsearch/bin/elasticsearch-plugin", pattern=r"^/[^\x00\n\r\s]{1,4000}$")
+    plugin_cli: str = Field("/usr/share/elasticsearch/bin/elasticsearch-plugin", pattern=r"^/[^\x00\s]+$",
+                            max_length=4001)
     snapshot_max_age_h: float = Field(24, gt=0, le=24 * 365)  # the newest successful snapshot may be this old
     playbook: str | None = Field(None, pattern=r"^[A-Za-z0-9_./-]+$")  # None: the product's upgrade procedure

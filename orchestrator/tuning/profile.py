@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from orchestrator.config.loader import load_model
-from orchestrator.config.model_base import Model
+from orchestrator.config.model_base import ABSOLUTE_PATH, Model
 from orchestrator.errors import ConfigError
 from orchestrator.paths import search
 
@@ -31,7 +31,7 @@ class IoSchedulerSpec(Model):
 
 
 class ErlangSchedulersSpec(Model):
-    riak_conf: str = Field("/etc/riak/riak.conf", pattern=r"^/[^\x00\n\r]{0,4000}$")
+    riak_conf: ABSOLUTE_PATH = "/etc/riak/riak.conf"
 
 
 class Knobs(Model):

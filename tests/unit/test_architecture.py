@@ -4,6 +4,7 @@ branch on a product's name outside the registry."""
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections import defaultdict
 
@@ -92,3 +93,24 @@ def test_the_shared_shard_model_knows_neither_client_and_the_plug_ins_not_each_o
             [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
         assert not [c for c in clients if c.split(".")[0] in ("elasticsearch", "elastic_transport", "opensearchpy")], \
             path
+
+
+def test_no_config_pattern_counts_a_long_repetition() -> None:
+    """Pydantic-core compiles each field's pattern when the models are built, at every command's start;
+    `[^\\x00\\n\\r]{0,4000}` made it build an automaton of every Unicode character (80-400 ms a field).
+    A length is a max_length; every pattern of the packaged models is checked here."""
+    from pydantic import BaseModel
+
+    import orchestrator.config.model  # builds the inventory's models and those it uses
+    import orchestrator.tuning.profile  # noqa: F401
+
+    def subclasses(cls: type) -> list[type]:
+        return [c for sub in cls.__subclasses__() for c in (sub, *subclasses(sub))]
+
+    patterns = {m.__name__: re.findall(r'"pattern": "((?:[^"\\]|\\.)*)"', json.dumps(m.model_json_schema()))
+                for m in subclasses(BaseModel) if m.__module__.startswith("orchestrator.config")
+                or m.__module__.startswith("orchestrator.tuning")}
+    assert sum(map(len, patterns.values())) > 10, patterns  # the walk finds the models' patterns
+    long = {name: p for name, found in patterns.items() for p in found
+            if any(int(n) > 300 for n in re.findall(r"\{\d*,?(\d+)\}", p))}
+    assert long == {}
