@@ -151,18 +151,28 @@ class ShardClusterAdapter:
         records = body.get("nodes") if isinstance(body, dict) else None
         return [r for r in records if isinstance(r, dict)] if isinstance(records, list) else None
 
-    def preflight(self, settings_in_force: dict[str, Any], shutdowns: list[dict[str, Any]],
-                  lacking: list[str] | None) -> Preflight:
-        """What the plan checks before a run besides nodes and shards (three or four requests, never per
-        batch). ``lacking``: the privileges the user lacks (see `missing_privileges`)."""
-        rows = self._do("read disk use", "GET", "/_cat/allocation", {"format": "json", "bytes": "b",
-                        "h": "node,disk.percent,disk.avail"})
-        disk = tuple(DiskUsage(str(r["node"]), float(r["disk.percent"]), int(r["disk.avail"])) for r in rows
+    def preflight_reads(self, lacking: list[str] | None) -> tuple[Callable[[], Any], ...]:
+        """What the plan checks before a run besides nodes and shards, as reads to send with the plan's
+        others (never per batch): disk use, blocks, and running snapshots. Snapshot status needs `manage`:
+        a user refused for missing privileges (``lacking``) is not asked for it."""
+        def disk() -> Any:
+            return self._do("read disk use", "GET", "/_cat/allocation", {"format": "json", "bytes": "b",
+                            "h": "node,disk.percent,disk.avail"})
+
+        def blocks() -> Any:
+            return self._do("read blocks", "GET", "/_cluster/state/blocks").get("blocks") or {}
+
+        def running() -> Any:
+            return [] if lacking else self._do("read running snapshots", "GET", "/_snapshot/_status").get(
+                "snapshots") or []
+        return disk, blocks, running
+
+    @staticmethod
+    def preflight(settings_in_force: dict[str, Any], shutdowns: list[dict[str, Any]], lacking: list[str] | None,
+                  disk_rows: list[dict[str, Any]], blocks: dict[str, Any], running: list[dict[str, Any]]) -> Preflight:
+        """The preflight's findings from the answers of `preflight_reads` and the plan's other reads."""
+        disk = tuple(DiskUsage(str(r["node"]), float(r["disk.percent"]), int(r["disk.avail"])) for r in disk_rows
                      if r.get("disk.percent") not in (None, "") and r.get("disk.avail") not in (None, ""))
-        blocks = self._do("read blocks", "GET", "/_cluster/state/blocks").get("blocks") or {}
-        # Snapshot status needs `manage`: a user refused for missing privileges is not asked for it.
-        running = [] if lacking else \
-            self._do("read running snapshots", "GET", "/_snapshot/_status").get("snapshots") or []
         return Preflight(
             disk=disk,
             disk_settings={k: str(settings_in_force[k]) for k in PREFLIGHT_SETTINGS if k in settings_in_force},
@@ -247,14 +257,15 @@ class ShardClusterAdapter:
         h, shards, nodes, master, *plan_only = read_together(
             self.health, self.shards, self.nodes, self.master_id,
             *(() if for_gate else (lambda: self.cluster_settings(include_defaults=True), self.shutdown_records,
-                                   self.memory_by_node)))
+                                   self.memory_by_node, *self.preflight_reads(lacking))))
         persistent: dict[str, Any] = {}
         transient: dict[str, Any] = {}
         shutdowns = None
         preflight = Preflight()
         if plan_only:
-            (persistent, transient, defaults), shutdowns, memory = plan_only
-            preflight = self.preflight({**defaults, **persistent, **transient}, shutdowns or [], lacking)
+            (persistent, transient, defaults), shutdowns, memory, disk_rows, blocks, running = plan_only
+            preflight = self.preflight({**defaults, **persistent, **transient}, shutdowns or [], lacking,
+                                       disk_rows, blocks, running)
             nodes = [replace(n, memory_bytes=memory.get(n.id)) for n in nodes]
         settling = h["status"] == "yellow" and not (h["initializing_shards"] or h["relocating_shards"])
         return ClusterSnapshot(
