@@ -119,5 +119,8 @@ class UpgradeSection(Model):
     # Plugins are reinstalled at the new version with this command's `install --batch NAME`.
     plugin_cli: str = Field("/usr/share/elasticsearch/bin/elasticsearch-plugin", pattern=r"^/[^\x00\s]+$",
                             max_length=4001)
+    # Plugins besides the official ones that an upgrade may reinstall by name (the cluster's own list of
+    # plugins is never trusted alone: shards/plugins.py).
+    allowed_plugins: tuple[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,63}$")], ...] = Field((), max_length=200)
     snapshot_max_age_h: float = Field(24, gt=0, le=24 * 365)  # the newest successful snapshot may be this old
     playbook: str | None = Field(None, pattern=r"^[A-Za-z0-9_./-]+$")  # None: the product's upgrade procedure

@@ -159,7 +159,8 @@ def upgrade_part(inv: Inventory, snap: ClusterSnapshot, es_nodes: dict[str, EsNo
         problems.append("the upgrade's preflight facts were not read (a snapshot saved by `plan` without "
                         "--upgrade-to?)")
     else:
-        found, said = facts_findings(snap.upgrade, inv.upgrade.snapshot_max_age_h, snapshot_check)
+        found, said = facts_findings(snap.upgrade, inv.upgrade.snapshot_max_age_h, snapshot_check,
+                                     frozenset(inv.upgrade.allowed_plugins))
         problems += found
         notes += said
     done = [n for n in names if parse_version(versions[n]) == target]

@@ -21,6 +21,7 @@ from orchestrator.retry import Seen, wait_until
 from orchestrator.shards.adapter import ShardClusterAdapter, read_together
 from orchestrator.shards.leases import LeaseAtRisk, bytes_at_risk, leases_at_risk
 from orchestrator.shards.plan import ALLOCATION_ENABLE
+from orchestrator.shards.plugins import require_installable
 from orchestrator.shards.safety import ACCEPTED_UNASSIGNED, unassigned_beyond_accepted
 from orchestrator.shards.settled import blocking_text, settle
 from orchestrator.units import human_bytes, parse_size
@@ -294,6 +295,7 @@ def upgrade_plugins(ctx: RunContext, batch: BatchRecord) -> None:
     version = target_version(ctx)
     upgrade = ctx.journal.plan.upgrade
     cli = shlex.quote(ctx.inv.upgrade.plugin_cli)
+    allowed = frozenset(ctx.inv.upgrade.allowed_plugins)
 
     def reinstall(name: str) -> None:
         plugins = upgrade.plugins.get(name, ()) if upgrade else ()
@@ -302,6 +304,7 @@ def upgrade_plugins(ctx: RunContext, batch: BatchRecord) -> None:
             return
         node = ctx.node(name)
         for plugin in plugins:
+            require_installable(plugin, allowed)
             p = shlex.quote(plugin)
             command = f"{cli} remove {p} >/dev/null 2>&1; {cli} install --batch {p}"
             result = ctx.transport.run(node, command, ctx.inv.ssh.command_timeout_s)

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from orchestrator.shards.plugins import plugin_problems
+
 if TYPE_CHECKING:  # the snapshot holds this module's UpgradeFacts
     from orchestrator.shards.snapshot import EsNode
 
@@ -120,9 +122,11 @@ class UpgradeFacts:
                    deprecations=None if deprecations is None else tuple(str(d) for d in deprecations))
 
 
-def facts_findings(facts: UpgradeFacts, max_age_h: float, check_snapshot: bool) -> tuple[list[str], list[str]]:
-    """(problems, notes) of an upgrade's preflight: the newest snapshot, critical deprecations, plugins."""
-    problems: list[str] = []
+def facts_findings(facts: UpgradeFacts, max_age_h: float, check_snapshot: bool,
+                   allowed_plugins: frozenset[str] = frozenset()) -> tuple[list[str], list[str]]:
+    """(problems, notes) of an upgrade's preflight: the newest snapshot, critical deprecations, plugins
+    (a name the cluster reports that may not be installed as root is refused here, before any change)."""
+    problems: list[str] = plugin_problems(facts.plugins, allowed_plugins)
     notes: list[str] = []
     if not check_snapshot:
         notes.append("WARNING: the recent-snapshot check is off (--no-snapshot-check; recorded in the run)")

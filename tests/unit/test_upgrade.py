@@ -15,21 +15,21 @@ from pydantic import ValidationError
 
 from orchestrator.config.model import Inventory
 from orchestrator.config.upgrade import check_command
-from orchestrator.errors import ConfigError, OrchestratorError
+from orchestrator.errors import ConfigError, OrchestratorError, UnsafeToProceed
 from orchestrator.es.product import PRODUCT
 from orchestrator.hosts.transport import LocalTransport
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
 from orchestrator.restart.install import install_problems
 from orchestrator.restart.journal import BatchRecord, RunOptions
-from orchestrator.restart.plan import Mode
+from orchestrator.restart.plan import Mode, Upgrade
 from orchestrator.restart.procedure import resolve
 from orchestrator.restart.reboot import with_reboot
 from orchestrator.runs.target import load_procedure
 from orchestrator.shards.adapter import ShardClusterAdapter
 from orchestrator.shards.plan import build_plan
 from orchestrator.shards.snapshot import ClusterSnapshot, EsNode
-from orchestrator.shards.steps import check_version
+from orchestrator.shards.steps import check_version, upgrade_plugins
 from orchestrator.shards.versions import UpgradeFacts, facts_findings, parse_version, path_problems
 from tests.helpers import assert_no_traceback, orchestrate
 from tests.unit.journals import journal_of, plan_of
@@ -272,3 +272,48 @@ def test_install_preflight_names_each_host_that_cannot_install_and_a_missing_met
                         "`test -e /opt/es-9.5.3-es-2` exited 1: no such version"]
     assert install_problems(inventory(["es-1"]), "9.5.3", transport, [])[0].startswith(  # type: ignore[arg-type]
         "upgrade.install is not set in the inventory")
+
+
+HOSTILE_PLUGIN_NAMES = ["https://attacker.example/x.zip", "file:///tmp/x.zip", "--verbose", "-h",
+                        "analysis-icu; rm -rf /", "../../x", "x.zip", "Analysis-ICU", "analysis-icu\n"]
+
+
+@pytest.mark.parametrize("name", HOSTILE_PLUGIN_NAMES)
+def test_a_plugin_name_from_the_cluster_that_is_no_plain_name_is_refused_before_any_change(name: str) -> None:
+    roles = {"a": ("master", "data"), "b": ("master", "data")}
+    facts = replace(FRESH, plugins={"a": ("analysis-icu", name), "b": (name,)})
+    plan = build_plan(inventory(list(roles)), upgrade_snapshot(roles, "a", facts=facts), Mode.NODE,
+                      upgrade_to="9.5.3")
+    assert not plan.safe
+    refused = [p for p in plan.problems if "plugin" in p]
+    assert len(refused) == 1 and ascii(name) in refused[0] and "(on a, b)" in refused[0], plan.problems
+    # Even listed by the operator, a URL, path or option is no name: the inventory refuses it when loaded.
+    with pytest.raises(ValidationError):
+        Inventory.model_validate({**inventory(["a"]).model_dump(mode="json"),
+                                  "upgrade": {"allowed_plugins": [name]}})
+
+
+def test_an_unofficial_plugin_is_reinstalled_only_when_the_inventory_allows_it() -> None:
+    roles = {"a": ("master", "data"), "b": ("master", "data")}
+    facts = replace(FRESH, plugins={"a": ("acme-auth", "analysis-icu")})
+    snap = upgrade_snapshot(roles, "a", facts=facts)
+    refused = build_plan(inventory(list(roles)), snap, Mode.NODE, upgrade_to="9.5.3")
+    assert [p for p in refused.problems if "acme-auth" in p and "upgrade.allowed_plugins" in p], refused.problems
+    allowing = Inventory.model_validate({**inventory(list(roles)).model_dump(mode="json"),
+                                         "upgrade": {"allowed_plugins": ["acme-auth"]}})
+    plan = build_plan(allowing, snap, Mode.NODE, upgrade_to="9.5.3")
+    assert plan.safe, plan.all_problems()
+    assert plan.upgrade is not None and plan.upgrade.plugins == {"a": ("acme-auth", "analysis-icu"), "b": ()}
+
+
+@pytest.mark.parametrize("name", ["https://attacker.example/x.zip", "--verbose", "acme-auth"])
+def test_the_plugin_step_never_runs_a_name_it_may_not_install_even_from_a_changed_journal(name: str) -> None:
+    plan = plan_of([["es-1"]])
+    journal = journal_of(replace(plan, upgrade=Upgrade(to="9.5.3", plugins={"es-1": ("analysis-icu", name)})))
+    journal.spec = replace(journal.spec, options=RunOptions(upgrade_to="9.5.3"))
+    transport = AnsweringTransport(lambda c: 0)
+    ctx = RunContext(inv=inventory(["es-1"]), cluster=None, transport=transport,  # type: ignore[arg-type]
+                     service=None, journal=journal, emit=lambda e: None)  # type: ignore[arg-type]
+    with pytest.raises(UnsafeToProceed, match="plugin"):
+        upgrade_plugins(ctx, journal.batches[0])
+    assert all(name not in c for c in transport.commands), transport.commands
