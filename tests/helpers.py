@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,8 @@ def assert_no_traceback(proc: subprocess.CompletedProcess[str]) -> None:
 
 
 class Receiver:
-    """An HTTP server on 127.0.0.1 that records each call; paths starting /fail answer 500."""
+    """An HTTP server on 127.0.0.1 that records each call; paths starting /fail answer 500, and
+    /redirect?to=URL redirects there (302)."""
 
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
@@ -65,6 +67,12 @@ class Receiver:
                 body = self.rfile.read(length).decode() if length else ""
                 receiver.calls.append({"method": self.command, "path": self.path, "body": body,
                                        "auth": self.headers.get("Authorization")})
+                if self.path.startswith("/redirect?to="):
+                    self.send_response(302)
+                    self.send_header("Location", urllib.parse.unquote(self.path.split("=", 1)[1]))
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 status = 500 if self.path.startswith("/fail") else 200
                 answer = json.dumps({"silenceID": "sil-42"}).encode()
                 self.send_response(status)

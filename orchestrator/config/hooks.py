@@ -9,6 +9,7 @@ never secrets unless it names a secret source itself.
 from __future__ import annotations
 
 import re
+import urllib.parse
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
@@ -40,6 +41,13 @@ class HttpCall(Model):
     def one_url(self) -> HttpCall:
         if (self.url is None) == (self.url_from is None):
             raise ValueError("give exactly one of `url` or `url_from` (a secret source holding the URL)")
+        if self.url is not None and not TEMPLATE.search(self.url.split("/", 3)[2]):
+            try:
+                port = urllib.parse.urlsplit(self.url).port
+            except ValueError:
+                port = 0
+            if port == 0:
+                raise ValueError("the URL's port must be a number from 1 to 65535")
         return self
 
 

@@ -84,6 +84,33 @@ def where_to(call: HttpCall, url: str) -> str:
     return f"{call.method} {parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}"
 
 
+def origin(url: str) -> tuple[str, str | None, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme.lower(), parts.hostname, parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower())
+
+
+class SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is followed only to the call's own origin (scheme, host and port): the call may carry
+    secret headers, which urllib's default handler would send on to any server a redirect names, and
+    https to http would send them in clear."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
+                         newurl: str) -> urllib.request.Request | None:
+        if origin(newurl) != origin(req.full_url):
+            fp.close()
+            raise HookError(f"{req.get_method()} {where_origin(req.full_url)} redirected to another server "
+                            f"({where_origin(newurl)}): refused, the call's headers are not sent elsewhere")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def where_origin(url: str) -> str:
+    scheme, host, port = origin(url)
+    return f"{scheme}://{host}:{port}"
+
+
+OPENER = urllib.request.build_opener(SameOriginRedirects())
+
+
 def call_http(ctx: RunContext, hook: Hook, values: dict[str, str]) -> None:
     call = hook.http
     assert call is not None
@@ -103,7 +130,7 @@ def call_http(ctx: RunContext, hook: Hook, values: dict[str, str]) -> None:
     shown = where_to(call, url)
     request = urllib.request.Request(url, data=data, headers=headers, method=call.method)
     try:
-        with urllib.request.urlopen(request, timeout=hook.timeout_s) as answer:  # http(s) only: checked above
+        with OPENER.open(request, timeout=hook.timeout_s) as answer:  # http(s) only: checked above
             text = answer.read(MAX_ANSWER_BYTES).decode(errors="replace")
     except urllib.error.HTTPError as exc:
         exc.close()  # it holds the connection: left to the garbage collector, a socket leaks until then

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -186,3 +187,40 @@ def test_a_batch_hook_on_the_host_runs_on_each_node_of_the_batch() -> None:
         assert [node for node, _ in marked] == ["a", "b", "c"]
         assert "export ORCHESTRATOR_NODE=a;" in marked[0][1] and "export ORCHESTRATOR_NODES=a,b;" in marked[0][1]
         assert "export ORCHESTRATOR_BATCH=2;" in marked[2][1]
+
+
+def test_a_redirect_to_another_server_is_refused_and_the_secret_header_never_goes_there(
+        receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOOK_TOKEN", "Bearer t0ken-canary")
+    with Receiver() as elsewhere:
+        # Same host, another port: another origin, as https -> http or another host would be.
+        hooks = {"after_batch": [
+            {"name": "away", "on_failure": "warn", "timeout_s": 5,
+             "http": {"url": f"{receiver.url}/redirect?to={urllib.parse.quote(elsewhere.url + '/x', safe='')}",
+                      "secret_headers": {"Authorization": {"env": "HOOK_TOKEN"}}}},
+            {"name": "home", "on_failure": "warn", "timeout_s": 5,
+             "http": {"url": f"{receiver.url}/redirect?to={urllib.parse.quote(receiver.url + '/y', safe='')}",
+                      "secret_headers": {"Authorization": {"env": "HOOK_TOKEN"}}}}]}
+        with state_dir():
+            events: list[Event] = []
+            run_with(playbook_with(hooks), ["a"], events)
+        assert elsewhere.calls == [], "nothing, and no secret header, reached the other server"
+        warnings = [e.message for e in events if e.kind == "warning"]
+        assert any("redirected to another server" in w and "t0ken" not in w for w in warnings), warnings
+        # A redirect within the same origin is followed, with its header.
+        assert [c["path"] for c in receiver.calls if c["path"] == "/y"] == ["/y"]
+        assert next(c for c in receiver.calls if c["path"] == "/y")["auth"] == "Bearer t0ken-canary"
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:99999/x", "http://127.0.0.1:abc/x", "http://127.0.0.1:0/x"])
+def test_a_hook_url_with_an_impossible_port_is_refused_when_loaded(url: str, tmp_path: Path) -> None:
+    import yaml
+
+    from orchestrator.config.loader import load_model
+
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump({**PLAYBOOK.model_dump(mode="json", exclude={"hooks"}),
+                                    "hooks": {"after_batch": [{"name": "x", "http": {"url": url}}]}}))
+    with pytest.raises(ConfigError) as err:
+        load_model(path, Playbook)
+    assert "port must be a number from 1 to 65535" in " ".join(err.value.problems)
