@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import typer
@@ -88,6 +89,9 @@ def show(reports: list[NodeReport], applied: bool) -> None:
             say(f"{r.node}: {said}")
 
 
+# The user names the inventory accepts (ssh.user): the only words a sudoers line takes there.
+SUDOERS_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+
 def sudoers(
     cluster: str = typer.Option(None, "--cluster", "-c", help="Cluster name (configs/NAME.yaml)."),
     config: Path = typer.Option(None, "--config", help="Inventory file, instead of --cluster."),
@@ -107,6 +111,10 @@ def sudoers(
     from orchestrator.hosts.actions import sudoers as render
     from orchestrator.tuning.sudoers import cluster_rules
 
+    if user is not None and not SUDOERS_USER.fullmatch(user):
+        # Anything else (a newline, a space, a comma) would write rules of its own into the file.
+        raise typer.BadParameter(f"{user[:40]!a} is not a user name (lower-case letters, digits, _ and -, "
+                                 "starting with a letter or _, at most 32)", param_hint="--user")
     inv, _ = load_inventory(cluster, config)
     product = products.get(inv.cluster.product)
     if not product.exact_sudo_rules:

@@ -18,6 +18,7 @@ from orchestrator.hosts.service import ServiceControl
 from orchestrator.hosts.transport import CommandResult, LocalTransport
 from orchestrator.tuning.apply import run_in_order
 from orchestrator.tuning.sudoers import service_rules
+from tests.helpers import assert_no_traceback, orchestrate
 
 RECORDING_SUDO = """#!/bin/sh
 [ "$1" = -n ] || { echo "sudo: expected -n" >&2; exit 1; }
@@ -107,8 +108,9 @@ def test_service_stop_and_start_are_the_rules_calls_and_status_needs_no_root() -
                                             "sudo_rules": "commands"},
                                     "nodes": [{"name": "n1", "host": "10.0.0.1"}]})
     node = inv.nodes[0]
-    for exact, expected in ((True, "sudo -n /usr/bin/systemctl stop elasticsearch"),
-                            (False, "systemctl stop elasticsearch")):
+    stop_result = " && systemctl show -p Result --value elasticsearch"  # read in the stop's round trip
+    for exact, expected in ((True, "sudo -n /usr/bin/systemctl stop elasticsearch" + stop_result),
+                            (False, "systemctl stop elasticsearch" + stop_result)):
         recorder = Recorder(exact)
         control = ServiceControl(recorder, inv.service, 30)
         control.stop(node)
@@ -152,3 +154,14 @@ def test_a_product_that_needs_a_root_shell_on_the_hosts_is_refused_exact_rules_a
     assert refused and "not available for riak yet" in refused[0] and "use `shell`" in refused[0]
     assert sudo_rules_problems(inv("riak", "shell"), products.get("riak")) == []
     assert sudo_rules_problems(inv("elasticsearch", "commands"), products.get("elasticsearch")) == []
+
+
+@pytest.mark.parametrize("user", ["deploy\nALL ALL=(ALL) NOPASSWD: ALL", "deploy ALL", "deploy,root", "Deploy", ""])
+def test_sudoers_refuses_a_user_that_is_no_user_name_before_reading_anything(user: str, tmp_path: Path) -> None:
+    inventory = tmp_path / "c.yaml"
+    inventory.write_text('cluster: {name: c, endpoints: ["http://127.0.0.1:9"]}\nssh: {known_hosts: /dev/null}\n'
+                         "nodes: [{name: n1, host: 127.0.0.1}]\n")
+    proc = orchestrate("sudoers", "--config", str(inventory), "--user", user, timeout=60)
+    assert proc.returncode == 2 and "is not a user name" in proc.stderr, proc.stderr
+    assert "NOPASSWD" not in proc.stdout and proc.stdout == ""
+    assert_no_traceback(proc)
