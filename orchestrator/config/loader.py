@@ -21,6 +21,23 @@ MAX_CONFIG_BYTES = 1_000_000
 MAX_NESTING = 64  # deeper YAML is no configuration; libyaml's C parser can crash on extreme nesting
 
 
+MAX_EXPANDED_VALUES = 200_000  # values a document holds once its aliases are expanded
+
+
+def expanded_size(node: yaml.Node, sizes: dict[int, int] | None = None) -> int:
+    """How many values the document under ``node`` holds with every alias expanded (an alias shares its
+    anchor's node: counted once per place it is used, each shared node measured once)."""
+    sizes = {} if sizes is None else sizes
+    if id(node) not in sizes:
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        sizes[id(node)] = 1 + sum(expanded_size(child, sizes) for child in children)
+    return sizes[id(node)]
+
+
 class _UniqueKeys:
     """A YAML mapping with a key given twice is refused (the last one would win silently)."""
 
@@ -102,8 +119,14 @@ def nesting(text: str) -> int:
 def parse(path: Path | Traversable, text: str) -> Any:
     if nesting(text) > MAX_NESTING:
         raise ConfigError(str(path), [f"nested more than {MAX_NESTING} levels deep; this is not a configuration"])
+    loader = FastLoader(text)
     try:
-        return yaml.load(text, Loader=FastLoader)
+        node = loader.get_single_node()
+        if node is not None and expanded_size(node) > MAX_EXPANDED_VALUES:
+            # A "billion laughs": a few hundred bytes whose aliases become gigabytes in memory and the journal.
+            raise ConfigError(str(path), [f"its YAML aliases expand it to more than {MAX_EXPANDED_VALUES:,} "
+                                          "values: refused"])
+        return None if node is None else loader.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -111,6 +134,8 @@ def parse(path: Path | Traversable, text: str) -> Any:
         raise ConfigError(str(path), [f"{where}not valid YAML ({problem})"]) from None
     except RecursionError:
         raise ConfigError(str(path), ["YAML is nested too deeply"]) from None
+    finally:
+        loader.dispose()
 
 
 def node_tree(text: str) -> yaml.Node | None:

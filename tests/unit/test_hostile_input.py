@@ -246,3 +246,22 @@ def test_a_report_path_that_cannot_be_written_is_a_config_error(tmp_path: Path) 
     with pytest.raises(ConfigError):
         write_page(journal, tmp_path / "link.html")  # never through a planted link
     assert not (tmp_path / "elsewhere.html").exists()
+
+
+def test_yaml_aliases_that_expand_past_a_bound_are_refused_quickly(tmp_path: Path) -> None:
+    from orchestrator.config.playbook import Playbook
+
+    laughs = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for level in "bcdefghi":
+        prev = chr(ord(level) - 1)
+        laughs.append(f"{level}: &{level} [" + ",".join([f"*{prev}"] * 9) + "]")
+    path = tmp_path / "laughs.yaml"
+    path.write_text("name: laughs\nbatch: [stop_service]\n" + "\n".join(laughs) + "\n")
+    assert len(path.read_bytes()) < 1000
+    with pytest.raises(ConfigError) as err:  # before anything is expanded: 9**9 values otherwise
+        load_model(path, Playbook)
+    assert "aliases expand it to more than 200,000 values" in " ".join(err.value.problems)
+    # A few aliases, as operators use them, still load.
+    fine = tmp_path / "fine.yaml"
+    fine.write_text("name: fine\nbatch: &steps [stop_service, start_service]\nbefore_run: []\n")
+    load_model(fine, Playbook)
