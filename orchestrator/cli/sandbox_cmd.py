@@ -50,6 +50,11 @@ def up(
                                                             "and an `orchestrator` user and API key with the least "
                                                             "privileges a run needs (docs/privileges.md). OpenSearch "
                                                             "and Riak sandboxes are always insecure."),
+    packages: bool = typer.Option(False, "--packages", help="Install Elasticsearch on each test host from a local "
+                                                            "apt repository of Debian packages built from the "
+                                                            "assembled versions (official layout: /etc/elasticsearch "
+                                                            "as conffiles, the package's unit), so that `orchestrate "
+                                                            "upgrade` runs apt-get (upgrade.install: package)."),
     hosts: HostsMode = typer.Option(
         None, help="netns: each node in its own test host with sshd (default as root). "
                    "local: nodes on 127.0.0.1 ports, no SSH."),
@@ -75,17 +80,21 @@ def up(
     version = os_version if product is Product.opensearch else es_version
     lifecycle.up(SandboxPaths.default(), nodes, zones, version, mode, heap_mb, timeout, say, product.value,
                  masters, tuple(also_version or ()), bastion,
-                 secured=product is Product.elasticsearch and not insecure)
+                 secured=product is Product.elasticsearch and not insecure, packages=packages)
     _print_status(as_json=False)
 
 
 @app.command()
 def prepare(es_version: str = typer.Option("9.5.3", help="Elasticsearch version to assemble.")) -> None:
-    """Assemble Elasticsearch from Maven Central into the cache, without starting anything."""
-    from orchestrator.sandbox.assemble import ensure_es_home
+    """Assemble Elasticsearch from Maven Central into the cache, and (as root) build the test hosts' Debian
+    root file system with debootstrap, without starting anything."""
+    from orchestrator.sandbox.assemble import cache_root, ensure_es_home
+    from orchestrator.sandbox.rootfs import ensure_rootfs
 
     home = ensure_es_home(es_version, say)
     say(f"Elasticsearch {es_version} ready in {home.path} (java: {home.java_home})")
+    if os.geteuid() == 0:
+        ensure_rootfs(cache_root(), say)
 
 
 @app.command()
@@ -129,8 +138,8 @@ def load(
 
 @app.command()
 def reboot(node: str = typer.Argument(..., help="Test host to power-cycle, e.g. es-2.")) -> None:
-    """Power-cycle one test host: knobs back to boot defaults, then a boot replays what was persisted
-    (sysctl.d, udev rules, enabled units). Shows whether host tuning survives a reboot."""
+    """Reboot one test host (its systemd, as by Ctrl-Alt-Del): knobs back to boot defaults, then the boot
+    replays what was persisted (sysctl.d, udev rules, enabled units). Shows whether tuning survives it."""
     lifecycle.reboot(SandboxPaths.default(), node, say)
 
 

@@ -38,7 +38,10 @@ class PackageInstall(Model):
     def check(self, version: str, node: str) -> str:
         v = shlex.quote(version)
         if self.manager == "apt":
-            return f"apt-cache show {self.package}={v} >/dev/null"
+            # A held package (apt-mark hold) is one apt-get refuses to change: said before any node stops.
+            return (f"apt-cache show {self.package}={v} >/dev/null && {{ ! apt-mark showhold | grep -qx "
+                    f"{self.package} || {{ echo '{self.package} is held (apt-mark hold): apt-get will not "
+                    f"install another version; `apt-mark unhold {self.package}` first' >&2; exit 1; }}; }}")
         return f"{self.manager} -q list --showduplicates {self.package}-{v} >/dev/null"
 
     def commands(self, version: str, node: str) -> list[str]:

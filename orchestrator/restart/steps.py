@@ -133,8 +133,9 @@ def stop_service(ctx: RunContext, batch: BatchRecord) -> None:
         ctx.set_phase(name, Phase.STOPPING, f"{name}: stopping the service")
         started = ctx.clock.monotonic()
         # `systemctl stop` of a stopped unit succeeds: one SSH round trip; your command may not.
-        if ctx.service.idempotent or ctx.service.is_active(node):
-            ctx.service.stop(node)
+        if (ctx.service.idempotent or ctx.service.is_active(node)) and not ctx.service.stop(node):
+            ctx.emit(Event("warning", f"{name}: the service did not stop within its unit's TimeoutStopSec and was "
+                                      "killed (SIGKILL): not a clean stop; its recovery may copy more", node=name))
         ctx.timed(name, "stop", ctx.clock.monotonic() - started)
         ctx.set_phase(name, Phase.STOPPED, f"{name}: stopped in {ctx.clock.monotonic() - started:.1f} s")
 
@@ -202,6 +203,7 @@ def wait_for_join(ctx: RunContext, batch: BatchRecord) -> None:
         if reached(rec.phase, Phase.JOINED):
             return
         started = ctx.clock.monotonic()
+        started_again: list[bool] = []
 
         def joined(seen: Seen[str]) -> str | None:
             left = ctx.inv.timeouts.join_s - (ctx.clock.monotonic() - started)
@@ -209,6 +211,16 @@ def wait_for_join(ctx: RunContext, batch: BatchRecord) -> None:
             if identity is None:
                 seen.text = f"{name} is not in the cluster yet"
                 if not ctx.service.is_active(ctx.node(name)):
+                    failed = ctx.service.failure(ctx.node(name))
+                    if failed is not None and START_FAILED in rec.started_at and not started_again:
+                        # A resumed run after the operator's fix: the start step is done, so start it here.
+                        ctx.emit(Event("step", f"{name}: its service had failed: starting it again", node=name))
+                        ctx.service.start(ctx.node(name))
+                        started_again.append(True)
+                        return None
+                    if failed is not None:  # it will not join: say why now, not at the join timeout
+                        ctx.journal.mark(name, START_FAILED)
+                        raise HostError(f"{name}: the service stopped before the node joined: {failed}")
                     seen.text += " and its service is not running"
                 return None
             if identity == rec.process_before:
@@ -230,6 +242,8 @@ def wait_for_join(ctx: RunContext, batch: BatchRecord) -> None:
 
     for_each_node(ctx, batch, join)
 
+
+START_FAILED = "start_failed"  # the node's unit failed after its start: a resume starts it again
 
 BASE_ENVIRONMENT = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "USER", "LOGNAME")
 

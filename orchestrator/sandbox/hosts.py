@@ -1,7 +1,8 @@
-"""Test hosts in Linux namespaces: one network namespace, sshd, service manager and knobs each.
+"""Test hosts: real Debian 12 systems with systemd as PID 1 (systemd-nspawn), each in its own network
+namespace, with its own sshd, units, journal and kernel knobs.
 
-Only the root namespace side lives here (network, files, start and stop by PID); what runs
-inside a host is in ``hostinit``. Everything is named with the ``orch-`` prefix so that a
+Only this machine's side lives here (network, files, start and stop by PID); each host's supervisor
+is ``machine``, its root file system ``rootfs``. Everything is named with the ``orch-`` prefix so that a
 leftover from a crashed run can be found and removed.
 """
 
@@ -10,19 +11,20 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import secrets
 import shutil
 import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.errors import SandboxError
 from orchestrator.sandbox.layout import HostPaths, SandboxPaths
+from orchestrator.sandbox.rootfs import SERVICE_ACCOUNTS, rootfs_dir
 from orchestrator.sandbox.state import SandboxState, save
 
 Say = Callable[[str], None]
@@ -37,10 +39,9 @@ VETH_PREFIX = "orv"
 SUBNET = "10.231.0"
 GATEWAY = f"{SUBNET}.1"
 HOST_FILES = Path(__file__).parent / "host_files"
-# Every host has a non-root `deploy` user with a password, which sudo asks for (hostinit.add_deploy_user).
+# Every host has a non-root `deploy` user with a password, which sudo asks for (add_deploy_user).
 DEPLOY_USER = "deploy"
 DEPLOY_PASSWORD = "deploy.password"
-SUDO = "/usr/bin/sudo"  # Debian's, installed by scripts/setup; the hosts share this machine's /usr
 
 THP = "/sys/kernel/mm/transparent_hugepage"
 # Seeds are the defaults that hurt databases (the seeds' stories): THP always, zone reclaim on.
@@ -53,8 +54,9 @@ KNOB_SEEDS: dict[str, str] = {
     "/proc/sys/vm/max_map_count": "262144\n",
 }
 SCHEDULER_SEED = "none [mq-deadline] kyber bfq \n"
-# Each host has its own boot id, new at every boot, where real hosts have it (read over SSH).
-BOOT_ID = "/proc/sys/kernel/random/boot_id"
+SUDO_LOG = "/run/sudo-deploy.log"  # on the host's own /run: empty again after its reboot
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+READY_UNIT = "sandbox-ready.service"
 
 
 @dataclass(frozen=True)
@@ -84,8 +86,8 @@ class TestHost:
         return f"{VETH_PREFIX}b{self.index}"
 
 
-def run(*cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+def run(*cmd: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(cmd, capture_output=True, text=True, input=stdin)
     if check and proc.returncode != 0:
         raise SandboxError(f"`{' '.join(cmd)}` failed: {proc.stderr.strip() or proc.stdout.strip()}")
     return proc
@@ -95,11 +97,11 @@ def check_prerequisites() -> None:
     if os.geteuid() != 0:
         raise SandboxError("--hosts netns needs root (it creates network namespaces and mounts). "
                            "Run as root, or use --hosts local to run the nodes on 127.0.0.1.")
-    missing = [tool for tool in ("ip", "unshare", "mount", "sshd", "ssh-keygen", "setpriv")
+    missing = [tool for tool in ("ip", "unshare", "mount", "ssh-keygen", "systemd-nspawn", "openssl")
                if shutil.which(tool) is None and not Path(f"/usr/sbin/{tool}").exists()]
     if missing:
         raise SandboxError(f"missing tools for --hosts netns: {', '.join(missing)} "
-                           "(apt-get install openssh-server iproute2 util-linux)")
+                           "(apt-get install openssh-client iproute2 util-linux systemd-container openssl)")
 
 
 def data_disk_scheduler(path: Path) -> str | None:
@@ -164,7 +166,8 @@ def create_network(host: TestHost) -> None:
 
 
 def seed_knobs(paths: HostPaths, scheduler: str | None) -> dict[str, str]:
-    """Write the knob files with their boot defaults; return target -> file for hostinit."""
+    """Write the knob files with their boot defaults; return target -> file (laid over the target at
+    each boot by the host's sandbox-knobs unit, rootfs.py)."""
     paths.knobs.mkdir(parents=True, exist_ok=True)
     seeds = dict(KNOB_SEEDS)
     if scheduler:
@@ -176,21 +179,19 @@ def seed_knobs(paths: HostPaths, scheduler: str | None) -> dict[str, str]:
         knob_file = paths.knobs / target.strip("/").replace("/", "__")
         knob_file.write_text(content)
         mapping[target] = str(knob_file)
-    boot_id = paths.knobs / "boot_id"
-    boot_id.write_text(f"{uuid.uuid4()}\n")
-    mapping[BOOT_ID] = str(boot_id)
     return mapping
 
 
 def reset_knobs(paths: HostPaths) -> None:
-    """A reboot's view of the knobs: back to boot defaults (what was persisted is replayed by the caller)."""
+    """A reboot's view of the knobs: back to boot defaults (what was persisted is replayed by the boot)."""
     spec = json.loads(paths.spec.read_text())
     for target, knob_file in spec["knobs"].items():
-        Path(knob_file).write_text(f"{uuid.uuid4()}\n" if target == BOOT_ID else KNOB_SEEDS.get(target, SCHEDULER_SEED))
+        Path(knob_file).write_text(KNOB_SEEDS.get(target, SCHEDULER_SEED))
 
 
 def write_unit(unit_dir: Path, name: str, exec_start: str, user: str | None, enabled: bool,
                nofile: int | None = None) -> None:
+    """A plain unit for a local-mode node (no test hosts: see lifecycle.local_systemctl)."""
     unit_dir.mkdir(parents=True, exist_ok=True)
     lines = ["[Unit]", f"Description=sandbox {name}", "", "[Service]", f"ExecStart={exec_start}",
              "TimeoutStopSec=60"]
@@ -200,11 +201,51 @@ def write_unit(unit_dir: Path, name: str, exec_start: str, user: str | None, ena
         lines.append(f"LimitNOFILE={nofile}")
     (unit_dir / f"{name}.service").write_text("\n".join(lines) + "\n")
     if enabled:
-        wants = unit_dir / "multi-user.target.wants"
-        wants.mkdir(exist_ok=True)
-        link = wants / f"{name}.service"
-        if not link.is_symlink():
-            link.symlink_to(f"../{name}.service")
+        enable_unit(unit_dir, f"{name}.service")
+
+
+def node_unit_text(service: str, exec_start: str) -> str:
+    """The node's unit, modelled on the official package's (elasticsearch.service, opensearch.service)."""
+    user = service if service in SERVICE_ACCOUNTS else "root"
+    return "\n".join([
+        "[Unit]",
+        f"Description={service.capitalize()} (sandbox node)",
+        "Wants=network-online.target",
+        "After=network-online.target",
+        "",
+        "[Service]",
+        # Type=simple where the package says notify: the sandbox's node is started by its own launcher, and
+        # the assembled home has no systemd module to send READY=1. `start` returns once the JVM runs; the
+        # tool waits for the node to join, as it does everywhere.
+        "Type=simple",
+        f"User={user}",
+        f"Group={user}",
+        f"ExecStart={exec_start}",
+        "StandardOutput=journal",
+        "StandardError=inherit",
+        # The package's 65535 is past this machine's hard limit (no CAP_SYS_RESOURCE here): systemd would
+        # refuse to start the unit (status 205/LIMITS). The highest the machine allows instead.
+        f"LimitNOFILE={min(65535, resource.getrlimit(resource.RLIMIT_NOFILE)[1])}",
+        "LimitNPROC=4096",
+        # The package's TimeoutStopSec=0 waits forever; here a stop that hangs is killed after 60 s and the
+        # unit says so (Result=timeout), which the tool reports as killed, not clean.
+        "TimeoutStopSec=60",
+        "KillSignal=SIGTERM",
+        "SuccessExitStatus=143",
+        "TimeoutStartSec=900",
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+        "",
+    ])
+
+
+def enable_unit(unit_dir: Path, name: str, target: str = "multi-user.target") -> None:
+    wants = unit_dir / f"{target}.wants"
+    wants.mkdir(parents=True, exist_ok=True)
+    link = wants / name
+    if not link.is_symlink():
+        link.symlink_to(f"../{name}")
 
 
 def make_deploy_password(paths: SandboxPaths) -> Path:
@@ -219,27 +260,35 @@ def make_deploy_password(paths: SandboxPaths) -> Path:
 def prepare_host_files(paths: HostPaths, host: TestHost, knobs: dict[str, str], authorized_keys: Path,
                        es_start_script: Path | None, ssh_address: str | None = None,
                        service: str = "elasticsearch", deploy_password: Path | None = None,
-                       host_ca: Path | None = None) -> str:
-    """Everything the host needs on disk (the ``service`` unit, Elasticsearch's or OpenSearch's, when a
-    start script is given).
+                       host_ca: Path | None = None, own_binds: tuple[str, ...] = ()) -> str:
+    """Everything the host has of its own before its first boot, written over the shared root file
+    system: its name and machine id, sshd's settings and host key, the ``service`` unit (Elasticsearch's
+    or OpenSearch's, when a start script is given), the `deploy` user's password and sudo rule.
     Returns the host's public key line for known_hosts."""
-    for d in (paths.etc_upper, paths.bin_upper, paths.overlay_work("etc"), paths.overlay_work("bin"), paths.sshd_dir):
+    etc = paths.etc_upper
+    for d in (etc / "ssh" / "sshd_config.d", etc / "ssh" / "authorized_keys", etc / "sandbox", paths.bin_upper,
+              paths.sshd_dir):
         d.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(HOST_FILES / "systemctl", paths.bin_upper / "systemctl")
-    # numad stand-in: a copy of sleep named numad, so `pgrep -x numad` and `pidof numad` see it.
-    shutil.copy2("/bin/sleep", paths.bin_upper / "numad")
-    unit_dir = paths.etc_upper / "systemd" / "system"
-    write_unit(unit_dir, "numad", "/usr/local/bin/numad infinity", None, enabled=True)
+    (etc / "hostname").write_text(f"{host.name}\n")
+    (etc / "machine-id").write_text(f"{secrets.token_hex(16)}\n")
+    # sudo looks its host's name up; without this line it warns on every command.
+    (etc / "hosts").write_text(f"127.0.0.1 localhost\n127.0.1.1 {host.name}\n::1 localhost ip6-localhost\n")
+    (etc / "sandbox" / "knobs").write_text("".join(f"{target} {source}\n" for target, source in knobs.items()))
+    unit_dir = etc / "systemd" / "system"
+    unit_dir.mkdir(parents=True, exist_ok=True)
     if es_start_script is not None:
-        write_unit(unit_dir, service, str(es_start_script), "65534", enabled=True, nofile=65535)
-    user_keys = []
+        (unit_dir / f"{service}.service").write_text(node_unit_text(service, str(es_start_script)))
+        enable_unit(unit_dir, f"{service}.service")
+    # Tells the sandbox the host is up (sshd and the node's service started), with this boot's id.
+    (unit_dir / READY_UNIT).write_text("\n".join([
+        "[Unit]", "Description=Sandbox: tell the sandbox this host has booted",
+        f"After=ssh.service {service}.service", "", "[Service]", "Type=oneshot",
+        f"ExecStart=/bin/sh -c 'cat /proc/sys/kernel/random/boot_id > {paths.ready_flag}'", "",
+        "[Install]", "WantedBy=multi-user.target", ""]))
+    enable_unit(unit_dir, READY_UNIT)
+    shutil.copy2(authorized_keys, etc / "ssh" / "authorized_keys" / "root")
     if deploy_password is not None:
-        # sshd reads a user's keys as that user, who cannot enter the sandbox's private ssh/ directory.
-        user_keys = ["/etc/ssh/authorized_keys/%u"]
-        where = paths.etc_upper / "ssh" / "authorized_keys"
-        where.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(authorized_keys, where / DEPLOY_USER)
-        (where / DEPLOY_USER).chmod(0o644)
+        add_deploy_user(etc, authorized_keys, deploy_password)
     key = paths.sshd_dir / "ssh_host_ed25519_key"
     if not key.exists():
         run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{host.name}", "-f", str(key))
@@ -251,50 +300,96 @@ def prepare_host_files(paths: HostPaths, host: TestHost, knobs: dict[str, str], 
         run("ssh-keygen", "-q", "-s", str(host_ca), "-I", host.name, "-h", "-n", names, "-V", "-5m:+30d",
             str(key) + ".pub")
         certificate = [f"HostCertificate {key}-cert.pub"]
-    (paths.sshd_dir / "sshd_config").write_text("\n".join([
+    # Read before Debian's own sshd_config (its first line includes this directory; first value wins).
+    (etc / "ssh" / "sshd_config.d" / "sandbox.conf").write_text("\n".join([
         f"ListenAddress {ssh_address or host.address}",
-        "Port 22",
         f"HostKey {key}",
         *certificate,
-        " ".join(["AuthorizedKeysFile", str(authorized_keys), *user_keys]),
-        "PidFile /run/sshd.pid",
+        "AuthorizedKeysFile /etc/ssh/authorized_keys/%u",
+        # PAM's loginuid and session modules need capabilities a container lacks; keys only.
         "UsePAM no",
         "PermitRootLogin prohibit-password",
         "PasswordAuthentication no",
         "KbdInteractiveAuthentication no",
-        "StrictModes no",
         "PrintMotd no",
         "MaxStartups 100:30:200",
         "MaxSessions 50",
-        "Subsystem sftp internal-sftp",
-        # The hosts share /root with this machine, and bash runs ~/.bashrc for sshd's commands when it
-        # is a top-level shell; this machine's starts pyenv (0.1 s per command, a tenth of the tool's
-        # overhead per node). SHLVL=1 makes the command's bash a second-level shell, which skips it.
-        "SetEnv SHLVL=1",
     ]) + "\n")
-    paths.spec.write_text(json.dumps({"name": host.name, "address": host.address, "knobs": knobs,
-                                      "deploy_password_file": str(deploy_password) if deploy_password else None},
-                                     indent=2))
+    paths.spec.write_text(json.dumps({
+        "name": host.name, "address": host.address, "netns": host.netns, "knobs": knobs,
+        "rootfs": str(host_rootfs()),
+        # The host sees the sandbox's files (its node's directory, the shared snapshot repository) and the
+        # assembled homes and JVMs at the same paths as this machine does.
+        # ``own_binds``: SOURCE:TARGET of this host's own (a packaged node's /etc/elasticsearch, say).
+        "binds": [str(paths.root.parents[1]), *own_binds], "binds_ro": [str(p) for p in read_only_binds()],
+    }, indent=2))
     pub = (paths.sshd_dir / "ssh_host_ed25519_key.pub").read_text().split()
     return f"{ssh_address or host.address} {pub[0]} {pub[1]}"
 
 
-def start_host(paths: HostPaths, host: TestHost, timeout_s: float = 30) -> tuple[int, int]:
-    """Boot the host; return (outer PID of unshare, outer PID of the host's init)."""
+def add_deploy_user(etc: Path, authorized_keys: Path, password_file: Path) -> None:
+    """The non-root `deploy` user an operator's tool logs in as (created in the root file system), with a
+    password sudo asks for, and the sudo rule the tool needs (docs/privileges.md)."""
+    shutil.copy2(authorized_keys, etc / "ssh" / "authorized_keys" / DEPLOY_USER)
+    (etc / "ssh" / "authorized_keys" / DEPLOY_USER).chmod(0o644)
+    hashed = run("openssl", "passwd", "-6", "-stdin", stdin=password_file.read_text().strip() + "\n").stdout.strip()
+    shadow = (host_rootfs() / "etc" / "shadow").read_text().splitlines()
+    lines = [f"{DEPLOY_USER}:{hashed}:" + line.split(":", 2)[2] if line.startswith(f"{DEPLOY_USER}:") else line
+             for line in shadow]
+    (etc / "shadow").write_text("\n".join(lines) + "\n")
+    (etc / "shadow").chmod(0o640)
+    sudoers = etc / "sudoers.d" / f"orchestrator-{DEPLOY_USER}"
+    sudoers.parent.mkdir(parents=True, exist_ok=True)
+    sudoers.write_text(f"# Written by the sandbox (docs/privileges.md): sudo asks {DEPLOY_USER} for its password,\n"
+                       f"# and keeps a log of what {DEPLOY_USER} ran, for the tests to read.\n"
+                       f"Defaults:{DEPLOY_USER} logfile={SUDO_LOG}, loglinelen=0\n"
+                       f"{DEPLOY_USER} ALL=(root) /bin/sh\n")
+    sudoers.chmod(0o440)
+
+
+def host_rootfs() -> Path:
+    from orchestrator.sandbox.assemble import cache_root
+
+    return rootfs_dir(cache_root())
+
+
+def read_only_binds() -> list[Path]:
+    from orchestrator.sandbox.assemble import cache_root
+
+    # Debian's OpenJDK links its configuration into /etc/java-N-openjdk: the hosts need it beside the JVM.
+    return [p for p in (cache_root(), Path("/usr/lib/jvm"), *sorted(Path("/etc").glob("java-*"))) if p.is_dir()]
+
+
+def start_host(paths: HostPaths, host: TestHost, timeout_s: float = 90) -> tuple[int, int]:
+    """Boot the host (its supervisor, machine.py); return the supervisor's PID twice (the state's
+    unshare_pid and init_pid) once the host has booted."""
+    proc = launch(paths)
+    wait_booted(paths, host.name, proc.poll, timeout_s)
+    return proc.pid, proc.pid
+
+
+def launch(paths: HostPaths) -> subprocess.Popen[bytes]:
+    """Start the host's supervisor (machine.py) in a mount namespace of its own; it boots the host."""
     paths.ready_flag.unlink(missing_ok=True)
-    cmd = ["ip", "netns", "exec", host.netns, "unshare", "--mount", "--pid", "--fork", "--mount-proc",
-           "--uts", "--ipc", "--kill-child", "--", sys.executable, "-m", "orchestrator.sandbox.hostinit",
-           str(paths.root)]
+    cmd = ["unshare", "--mount", "--", sys.executable, "-m", "orchestrator.sandbox.machine", str(paths.root)]
     with open(paths.init_log, "a") as log:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+        return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
                                 env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
+
+
+def wait_booted(paths: HostPaths, name: str, exited: Callable[[], int | None], timeout_s: float,
+                not_boot: str | None = None) -> str:
+    """The boot id of the host once it has booted (a boot other than ``not_boot``)."""
     deadline = time.monotonic() + timeout_s
-    while not paths.ready_flag.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            tail = paths.init_log.read_text()[-1500:] if paths.init_log.exists() else ""
-            raise SandboxError(f"test host {host.name} did not boot:\n{tail}")
+    while True:
+        with contextlib.suppress(OSError):
+            boot_id = paths.ready_flag.read_text().strip()
+            if boot_id and boot_id != not_boot:
+                return boot_id
+        if exited() is not None or time.monotonic() > deadline:
+            tail = paths.init_log.read_text(errors="replace")[-2500:] if paths.init_log.exists() else ""
+            raise SandboxError(f"test host {name} did not boot within {timeout_s:.0f} s:\n{tail}")
         time.sleep(0.05)
-    return proc.pid, init_pid_of(proc.pid)
 
 
 def prepare_bastion(paths: SandboxPaths, scheduler: str | None) -> tuple[TestHost, str]:
@@ -311,19 +406,18 @@ def prepare_bastion(paths: SandboxPaths, scheduler: str | None) -> tuple[TestHos
 
 def boot_all(paths: SandboxPaths, st: SandboxState, test_hosts: list[TestHost], host_keys: list[str],
              services: str, say: Say) -> None:
-    """Write known_hosts, then boot every host, recording its PIDs as soon as it runs."""
+    """Write known_hosts, then boot every host (side by side), recording its PID as soon as it runs."""
     paths.known_hosts.write_text("\n".join(host_keys) + "\n")
-    say(f"booting test hosts (sshd, numad, {services})")
+    say(f"booting {len(test_hosts)} test hosts (systemd, sshd, numad, {services})")
+    procs = []
     for host, rec in zip(test_hosts, st.hosts, strict=False):
-        rec.unshare_pid, rec.init_pid = start_host(paths.host(host.name), host)
+        hp = paths.host(host.name)
+        proc = launch(hp)
+        rec.unshare_pid = rec.init_pid = proc.pid
         save(paths.state_file, st)
-
-
-def init_pid_of(unshare_pid: int) -> int:
-    children = Path(f"/proc/{unshare_pid}/task/{unshare_pid}/children").read_text().split()
-    if not children:
-        raise SandboxError(f"test host process {unshare_pid} has no init")
-    return int(children[0])
+        procs.append((host, hp, proc))
+    for host, hp, proc in procs:
+        wait_booted(hp, host.name, proc.poll, 120)
 
 
 def pid_alive(pid: int | None) -> bool:
@@ -336,24 +430,66 @@ def pid_alive(pid: int | None) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def stop_host(unshare_pid: int | None, init_pid: int | None, timeout_s: float = 60) -> None:
-    """Graceful power-off (services stopped by the host's init), then a hard one if needed."""
-    stop_hosts([(unshare_pid, init_pid)], timeout_s)
+def host_cgroups(name: str) -> list[Path]:
+    """The host's cgroups (its supervisor's and everything nspawn made under it), deepest first."""
+    found = []
+    for hierarchy in ("systemd", "unified"):
+        top = CGROUP_ROOT / hierarchy / f"{NETNS_PREFIX}{name}"
+        if top.is_dir():
+            found += [*sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)), top]
+    return found
 
 
-def stop_hosts(hosts: list[tuple[int | None, int | None]], timeout_s: float = 60) -> None:
-    """Power off every (unshare PID, init PID) at once, then a hard power-off of any still up after
-    ``timeout_s``: hosts whose services are slow to stop (OpenSearch 2.x: 50 s) stop side by side."""
-    for _unshare, init_pid in hosts:
-        if pid_alive(init_pid):
-            os.kill(init_pid, signal.SIGTERM)  # type: ignore[arg-type]
+def host_pids(name: str) -> list[int]:
+    """Every process of the host (as seen from here): what its cgroups hold."""
+    pids: set[int] = set()
+    for group in host_cgroups(name):
+        with contextlib.suppress(OSError, ValueError):
+            pids.update(int(p) for p in (group / "cgroup.procs").read_text().split())
+    return sorted(pids)
+
+
+def container_init(name: str) -> int | None:
+    """The PID (from here) of the host's systemd: its PID 1."""
+    for pid in host_pids(name):
+        with contextlib.suppress(OSError):
+            status = Path(f"/proc/{pid}/status").read_text()
+            nspid = next((line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), [])
+            if len(nspid) > 1 and nspid[-1] == "1":
+                return pid
+    return None
+
+
+def stop_hosts(hosts: list[tuple[str, int | None]], timeout_s: float = 60) -> None:
+    """Power off every (name, supervisor PID) at once (a clean halt by each host's systemd), then a hard
+    power-off of any still up after ``timeout_s``: hosts whose services are slow to stop (OpenSearch 2.x:
+    50 s) stop side by side."""
+    for _name, pid in hosts:
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGTERM)  # type: ignore[arg-type]
     deadline = time.monotonic() + timeout_s
-    while any(pid_alive(init) for _, init in hosts) and time.monotonic() < deadline:
+    while any(pid_alive(pid) for _, pid in hosts) and time.monotonic() < deadline:
         time.sleep(0.1)
-    for unshare_pid, init_pid in hosts:
-        for pid in (init_pid, unshare_pid):
-            if pid_alive(pid):
-                os.kill(pid, signal.SIGKILL)  # type: ignore[arg-type]
+    for name, pid in hosts:
+        for leftover in ([pid] if pid_alive(pid) else []) + host_pids(name):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(leftover, signal.SIGKILL)  # type: ignore[arg-type]
+        remove_cgroups(name)
+
+
+def remove_cgroups(name: str, timeout_s: float = 10) -> None:
+    deadline = time.monotonic() + timeout_s
+    for group in host_cgroups(name):
+        while True:
+            try:
+                group.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError:  # still holds a process that is being killed
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
 
 
 def delete_network(host_netns: str, veth: str | None) -> None:

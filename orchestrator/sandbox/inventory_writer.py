@@ -93,7 +93,10 @@ def inventory_document(paths: SandboxPaths, st: SandboxState) -> dict[str, Any]:
         doc["cluster"].update(inventory_cluster_fields(paths))
     if st.bastion is not None:
         doc["ssh"]["config_file"] = str(paths.ssh_config)
-    if len(st.versions) > 1:
+    if st.packages:
+        # `orchestrate upgrade --to V` runs apt-get install elasticsearch=V on each host (its local repository).
+        doc["upgrade"] = {"install": {"method": "package"}}
+    elif len(st.versions) > 1:
         # `orchestrate upgrade --to V` switches each host's start-script link to V's script.
         host_dir = str(paths.root / "hosts") + "/{node}"
         doc["upgrade"] = {"install": {"method": "switch", "target": host_dir + "/elasticsearch-{version}.sh",

@@ -82,7 +82,7 @@ class SandboxPaths:
 
 @dataclass(frozen=True)
 class HostPaths:
-    """One test host's private files. Paths inside the host equal paths outside (no chroot)."""
+    """One test host's private files. The host sees this directory at the same path (bound into it)."""
 
     root: Path
 
@@ -95,15 +95,27 @@ class HostPaths:
         return self.root / "knobs"
 
     @property
+    def rootfs_upper(self) -> Path:
+        """What this host wrote over the shared Debian root file system (its own disk): files put here
+        before the first boot are the host's own (sshd's settings, units, its name)."""
+        return self.root / "rootfs"
+
+    @property
+    def rootfs_work(self) -> Path:
+        return self.root / "rootfs.work"
+
+    @property
+    def rootfs_mount(self) -> Path:
+        """Where the host's root is mounted, in its supervisor's mount namespace only."""
+        return self.root / "rootfs.mount"
+
+    @property
     def etc_upper(self) -> Path:
-        return self.root / "overlay" / "etc" / "upper"
+        return self.rootfs_upper / "etc"
 
     @property
     def bin_upper(self) -> Path:
-        return self.root / "overlay" / "bin" / "upper"
-
-    def overlay_work(self, which: str) -> Path:
-        return self.root / "overlay" / which / "work"
+        return self.rootfs_upper / "usr" / "local" / "bin"
 
     @property
     def sshd_dir(self) -> Path:

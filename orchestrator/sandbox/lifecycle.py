@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import OrchestratorError, SandboxError
 from orchestrator.paths import state_root
-from orchestrator.sandbox import hosts, inventory_writer, riak, security, state
-from orchestrator.sandbox.assemble import EsHome, ensure_es_home
+from orchestrator.sandbox import debs, hosts, inventory_writer, riak, security, state
+from orchestrator.sandbox.assemble import EsHome, cache_root, ensure_es_home
 from orchestrator.sandbox.inventory_writer import write_inventory, write_ssh_files
 from orchestrator.sandbox.layout import HostPaths, SandboxPaths
 from orchestrator.sandbox.node import (
@@ -27,6 +28,7 @@ from orchestrator.sandbox.node import (
     write_node_config,
 )
 from orchestrator.sandbox.opensearch_home import OpenSearchHome, ensure_opensearch_home
+from orchestrator.sandbox.rootfs import SERVICE_ACCOUNTS, ensure_rootfs
 
 Say = hosts.Say
 NODE_UID = 65534
@@ -59,10 +61,12 @@ def zone_of(index: int, zones: int) -> str:
 
 def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, heap_mb: int,
        timeout_s: float, say: Say, product: str = "elasticsearch", masters: int = 0,
-       also_versions: tuple[str, ...] = (), bastion: bool = False, secured: bool = False) -> state.SandboxState:
+       also_versions: tuple[str, ...] = (), bastion: bool = False, secured: bool = False,
+       packages: bool = False) -> state.SandboxState:
     """``masters``: how many nodes (the first ones) are master-eligible; 0: all of them. ``also_versions``:
     Elasticsearch versions assembled beside ``es_version`` that `orchestrate upgrade --to` can switch to.
-    ``secured``: Elasticsearch's security on (TLS, users, an API key), see security.py."""
+    ``secured``: Elasticsearch's security on (TLS, users, an API key), see security.py. ``packages``: each
+    host installs Elasticsearch from the sandbox's apt repository (debs.py), and upgrades with apt."""
     if nodes < 1 or nodes > 12:
         raise SandboxError("--nodes must be between 1 and 12 on one machine")
     if zones < 1 or zones > nodes:
@@ -80,12 +84,15 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
         down(paths, say)
     if mode == "netns":
         hosts.check_prerequisites()
+        ensure_rootfs(cache_root(), say)
     if product == "riak":
         if mode != "netns":
             raise SandboxError("the Riak sandbox needs --hosts netns (each node is a host with its own address)")
         riak.standin_dir()
     if bastion and (mode != "netns" or product != "elasticsearch"):
         raise SandboxError("--bastion is for an Elasticsearch sandbox with --hosts netns")
+    if packages and (mode != "netns" or product != "elasticsearch"):
+        raise SandboxError("--packages is for an Elasticsearch sandbox with --hosts netns")
     if also_versions and product != "elasticsearch":
         raise SandboxError("--also-version is for an Elasticsearch sandbox")
     if secured and product != "elasticsearch":
@@ -103,7 +110,7 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
     started = time.monotonic()
     st = state.SandboxState(mode=mode, es_version=es_version if es_home else "", cluster_name=CLUSTER_NAME,
                             zones=zones, started_at=time.time(), product=product,
-                            versions=[h.version for h in homes], secured=secured)
+                            versions=[h.version for h in homes], secured=secured, packages=packages)
     paths.root.mkdir(parents=True, exist_ok=True)
     os.chmod(paths.root, 0o755)
     if secured:
@@ -153,10 +160,11 @@ def _node_spec(st: state.SandboxState, name: str, index: int, bind: str, http: i
 
 
 def _prepare_node(paths: SandboxPaths, st: state.SandboxState, spec: NodeSpec, hp: HostPaths) -> None:
-    write_node_config(spec, hp.node_dir, st.zones, st.product)
+    # A packaged node sees its directories where the package puts them (bound there: packaged_binds).
+    write_node_config(spec, hp.node_dir, st.zones, st.product, Path("/var") if st.packages else None)
     if st.secured:
         security.install_node_files(paths, hp.node_dir, spec.name, [spec.bind_host])
-    _chown_node(hp.node_dir)
+    _chown_node(hp.node_dir, node_uid(st))
 
 
 def http_url(st: state.SandboxState, address: str, port: int) -> str:
@@ -194,17 +202,22 @@ def version_script(host_paths: HostPaths, version: str, service: str = "elastics
     return host_paths.node_dir.parent / f"{service}-{version}.sh"
 
 
-def snapshot_dir(paths: SandboxPaths) -> Path:
+def snapshot_dir(paths: SandboxPaths, uid: int = NODE_UID) -> Path:
     """Where the nodes may keep file-system snapshot repositories (`path.repo`), shared by all hosts."""
     where = paths.root / "snapshots"
     where.mkdir(parents=True, exist_ok=True)
-    _chown_node(where)
+    _chown_node(where, uid)
     return where
 
 
-def _chown_node(node_dir: Path) -> None:
+def node_uid(st: state.SandboxState) -> int:
+    """Who a node runs as: on a test host its product's service account (rootfs.py), locally nobody."""
+    return SERVICE_ACCOUNTS.get(service_of(st.product), NODE_UID) if st.mode == "netns" else NODE_UID
+
+
+def _chown_node(node_dir: Path, uid: int) -> None:
     if os.geteuid() == 0:
-        subprocess.run(["chown", "-R", f"{NODE_UID}:{NODE_UID}", str(node_dir)], check=True)
+        subprocess.run(["chown", "-R", f"{uid}:{uid}", str(node_dir)], check=True)
 
 
 def _up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: int, homes: list[Home],
@@ -220,6 +233,10 @@ def _up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
         hosts.create_back_bridge()
     host_keys = []
     deploy_password = hosts.make_deploy_password(paths)
+    repo = paths.root / "apt"
+    if st.packages:
+        say(f"building Elasticsearch packages ({', '.join(h.version for h in homes)}) for the hosts' apt repository")
+        debs.write_repository(repo, [debs.ensure_deb(h, cache_root()) for h in homes if isinstance(h, EsHome)])
     for i, host in enumerate(test_hosts, start=1):
         rec = state.HostRecord(name=host.name, zone=host.zone, address=host.address,
                                http_url=http_url(st, host.address, 9200), netns=host.netns, veth=host.veth,
@@ -228,13 +245,16 @@ def _up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
         state.save(paths.state_file, st)
         hp = paths.host(host.name)
         spec = _node_spec(st, host.name, i, host.address, 9200, 9300, seeds, masters, heap_mb, eligible,
-                          snapshot_dir(paths))
+                          snapshot_dir(paths, node_uid(st)))
         _prepare_node(paths, st, spec, hp)
-        script = _write_start_script(homes, hp, heap_mb)
+        script = None if st.packages else _write_start_script(homes, hp, heap_mb)
         knobs = hosts.seed_knobs(hp, scheduler)
         host_keys.append(hosts.prepare_host_files(hp, host, knobs, paths.authorized_keys, script,
                                                   ssh_address=rec.ssh_address, service=service_of(st.product),
-                                                  deploy_password=deploy_password, host_ca=paths.host_ca))
+                                                  deploy_password=deploy_password, host_ca=paths.host_ca,
+                                                  own_binds=packaged_binds(hp) if st.packages else ()))
+        if st.packages:
+            packaged_host_files(hp, repo, heap_mb)
         hosts.create_network(host)
         if bastion:
             hosts.create_back_network(host)
@@ -245,9 +265,48 @@ def _up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
         state.save(paths.state_file, st)
         host_keys.append(line)
     hosts.boot_all(paths, st, test_hosts, host_keys, service_of(st.product), say)
+    if st.packages:
+        say(f"installing elasticsearch={homes[0].version} on every host with apt-get")
+        install_packages(test_hosts, homes[0].version)
     if st.bastion is not None:
         st.bastion.unshare_pid, st.bastion.init_pid = hosts.start_host(paths.host(hosts.BASTION), jump)
         state.save(paths.state_file, st)
+
+
+def packaged_binds(hp: HostPaths) -> tuple[str, ...]:
+    """A packaged node's directories where the package puts them, kept in the node's directory here."""
+    return tuple(f"{hp.node_dir / sub}:{target}" for sub, target in (
+        ("config", debs.PKG_CONF), ("data", debs.PKG_DATA), ("logs", debs.PKG_LOGS)))
+
+
+def packaged_host_files(hp: HostPaths, repo: Path, heap_mb: int) -> None:
+    """apt's source (the sandbox's repository, bound read-only into the host) and the unit's defaults."""
+    sources = hp.etc_upper / "apt" / "sources.list.d"
+    sources.mkdir(parents=True, exist_ok=True)
+    (sources / "sandbox.list").write_text(f"deb [trusted=yes] file:{repo} ./\n")
+    default = hp.etc_upper / "default"
+    default.mkdir(parents=True, exist_ok=True)
+    (default / "elasticsearch").write_text(f"{debs.HEAP_VARIABLE}={heap_mb}\n")
+
+
+def install_packages(test_hosts: list[hosts.TestHost], version: str) -> None:
+    """What an operator's first install does on each host, from its console (side by side)."""
+    command = ("apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
+               f"-o Dpkg::Options::=--force-confold elasticsearch={shlex.quote(version)} && "
+               "systemctl enable --now elasticsearch")
+
+    def install(host: hosts.TestHost) -> None:
+        init = hosts.container_init(host.name)
+        if init is None:
+            raise SandboxError(f"test host {host.name} is not running")
+        proc = subprocess.run(["nsenter", "-t", str(init), "-a", "/bin/sh", "-c", command], capture_output=True,
+                              text=True, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"})
+        if proc.returncode != 0:
+            raise SandboxError(f"installing elasticsearch={version} on {host.name} failed (exit {proc.returncode}):"
+                               f"\n{(proc.stderr or proc.stdout).strip()[-1500:]}")
+
+    with ThreadPoolExecutor(max_workers=len(test_hosts)) as pool:
+        list(pool.map(install, test_hosts))
 
 
 def local_systemctl(host_paths: HostPaths) -> str:
@@ -362,7 +421,7 @@ def down(paths: SandboxPaths, say: Say) -> int:
         every = [*st.hosts, *([st.bastion] if st.bastion else [])]
         if st.mode == "netns":
             stopped = sum(1 for h in every if hosts.pid_alive(h.init_pid))
-            hosts.stop_hosts([(h.unshare_pid, h.init_pid) for h in every])
+            hosts.stop_hosts([(h.name, h.init_pid) for h in every])
         for h in every:
             if st.mode == "netns":
                 if h.netns:
@@ -386,9 +445,10 @@ def down(paths: SandboxPaths, say: Say) -> int:
     return stopped
 
 
-def reboot(paths: SandboxPaths, name: str, say: Say) -> None:
-    """Power-cycle one test host: services stop, knobs return to boot defaults, the boot replays
-    what was persisted (sysctl.d, udev rules, enabled units). Shows whether tuning survives a reboot."""
+def reboot(paths: SandboxPaths, name: str, say: Say, timeout_s: float = 120) -> None:
+    """Reboot one test host as its console's Ctrl-Alt-Del does (SIGINT to its systemd): services stop, the
+    knobs return to boot defaults, the boot replays what was persisted (sysctl.d, udev rules, enabled
+    units). Shows whether tuning survives a reboot."""
     st = state.load(paths.state_file)
     if st is None or st.mode != "netns":
         raise SandboxError("reboot needs a running sandbox with --hosts netns")
@@ -396,11 +456,12 @@ def reboot(paths: SandboxPaths, name: str, say: Say) -> None:
     if rec is None:
         raise SandboxError(f"no host {name!r}; hosts: {', '.join(h.name for h in st.hosts)}")
     hp = paths.host(name)
-    hosts.stop_host(rec.unshare_pid, rec.init_pid)
-    hosts.reset_knobs(hp)
-    index = st.hosts.index(rec) + 1
-    rec.unshare_pid, rec.init_pid = hosts.start_host(hp, hosts.TestHost(name, index, rec.zone))
-    state.save(paths.state_file, st)
+    init = hosts.container_init(name)
+    if init is None:
+        raise SandboxError(f"host {name} is not running")
+    before = hp.ready_flag.read_text().strip() if hp.ready_flag.exists() else None
+    os.kill(init, signal.SIGINT)
+    hosts.wait_booted(hp, name, lambda: None if hosts.pid_alive(rec.init_pid) else 1, timeout_s, not_boot=before)
     say(f"{name} rebooted")
 
 
@@ -410,14 +471,15 @@ def status(paths: SandboxPaths) -> dict[str, Any]:
         return {"running": False}
     pids = node_pids(paths, st)
     deploy_password = paths.secret(hosts.DEPLOY_PASSWORD) if st.mode == "netns" and st.product != "riak" else None
-    if deploy_password is not None and not (deploy_password.exists() and Path(hosts.SUDO).exists()):
-        deploy_password = None  # no such user on the hosts (hostinit.add_deploy_user needs sudo)
+    if deploy_password is not None and not deploy_password.exists():
+        deploy_password = None  # no such user on the hosts (hosts.add_deploy_user)
     return {
         "running": any_alive(paths, st),
         "mode": st.mode,
         "product": st.product,
         "es_version": st.es_version,
         "versions": st.versions,
+        "packages": st.packages,
         "snapshot_dir": str(paths.root / "snapshots") if st.product != "riak" else None,
         "describe": describe(st),
         "cluster_name": st.cluster_name,
@@ -427,7 +489,7 @@ def status(paths: SandboxPaths) -> dict[str, Any]:
         "known_hosts": str(paths.known_hosts) if st.mode == "netns" else None,
         # Only the @cert-authority line of the hosts' certificates (Elasticsearch and OpenSearch hosts).
         "known_hosts_ca": str(paths.known_hosts_ca) if st.mode == "netns" and st.product != "riak" else None,
-        # The hosts' non-root user and the password sudo asks it for (hostinit.add_deploy_user).
+        # The hosts' non-root user and the password sudo asks it for (hosts.add_deploy_user).
         "deploy_user": hosts.DEPLOY_USER if deploy_password else None,
         "deploy_password_file": str(deploy_password) if deploy_password else None,
         "endpoints": [h.http_url for h in st.hosts if h.http_url],
@@ -441,22 +503,13 @@ def node_pids(paths: SandboxPaths, st: state.SandboxState) -> dict[str, int]:
     """PIDs (as seen from here) of each node's Elasticsearch or OpenSearch JVM (or Riak stand-in daemon)."""
     if st.mode != "netns":
         return local_node_pids(paths, st)
-    by_ns: dict[str, str] = {}
-    for h in st.hosts:
-        if hosts.pid_alive(h.init_pid):
-            with contextlib.suppress(OSError):
-                by_ns[os.readlink(f"/proc/{h.init_pid}/ns/pid")] = h.name
     found: dict[str, int] = {}
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes()
-            if not any(main in cmdline for main in (*JVM_MAIN_CLASSES, RIAK_DAEMON)):
+    for h in st.hosts:
+        for pid in hosts.host_pids(h.name):
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
                 continue
-            name = by_ns.get(os.readlink(proc / "ns" / "pid"))
-        except OSError:
-            continue
-        if name:
-            found[name] = int(proc.name)
+            if any(main in cmdline for main in (*JVM_MAIN_CLASSES, RIAK_DAEMON)):
+                found[h.name] = pid
     return found

@@ -89,11 +89,15 @@ def render_yaml(settings: dict[str, object]) -> str:
     return "".join(f"{key}: {json.dumps(value)}\n" for key, value in settings.items())
 
 
-def write_node_config(spec: NodeSpec, node_dir: Path, zones: int, product: str = "elasticsearch") -> None:
-    """Lay out config/, data/, logs/, tmp/ for one node (idempotent; data is kept)."""
+def write_node_config(spec: NodeSpec, node_dir: Path, zones: int, product: str = "elasticsearch",
+                      seen_at: Path | None = None) -> None:
+    """Lay out config/, data/, logs/, tmp/ for one node (idempotent; data is kept). ``seen_at``: where the
+    node sees its data/ and logs/ when not here (a packaged node: /var/lib/... and /var/log/...)."""
     for sub in ("config", "data", "logs", "tmp"):
         (node_dir / sub).mkdir(parents=True, exist_ok=True)
-    settings = node_settings(spec, node_dir / "data", node_dir / "logs", zones, product)
+    data, logs = (node_dir / "data", node_dir / "logs") if seen_at is None else \
+        (seen_at / "lib" / product, seen_at / "log" / product)
+    settings = node_settings(spec, data, logs, zones, product)
     (node_dir / "config" / f"{product}.yml").write_text(render_yaml(settings))
     # OpenSearch's system properties say opensearch.logs.* where Elasticsearch's say es.logs.*
     log4j2 = LOG4J2.replace("sys:es.logs.", "sys:opensearch.logs.") if product == "opensearch" else LOG4J2

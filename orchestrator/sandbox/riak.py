@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 from orchestrator.errors import SandboxError
-from orchestrator.riak.adapter import LOCK_DIR
 from orchestrator.sandbox import hosts, state
 from orchestrator.sandbox.layout import HostPaths, SandboxPaths
 
@@ -65,12 +64,12 @@ def _install_standin(hp: HostPaths, address: str, standin: Path, shared: Path, f
     units = hp.etc_upper / "systemd" / "system"
     units.mkdir(parents=True, exist_ok=True)
     # Started at boot, as a packaged Riak is: `riak start` returns once the node answers pings.
-    (units / "riak.service").write_text("[Unit]\nDescription=sandbox riak\n\n[Service]\nType=oneshot\n"
-                                        "ExecStart=/usr/local/bin/riak start\n")
-    wants = units / "multi-user.target.wants"
-    wants.mkdir(exist_ok=True)
-    if not (wants / "riak.service").is_symlink():
-        (wants / "riak.service").symlink_to("../riak.service")
+    # As the Riak package's unit: `riak start` daemonizes (forking), `riak stop` stops it.
+    (units / "riak.service").write_text("[Unit]\nDescription=Riak KV (sandbox stand-in)\n\n[Service]\n"
+                                        "Type=forking\nExecStart=/usr/local/bin/riak start\n"
+                                        "ExecStop=/usr/local/bin/riak stop\nTimeoutStopSec=60\n\n"
+                                        "[Install]\nWantedBy=multi-user.target\n")
+    hosts.enable_unit(units, "riak.service")
 
 
 def up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: int,
@@ -80,8 +79,6 @@ def up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: int
     standin = standin_dir()
     shared = cluster_dir(paths)
     shutil.rmtree(shared, ignore_errors=True)
-    # The hosts see this machine's /var/lib: a lock left by a killed run on an earlier sandbox is ours.
-    Path(LOCK_DIR, f"orchestrator-locks-{st.cluster_name}.json").unlink(missing_ok=True)
     shared.mkdir(parents=True)
     test_hosts = [hosts.TestHost(name, i, f"zone-{(i - 1) % zones + 1}")
                   for i, name in enumerate(node_names(nodes), start=1)]

@@ -39,6 +39,7 @@ class SandboxState:
     versions: list[str] = field(default_factory=list)  # Elasticsearch versions each host can switch to
     bastion: HostRecord | None = None  # `up --bastion`: the only way SSH reaches the node hosts
     secured: bool = False  # Elasticsearch's security on: TLS with the sandbox CA, users, an API key
+    packages: bool = False  # Elasticsearch installed on each host from the sandbox's apt repository (debs.py)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)

@@ -47,6 +47,7 @@ class Shape:
     # Elasticsearch's security on (TLS, users, the tool as its least-privilege user), as in production.
     # False (`--insecure`) only where a group does not care and its time counts.
     secured: bool = True
+    packages: bool = False  # Elasticsearch installed from the sandbox's apt repository (upgrades with apt)
 
 
 # The two Elasticsearch versions of the upgrade tests: from the last 8.x to 9.
@@ -81,7 +82,8 @@ class SandboxManager:
                            "--masters", str(shape.masters),
                            *(a for v in shape.also_versions for a in ("--also-version", v)),
                            *(["--bastion"] if shape.bastion else []),
-                           *([] if shape.secured else ["--insecure"]), timeout=600)
+                           *([] if shape.secured else ["--insecure"]),
+                           *(["--packages"] if shape.packages else []), timeout=600)
         assert proc.returncode == 0, f"sandbox up failed:\n{proc.stderr}"
         self.shape = shape
         return self.status()

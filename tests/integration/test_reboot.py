@@ -1,6 +1,8 @@
-"""`restart --reboot` on real test hosts: each host reboots (a new boot id read over SSH), its boot
-starts Elasticsearch, and the tuning is checked after the boot: a knob whose persistence was taken
-away on one host is reported NOT PERSISTED and set again. The machine's own values never change."""
+"""`restart --reboot` on real test hosts: each host's systemd reboots it (`systemctl reboot`: the tool's
+SSH session is cut, a new boot id read over SSH, the journal holds one boot more), its boot starts
+Elasticsearch (enabled unit; not started twice), and the tuning is checked after the boot: a knob
+whose persistence was taken away on one host is reported NOT PERSISTED and set again. The machine's own
+values never change."""
 
 from __future__ import annotations
 
@@ -37,6 +39,8 @@ def test_reboot_restart_gives_each_host_a_new_boot_and_reports_a_knob_that_was_n
     machine_before = {**real_knob_values(), BOOT_ID: Path(BOOT_ID).read_text()}
     info, es = prepared(sandboxes, Shape())
     before_boots = boot_ids(info)
+    journal_boots = {n: len(ssh(info, n, "journalctl --list-boots --no-pager").stdout.splitlines())
+                     for n in before_boots}
     before_starts = starts_logged(info)
     before_settings = settings(es)
     inventory = yaml.safe_load(Path(str(info["inventory"])).read_text())
@@ -54,6 +58,9 @@ def test_reboot_restart_gives_each_host_a_new_boot_and_reports_a_knob_that_was_n
     after_boots = boot_ids(info)
     assert all(after_boots[n] and after_boots[n] != before_boots[n] for n in before_boots), (before_boots, after_boots)
     assert all("reboot" in n["phases"] for n in summary["nodes"])
+    # A real boot of each host's systemd: its journal keeps the boot before and holds one boot more.
+    assert {n: len(ssh(info, n, "journalctl --list-boots --no-pager").stdout.splitlines()) for n in before_boots} \
+        == {n: c + 1 for n, c in journal_boots.items()}
     lost = {n["name"]: n.get("not_persisted") for n in summary["nodes"]}
     assert lost == {"es-1": None, "es-2": ["sysctl vm.swappiness"], "es-3": None}, lost
     assert any(e["event"] == "warning" and "es-2: host tuning did not survive the reboot: sysctl vm.swappiness NOT "

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from orchestrator.sandbox.load import LoadGenerator
 from orchestrator.sandbox.rest import access_of
 from tests.helpers import REPO, assert_no_traceback, json_lines, orchestrate
 from tests.integration.conftest import SandboxManager, Shape, es_client
+from tests.integration.test_sandbox import ssh
 
 ALLOC = "cluster.routing.allocation.enable"
 
@@ -434,10 +434,11 @@ def test_second_concurrent_run_is_refused(sandboxes: SandboxManager) -> None:
 
 def test_node_that_does_not_come_back_stops_the_run(sandboxes: SandboxManager, tmp_path: Path) -> None:
     info, es = prepared(sandboxes, Shape())
-    unit = Path(info["inventory"]).parent / "hosts" / "es-1" / "overlay" / "etc" / "upper" / "systemd" / "system"
-    good = (unit / "elasticsearch.service").read_text()
-    shutil.copy(unit / "elasticsearch.service", tmp_path / "unit.bak")
-    (unit / "elasticsearch.service").write_text(good.replace("ExecStart=", "ExecStart=/bin/false # "))
+    # A drop-in on es-1 whose service exits at once: the node never comes back.
+    drop_in = "/etc/systemd/system/elasticsearch.service.d/broken.conf"
+    broken = ssh(info, "es-1", f"mkdir -p {Path(drop_in).parent} && printf '[Service]\\nExecStart=\\n"
+                               f"ExecStart=/bin/false\\n' > {drop_in} && systemctl daemon-reload")
+    assert broken.returncode == 0, broken.stderr
 
     def short_join(inv: dict[str, Any]) -> None:
         inv["timeouts"]["join_s"] = 15
@@ -454,7 +455,7 @@ def test_node_that_does_not_come_back_stops_the_run(sandboxes: SandboxManager, t
         assert kept.returncode == 6 and "waits for `orchestrate resume`" in kept.stderr, kept.stderr
         assert "FAILED and waits for `orchestrate resume`" in orchestrate("status", "--cluster", "sandbox").stdout
     finally:
-        (unit / "elasticsearch.service").write_text(good)
+        ssh(info, "es-1", f"rm -f {drop_in} && systemctl daemon-reload")
     # Resumed with the sandbox's own inventory (--yes: it differs from the run's): 15 s to rejoin only
     # served to fail fast on the broken unit, and would race the next node's boot on a busy machine.
     resumed = orchestrate("resume", "--cluster", "sandbox", "--yes", timeout=600)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.sandbox.rootfs import SERVICE_ACCOUNTS
 from tests.helpers import assert_no_traceback, orchestrate
 from tests.integration.conftest import SIX_NODES_TWO_ZONES, SandboxManager, Shape, es_client
 
@@ -41,9 +42,9 @@ def test_three_nodes_form_a_green_cluster(sandboxes: SandboxManager) -> None:
     assert all(isinstance(n["pid"], int) and n["pid"] > 1 for n in info["nodes"])
     health = es_client(info).cluster.health()
     assert health["status"] == "green" and health["number_of_nodes"] == 3
-    # Each node is its own JVM process, run by an unprivileged user.
+    # Each node is its own JVM process, run by its unit's unprivileged service account `elasticsearch`.
     for node in info["nodes"]:
-        assert os.stat(f"/proc/{node['pid']}").st_uid == 65534
+        assert os.stat(f"/proc/{node['pid']}").st_uid == SERVICE_ACCOUNTS["elasticsearch"]
     assert len({n["pid"] for n in info["nodes"]}) == 3
 
 

@@ -1,10 +1,13 @@
-"""Rolling upgrades of the real sandbox, 8.19.21 -> 9.5.3, under a write load: refused paths change
-nothing, a mixed-version yellow is settled by the allocation explain API, a SIGKILL after a node's
-install is resumed, every node ends on 9.5.3 restarted exactly once; the same in zone mode."""
+"""Rolling upgrades of the real sandbox, 8.19.21 -> 9.5.3, under a write load: by node with real Debian
+packages and apt (an operator's changed elasticsearch.yml kept, a held package refused before any
+change), refused paths change nothing, a mixed-version yellow is settled by the allocation explain API,
+a SIGKILL after a node's install is resumed, every node ends on 9.5.3 restarted exactly once; the same in
+zone mode (its hosts switch a link)."""
 
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import subprocess
 import sys
@@ -27,9 +30,11 @@ from tests.integration.test_restart import (
     settings,
     starts_logged,
 )
+from tests.integration.test_sandbox import ssh
 
 OLD, NEW = OLD_ES, NEW_ES
-UPGRADABLE = Shape(es_version=OLD, also_versions=(NEW,))
+UPGRADABLE = Shape(es_version=OLD, also_versions=(NEW,), packages=True)
+OPERATOR_LINE = "# an operator's own line: kept across upgrades\n"
 
 
 def versions(info: dict[str, Any]) -> dict[str, str]:
@@ -85,6 +90,10 @@ def test_upgrade_from_8_to_9_under_load_with_refusals_a_mixed_version_yellow_and
     info, es = prepared(sandboxes, UPGRADABLE)
     es.cluster.put_settings(persistent={"indices.recovery.max_bytes_per_sec": "50mb"})
     before_settings = settings(es)
+    for node in ("es-1", "es-2", "es-3"):  # the operator's own change to a conffile, on every host
+        changed = ssh(info, node, f"printf '%s' {shlex.quote(OPERATOR_LINE)} >> /etc/elasticsearch/elasticsearch.yml"
+                                  " && dpkg-query -W -f '${Version}' elasticsearch")
+        assert changed.returncode == 0 and changed.stdout == OLD, changed
 
     # Refused before any change: a downgrade, a skipped major, no snapshot to go back to.
     for to, said in (("8.0.0", "cannot be downgraded"), ("10.0.0", "more than one major"),
@@ -96,6 +105,13 @@ def test_upgrade_from_8_to_9_under_load_with_refusals_a_mixed_version_yellow_and
     assert settings(es) == before_settings and set(versions(info).values()) == {OLD}
     assert json.loads(orchestrate("status", "--cluster", "sandbox", "--json").stdout)["run"] is None
     snapshot_first(info, es)
+    # A package held on one host (apt-mark hold) is reported before any node stops.
+    assert ssh(info, "es-2", "apt-mark hold elasticsearch").returncode == 0
+    held = orchestrate("upgrade", "--cluster", "sandbox", "--to", NEW, "--yes", "--json", timeout=300)
+    assert held.returncode == 5, held.stderr[-2000:]
+    assert "es-2: 9.5.3 cannot be installed" in held.stderr and "is held (apt-mark hold)" in held.stderr, held.stderr
+    assert set(versions(info).values()) == {OLD} and settings(es) == before_settings
+    assert ssh(info, "es-2", "apt-mark unhold elasticsearch").returncode == 0
     upgraded: list[str] = []
 
     def first_node_then_a_kill_then_resume() -> list[dict[str, Any]]:
@@ -132,6 +148,13 @@ def test_upgrade_from_8_to_9_under_load_with_refusals_a_mixed_version_yellow_and
     assert any("yellow, settled" in str(e.get("message")) and "older version" in str(e.get("message"))
                for e in events), [e.get("message") for e in events]
     assert events[-1]["message"] == f"all 3 batches upgraded to {NEW}"
+    for node in ("es-1", "es-2", "es-3"):  # apt installed the new package and kept the operator's file
+        kept = ssh(info, node, "dpkg-query -W -f '${Version} ${Status}' elasticsearch; echo; "
+                               "tail -c 200 /etc/elasticsearch/elasticsearch.yml; "
+                               "head -n 1 /etc/elasticsearch/elasticsearch.yml.dpkg-dist")
+        assert kept.stdout.startswith(f"{NEW} install ok installed"), kept.stdout
+        # The operator's file stays in force; the new package's default is put beside it, never asked about.
+        assert OPERATOR_LINE in kept.stdout and f"Elasticsearch {NEW} configuration" in kept.stdout, kept.stdout
     es.cluster.put_settings(persistent={"indices.recovery.max_bytes_per_sec": None})
     es.indices.delete(index="mixed")
 

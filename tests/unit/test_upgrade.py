@@ -140,7 +140,10 @@ def test_install_methods_render_idempotent_commands_with_quoted_values() -> None
     assert apt.commands("9.5.3", "es-1") == [
         "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades -o Dpkg::Options::=--force-confold "
         "elasticsearch=9.5.3"]
-    assert check_command(apt, "9.5.3", "es-1") == "apt-cache show elasticsearch=9.5.3 >/dev/null"
+    assert check_command(apt, "9.5.3", "es-1") == (
+        "apt-cache show elasticsearch=9.5.3 >/dev/null && { ! apt-mark showhold | grep -qx elasticsearch || "
+        "{ echo 'elasticsearch is held (apt-mark hold): apt-get will not install another version; `apt-mark "
+        "unhold elasticsearch` first' >&2; exit 1; }; }")
     dnf = upgrade_inventory({"method": "package", "manager": "dnf"}).upgrade.install
     assert dnf is not None and dnf.commands("9.5.3", "es-1") == ["dnf -y -q install elasticsearch-9.5.3"]
     switch = upgrade_inventory({"method": "switch", "target": "/opt/es-{version}", "link": "/opt/es",
