@@ -119,9 +119,11 @@ class SshSection(Model):
     # run as root) or `commands` (exactly the commands `orchestrate sudoers` prints, without a password).
     sudo_rules: Literal["shell", "commands"] = "shell"
     # The OpenSSH client config read for Host aliases, HostName, User, Port, IdentityFile and ProxyJump
-    # (hosts/ssh_config.py); None: ~/.ssh/config when it exists.
+    # (hosts/ssh_config.py, read with `ssh -G`); None: OpenSSH's own (~/.ssh/config, /etc/ssh/ssh_config).
     config_file: Path | None = None
     read_config: bool = True
+    # A config's `Match exec` runs a local command while it is read: refused unless this is true.
+    allow_local_commands: bool = False
 
     @model_validator(mode="after")
     def host_keys_required(self) -> SshSection:

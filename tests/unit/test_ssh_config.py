@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import random
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -35,8 +38,14 @@ def section(**fields: object) -> SshSection:
     return SshSection.model_validate({"known_hosts": "/dev/null", **fields})
 
 
-def test_a_node_behind_two_jump_hosts() -> None:
-    way = route(SshConfig(CONFIG, "cfg"), section(), NodeEntry(name="n2", host="es-2"))
+def config_of(text: str, tmp_path: Path, allow: bool = False) -> SshConfig:
+    path = tmp_path / "ssh_config"
+    path.write_text(text)
+    return SshConfig(path, True, allow)
+
+
+def test_a_node_behind_two_jump_hosts(tmp_path: Path) -> None:
+    way = route(config_of(CONFIG, tmp_path), section(), NodeEntry(name="n2", host="es-2"))
     assert way.target.describe() == "deploy@10.9.0.12:2222" and way.target.key_files == ("/keys/es",)
     assert [j.describe() for j in way.jumps] == ["jump@192.0.2.1:2201", "root@10.9.0.1:22"]
     assert way.jumps[0].key_files == (str(Path("~/.ssh/bastion").expanduser()),)
@@ -44,8 +53,8 @@ def test_a_node_behind_two_jump_hosts() -> None:
     assert way.describe() == "deploy@10.9.0.12:2222 via jump@192.0.2.1:2201 -> root@10.9.0.1:22"
 
 
-def test_the_inventory_wins_where_it_says_so_and_the_node_wins_over_both() -> None:
-    cfg = SshConfig(CONFIG, "cfg")
+def test_the_inventory_wins_where_it_says_so_and_the_node_wins_over_both(tmp_path: Path) -> None:
+    cfg = config_of(CONFIG, tmp_path)
     way = route(cfg, section(user="ops", key_file="/inv/key"), NodeEntry(name="n1", host="es-1"))
     assert way.target.describe() == "ops@es-1:22" and way.target.key_files == ("/inv/key",)
     way = route(cfg, section(user="ops"), NodeEntry(name="n1", host="es-1", ssh_user="me", ssh_port=2022))
@@ -55,14 +64,15 @@ def test_the_inventory_wins_where_it_says_so_and_the_node_wins_over_both() -> No
     assert way.describe() == "root@10.1.1.1:22" and way.known_hosts == ()
 
 
-def test_no_config_and_unsupported_proxycommand() -> None:
+def test_no_config_and_unsupported_proxycommand(tmp_path: Path) -> None:
     assert route(SshConfig(), section(), NodeEntry(name="n", host="h")).describe() == "root@h:22"
     with pytest.raises(ConfigError, match="ProxyCommand is not supported; use ProxyJump"):
-        route(SshConfig(CONFIG, "cfg"), section(), NodeEntry(name="n", host="legacy"))
+        route(config_of(CONFIG, tmp_path), section(), NodeEntry(name="n", host="legacy"))
 
 
 @pytest.mark.parametrize(("spec", "parsed"), [("h", (None, "h", None)), ("u@h:2", ("u", "h", 2)),
-                                              ("u@[fe80::1]:22", ("u", "fe80::1", 22)), ("h:x", (None, "h", None))])
+                                              ("u@[fe80::1]:22", ("u", "fe80::1", 22)), ("h:x", (None, "h", None)),
+                                              ("ssh://admin@jump:2222", ("admin", "jump", 2222))])
 def test_jump_specs(spec: str, parsed: tuple[str | None, str, int | None]) -> None:
     assert parse_jump(spec) == parsed
 
@@ -70,4 +80,196 @@ def test_jump_specs(spec: str, parsed: tuple[str | None, str, int | None]) -> No
 def test_a_named_config_file_that_is_missing_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         SshConfig.load(section(config_file=str(tmp_path / "nope")))
-    assert SshConfig.load(section(read_config=False)).text == ""
+    assert not SshConfig.load(section(read_config=False)).enabled
+
+
+def node(host: str) -> NodeEntry:
+    return NodeEntry(name="n", host=host)
+
+
+HOME = str(Path.home())
+FOUND_BY_PROBE = """
+Host api-[0-9]*
+  User bracket
+Host API-*
+  User upper
+Host api-*
+  HostName %h.example.com
+  User ops  # ops team
+  Port 22022 # not 22
+  IdentityFile ~/.ssh/%n_%p_%h_%r
+  IdentityFile ${HOME}/keys/%r
+  UserKnownHostsFile ~/.ssh/kh_%h
+  ProxyJump ssh://admin@jump:2222
+Host early
+  IdentityFile /k/%h
+  HostName late.example.com
+Host jump
+  HostName 10.0.0.9
+  IdentityFile /k/jump_%r_%p
+Host deep
+  ProxyJump edge
+Host edge
+  HostName 10.0.0.1
+  ProxyJump inner
+Host inner
+  HostName 10.0.0.2
+  User in
+Host none-proxy
+  ProxyCommand none
+  HostName 10.0.0.3
+Host via-legacy
+  ProxyJump legacy-jump
+Host legacy-jump
+  ProxyCommand nc %h %p
+Match host matched-*
+  User matched
+"""
+
+
+def test_what_a_probe_found_resolved_differently_now_resolves_as_openssh_does(tmp_path: Path) -> None:
+    cfg = config_of(FOUND_BY_PROBE, tmp_path)
+    way = route(cfg, section(), node("api-1"))
+    # Trailing comments, tokens in IdentityFile (each hop's own user and port), ${HOME}, %h in the
+    # known-hosts file, a ProxyJump URI, and Host patterns that know only * and ? ([0-9] is literal).
+    assert way.target.describe() == "ops@api-1.example.com:22022"
+    assert way.target.key_files == (f"{HOME}/.ssh/api-1_22022_api-1.example.com_ops", f"{HOME}/keys/ops")
+    assert way.known_hosts == (f"{HOME}/.ssh/kh_api-1.example.com",)
+    assert [j.describe() for j in way.jumps] == ["admin@10.0.0.9:2222"]
+    assert way.jumps[0].key_files == ("/k/jump_admin_2222",)
+    # A key path written before the HostName it uses.
+    assert route(cfg, section(), node("early")).target.key_files == ("/k/late.example.com",)
+    # A jump host's own ProxyJump is followed: deep goes through inner, then edge.
+    assert [j.hostname for j in route(cfg, section(), node("deep")).jumps] == ["10.0.0.2", "10.0.0.1"]
+    assert route(cfg, section(), node("none-proxy")).describe().endswith("@10.0.0.3:22")
+    with pytest.raises(ConfigError, match="Host legacy-jump: ProxyCommand is not supported"):
+        route(cfg, section(), node("via-legacy"))
+    assert route(cfg, section(), node("matched-1")).target.user == "matched"
+
+
+def test_include_absolute_relative_and_inside_a_host_block(tmp_path: Path) -> None:
+    (tmp_path / "conf.d").mkdir()
+    (tmp_path / "conf.d" / "10-a.conf").write_text("Host a\n  HostName 10.1.0.1\n")
+    (tmp_path / "conf.d" / "20-b.conf").write_text("Host b\n  HostName 10.1.0.2\n")
+    (tmp_path / "only-c.conf").write_text("User from-include\n")
+    cfg = config_of(f"Include {tmp_path}/conf.d/*.conf\nHost c\n  Include {tmp_path}/only-c.conf\n", tmp_path)
+    assert [route(cfg, section(), node(h)).target.hostname for h in ("a", "b")] == ["10.1.0.1", "10.1.0.2"]
+    assert route(cfg, section(), node("c")).target.user == "from-include"
+
+
+def test_match_exec_is_refused_unless_allowed_and_never_run_before(tmp_path: Path) -> None:
+    ran = tmp_path / "ran"
+    text = f"Match exec \"touch {ran}\"\n  User viaexec\n"
+    with pytest.raises(ConfigError, match="line 1: `Match exec` runs a local command"):
+        route(config_of(text, tmp_path), section(), node("h"))
+    assert not ran.exists()
+    assert route(config_of(text, tmp_path, allow=True), section(), node("h")).target.user == "viaexec"
+    assert ran.exists()
+
+
+def test_a_special_file_an_unreadable_config_and_an_endless_chain_are_refused_clearly(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="is not a regular file"):
+        SshConfig.load(section(config_file=str(fifo)))
+    shadow = "root:$y$j9T$abcdefsecrethash:19000:0:99999:7:::\n"
+    with pytest.raises(ConfigError) as err:
+        route(config_of(shadow, tmp_path), section(), node("h"))
+    assert "line 1: the OpenSSH client refuses it" in str(err.value) and "secrethash" not in str(err.value)
+    chain = "Host h\n  ProxyJump " + ",".join(f"j{i}" for i in range(100_000)) + "\n"
+    with pytest.raises(ConfigError, match="longer than 16 hops"):
+        route(config_of(chain, tmp_path), section(), node("h"))
+
+
+# --- differential: the routes against what `ssh -G` says, on generated configs --------------------
+DEFAULT_KEYS = [f"~/.ssh/id_{k}" for k in ("rsa", "ecdsa", "ecdsa_sk", "ed25519", "ed25519_sk", "xmss", "dsa")]
+WORDS = ("alpha", "beta", "gamma", "db-1", "db-2", "web-a", "edge", "inner", "jump")
+
+
+def generated_config(seed: int) -> tuple[str, list[str]]:
+    """A config of the forms operators write: wildcards, negation, first value wins, Host * first or
+    last, Key=Value, quotes, tabs, CRLF, comments, ProxyJump chains. Returns it and aliases to ask."""
+    rng = random.Random(seed)
+    blocks = []
+    if rng.random() < 0.3:
+        blocks.append("Host *\n  ServerAliveInterval 30\n  Port 2200\n")
+    for i in range(rng.randint(3, 7)):
+        pattern = rng.choice([rng.choice(WORDS), f"{rng.choice(WORDS)[:2]}*", "db-?", f"* !{rng.choice(WORDS)}",
+                              f"{rng.choice(WORDS)} {rng.choice(WORDS)}"])
+        lines = [f"Host {pattern}"]
+        for key in rng.sample(["HostName", "User", "Port", "IdentityFile", "UserKnownHostsFile", "ProxyJump"],
+                              rng.randint(1, 4)):
+            value = {"HostName": rng.choice([f"10.0.{i}.{seed % 250}", "%h.example.net", "Upper-Case.Host"]),
+                     "User": rng.choice(["ops", "deploy", "\"quoted\"", "admin  # a comment"]),
+                     "Port": str(rng.choice([22, 2222, 22022])),
+                     "IdentityFile": rng.choice(["~/.ssh/id_%r", "/keys/%h_%p", "/keys/%n", "/keys/plain"]),
+                     "UserKnownHostsFile": rng.choice(["~/.ssh/kh_%h", "/kh/all /kh/more"]),
+                     "ProxyJump": rng.choice(["jump", "edge,inner", "ops@jump:2201", "none"])}[key]
+            sep = rng.choice([" ", "=", "\t", " = "])
+            lines.append(f"{rng.choice(['  ', chr(9)])}{key}{sep}{value}")
+        blocks.append("\n".join(lines) + "\n")
+    if rng.random() < 0.3:
+        blocks.append("Host *\n  User last-default\n")
+    text = "".join(blocks)
+    if rng.random() < 0.2:
+        text = text.replace("\n", "\r\n")
+    return text, rng.sample(WORDS, 4)
+
+
+def reference(path: Path, alias: str, user: str | None = None, port: int | None = None, depth: int = 0,
+              own_jumps: bool = True) -> dict:
+    """What ssh -G says, followed through its jumps the way ssh's -J and -W do, written independently."""
+    cmd = ["ssh", "-G", "-F", str(path), *(["-l", user] if user else []), *(["-p", str(port)] if port else []), alias]
+    said: dict[str, list[str]] = {}
+    for line in subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines():
+        k, _, v = line.partition(" ")
+        said.setdefault(k, []).append(v)
+    spec = said.get("proxyjump", ["none"])[0]
+    jumps = reference_chain(path, spec, depth + 1) if own_jumps and spec != "none" else []
+    # IdentityFile as ssh expands it when it connects (ssh -G leaves the tokens); the generated ones
+    # use %h, %p, %r, %n and ~. OpenSSH's default list and known-hosts files stand for "not set".
+    defaults = {"identityfile": DEFAULT_KEYS,
+                "userknownhostsfile": [f"{HOME}/.ssh/known_hosts {HOME}/.ssh/known_hosts2"]}
+    keys = [] if said["identityfile"] == defaults["identityfile"] else [
+        k.replace("%h", said["hostname"][0]).replace("%p", said["port"][0]).replace("%r", said["user"][0])
+        .replace("%n", alias).replace("~", HOME, 1) for k in said["identityfile"]]
+    known = [] if said["userknownhostsfile"] == defaults["userknownhostsfile"] else \
+        said["userknownhostsfile"][0].split()
+    return {"hostname": said["hostname"][0], "user": said["user"][0], "port": said["port"][0], "jumps": jumps,
+            "keys": keys, "known_hosts": known}
+
+
+def reference_chain(path: Path, spec: str, depth: int) -> list[str]:
+    """`a,b`: b reached through a (`ssh -J a b`: b's own ProxyJump is not used); `b`: through b's own."""
+    if depth > 16:
+        raise subprocess.CalledProcessError(255, "too deep")
+    *before, last = spec.split(",")
+    ju, _, rest = last.rpartition("@")
+    jh, _, jp = rest.partition(":")
+    sub = reference(path, jh, ju or None, int(jp) if jp else None, depth, own_jumps=not before)
+    jumps = reference_chain(path, ",".join(before), depth + 1) if before else sub["jumps"]
+    return [*jumps, f"{sub['user']}@{sub['hostname']}:{sub['port']}"]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_generated_configs_resolve_as_ssh_G_says(seed: int, tmp_path: Path) -> None:
+    text, aliases = generated_config(seed)
+    path = tmp_path / "config"
+    path.write_bytes(text.encode())
+    cfg = SshConfig(path, True)
+    for alias in aliases:
+        try:
+            want = reference(path, alias)
+        except subprocess.CalledProcessError:  # ssh refuses it (a loop of jump hosts): so must the tool
+            with pytest.raises(ConfigError, match=r"jumphost loop|longer than 16 hops"):
+                route(cfg, section(), node(alias))
+            continue
+        try:
+            way = route(cfg, section(), node(alias))
+        except ConfigError as exc:  # refused clearly is allowed (a loop of jumps), a silent difference is not
+            assert "ProxyJump chain longer" in str(exc) or "jumphost loop" in str(exc), exc
+            continue
+        got = {"hostname": way.target.hostname, "user": way.target.user, "port": str(way.target.port),
+               "jumps": [j.describe() for j in way.jumps], "keys": list(way.target.key_files),
+               "known_hosts": list(way.known_hosts)}
+        assert got == want, (alias, text)
