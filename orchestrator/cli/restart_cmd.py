@@ -15,7 +15,7 @@ from orchestrator.cli.output import confirm, emit_json, err_console, out_console
 from orchestrator.cli.render import RunView, plan_table, report_table, summary_line
 from orchestrator.errors import PreflightFailed, UnsafeToProceed
 from orchestrator.restart.journal import Journal, RunFailed, RunOptions
-from orchestrator.restart.lock import LOCK_INDEX, why_keep
+from orchestrator.restart.lock import LOCK_INDEX, RUN_DOC, why_keep
 from orchestrator.restart.lock import describe as describe_lock
 from orchestrator.restart.plan import Mode, Plan
 from orchestrator.runs import plans, reports
@@ -243,7 +243,7 @@ def unlock(cluster: str = ClusterOpt, config: Path = ConfigOpt,
     process on this machine is gone. A live run's lock, or a failed run's (it waits for `orchestrate
     resume`), is kept unless --force."""
     target = open_target(cluster, config)
-    holder = target.cluster.read_lock(LOCK_INDEX, target.name)
+    holder = target.cluster.read_lock(LOCK_INDEX, RUN_DOC)
     if holder is None:
         say("no lock is held")
         return
@@ -252,7 +252,7 @@ def unlock(cluster: str = ClusterOpt, config: Path = ConfigOpt,
         raise UnsafeToProceed(f"lock kept: {keep}. --force removes it anyway.")
     if not yes and not typer.confirm(f"Remove the lock of {describe_lock(holder)}?"):
         raise typer.Exit(1)
-    target.cluster.delete_lock(LOCK_INDEX, target.name)
+    target.cluster.delete_lock(LOCK_INDEX, RUN_DOC)
     say(f"lock of run {holder.get('run_id')} removed")
 
 

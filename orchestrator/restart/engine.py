@@ -227,7 +227,7 @@ class Engine:
         if ctx.options.canary and batch.number == 1:
             reason = (f"canary: batch 1 ({batch.label}) is done; check it, then `orchestrate continue "
                       f"--cluster {ctx.journal.cluster}`")
-            request_pause(ctx.cluster, ctx.journal.cluster, reason)
+            request_pause(ctx.cluster, reason)
         if ctx.options.pause_between_s:
             ctx.emit(Event("wait", f"pausing {ctx.options.pause_between_s:.0f} s between batches (--pause-between)"))
             waited_until = ctx.clock.monotonic() + ctx.options.pause_between_s
@@ -239,14 +239,14 @@ class Engine:
         """At a batch boundary, a pause asked by `orchestrate pause` (or by --canary) holds the run, nodes
         all up, until `orchestrate continue` removes it (checked every few seconds; Ctrl-C still stops)."""
         ctx, cluster = self.ctx, self.ctx.journal.cluster
-        request = pause_request(ctx.cluster, cluster)
+        request = pause_request(ctx.cluster)
         if request is None:
             return
         reason = str(request.get("reason") or "paused")
         ctx.journal.set_paused(reason)
         ctx.emit(Event("run", f"paused before batch {batch.number} ({batch.label}): {reason}. "
                               f"`orchestrate continue --cluster {cluster}` goes on", batch=batch.number))
-        wait_until(lambda seen: True if pause_request(ctx.cluster, cluster) is None else None,
+        wait_until(lambda seen: True if pause_request(ctx.cluster) is None else None,
                    what=f"`orchestrate continue --cluster {cluster}`", timeout_s=MAX_PAUSE_S,
                    interval_s=max(ctx.inv.timeouts.poll_interval_s, PAUSE_POLL_S), clock=ctx.clock,
                    should_stop=lambda: ctx.abort.requested)

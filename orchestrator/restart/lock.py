@@ -20,6 +20,11 @@ from orchestrator.errors import RunLocked
 from orchestrator.restart.adapter import ClusterAdapter
 
 LOCK_INDEX = "orchestrator-locks"
+# The lock and the pause request are the cluster's own documents, in the cluster's own index, whatever the
+# inventory that names the cluster is called: two inventories of one cluster (`prod`, `prod-eu`) share
+# them, and no inventory name can be another's document (a `continue` of `logs` deleting `logs.pause`).
+RUN_DOC = "run"
+PAUSE_DOC = "pause"
 RENEW_S = 30.0  # how often a run renews its lock
 STALE_S = 300.0  # a lock not renewed for this long belongs to a dead (or cut-off) run
 
@@ -77,7 +82,8 @@ def why_keep(holder: dict[str, Any]) -> str | None:
 class RunLock:
     def __init__(self, adapter: ClusterAdapter, cluster: str, run_id: str) -> None:
         self.adapter = adapter
-        self.doc_id = cluster
+        self.cluster = cluster  # the inventory's name, for messages
+        self.doc_id = RUN_DOC
         self.run_id = run_id
         self.held = False
         self._stop = threading.Event()
@@ -102,7 +108,7 @@ class RunLock:
             raise RunLocked(f"this run is still active: {describe(holder)}. Wait for it, or stop it first.")
         raise RunLocked(f"another run holds the lock of this cluster: {describe(holder)}. Only one run at a time "
                         f"may change a cluster. If that run is dead, `orchestrate resume` on its machine finishes "
-                        f"it, or `orchestrate unlock --cluster {self.doc_id}` removes the lock once it is stale "
+                        f"it, or `orchestrate unlock --cluster {self.cluster}` removes the lock once it is stale "
                         f"({STALE_S:.0f} s without renewal).")
 
     def keep_renewed(self, interval_s: float = RENEW_S) -> None:
@@ -143,19 +149,15 @@ class RunLock:
 
 
 # --- a pause request: a document beside the lock, so `pause` works from any machine ------------------
-def pause_doc(cluster: str) -> str:
-    return f"{cluster}.pause"
-
-
-def request_pause(adapter: ClusterAdapter, cluster: str, reason: str) -> bool:
+def request_pause(adapter: ClusterAdapter, reason: str) -> bool:
     """Ask the cluster's run to pause at its next batch boundary; False when a pause is already asked."""
     body = {"reason": reason, "host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
-    return adapter.create_lock(LOCK_INDEX, pause_doc(cluster), body)
+    return adapter.create_lock(LOCK_INDEX, PAUSE_DOC, body)
 
 
-def pause_request(adapter: ClusterAdapter, cluster: str) -> dict[str, Any] | None:
-    return adapter.read_lock(LOCK_INDEX, pause_doc(cluster))
+def pause_request(adapter: ClusterAdapter) -> dict[str, Any] | None:
+    return adapter.read_lock(LOCK_INDEX, PAUSE_DOC)
 
 
-def clear_pause(adapter: ClusterAdapter, cluster: str) -> None:
-    adapter.delete_lock(LOCK_INDEX, pause_doc(cluster))
+def clear_pause(adapter: ClusterAdapter) -> None:
+    adapter.delete_lock(LOCK_INDEX, PAUSE_DOC)

@@ -29,7 +29,7 @@ from orchestrator.restart.engine import Engine
 from orchestrator.restart.events import Event, EventSink
 from orchestrator.restart.install import install_problems
 from orchestrator.restart.journal import BatchRecord, Journal, NodeRecord, RunFailed, RunOptions, RunSpec, RunState
-from orchestrator.restart.lock import LOCK_INDEX, RunLock
+from orchestrator.restart.lock import LOCK_INDEX, RUN_DOC, RunLock
 from orchestrator.restart.plan import Plan
 from orchestrator.restart.procedure import resolve
 from orchestrator.restart.product import Product
@@ -121,7 +121,7 @@ def other_runs(target: Target) -> list[str]:
     if previous is not None:
         problems.append(f"run {previous.run_id} on this cluster is {previous.state.value} and not finished: "
                         f"`orchestrate resume --cluster {target.name}` finishes it")
-    holder = target.cluster.read_lock(LOCK_INDEX, target.name)
+    holder = target.cluster.read_lock(LOCK_INDEX, RUN_DOC)
     if holder is not None:
         problems.append(f"another run holds this cluster's lock: run {holder.get('run_id')} on {holder.get('host')}")
     return problems
@@ -283,12 +283,12 @@ def resume(target: Target, emit: EventSink, run_id: str | None = None, accept_ch
 
 def request_pause(target: Target, reason: str) -> bool:
     """`orchestrate pause`: False when a pause is already asked."""
-    return lock.request_pause(target.cluster, target.name, reason)
+    return lock.request_pause(target.cluster, reason)
 
 
 def clear_pause(target: Target) -> bool:
     """`orchestrate continue`: False when no pause was asked."""
-    if lock.pause_request(target.cluster, target.name) is None:
+    if lock.pause_request(target.cluster) is None:
         return False
-    lock.clear_pause(target.cluster, target.name)
+    lock.clear_pause(target.cluster)
     return True

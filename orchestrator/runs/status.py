@@ -9,7 +9,7 @@ from typing import Any
 from orchestrator.errors import JournalError
 from orchestrator.restart import journal as journals
 from orchestrator.restart.journal import Journal, RunState
-from orchestrator.restart.lock import LOCK_INDEX, pause_request
+from orchestrator.restart.lock import LOCK_INDEX, RUN_DOC, pause_request
 from orchestrator.runs.target import Target
 
 
@@ -25,8 +25,8 @@ def status(target: Target) -> dict[str, Any]:
         "cluster": target.name,
         "product": target.product.name,
         "health": health,
-        "lock": target.cluster.read_lock(LOCK_INDEX, target.name),
-        "pause": pause_request(target.cluster, target.name),
+        "lock": target.cluster.read_lock(LOCK_INDEX, RUN_DOC),
+        "pause": pause_request(target.cluster),
         "run": None,
         "temporary_settings": [],
     }

@@ -29,7 +29,7 @@ from orchestrator.restart.context import RunContext
 from orchestrator.restart.engine import Engine
 from orchestrator.restart.events import Event
 from orchestrator.restart.journal import BatchRecord, Journal, NodeRecord, RunOptions, RunSpec, RunState, UndoState
-from orchestrator.restart.lock import request_pause
+from orchestrator.restart.lock import PAUSE_DOC, request_pause
 from orchestrator.restart.plan import Mode
 from orchestrator.restart.procedure import resolve
 from orchestrator.testing.fake import HELD, LIMIT, PRODUCT, Crash, FakeClock, FakeCluster, FakeSnapshot, FakeTransport
@@ -359,7 +359,7 @@ def continue_after(cluster: FakeCluster, polls: int) -> list[str]:
 
     def read_lock(index: str, doc_id: str) -> dict[str, object] | None:
         found = real(index, doc_id)
-        if doc_id.endswith(".pause") and found is not None:
+        if doc_id == PAUSE_DOC and found is not None:
             seen.append(str(found.get("reason")))
             if len(seen) >= polls:
                 cluster.delete_lock(index, doc_id)
@@ -398,7 +398,7 @@ def test_a_pause_asked_from_elsewhere_holds_at_the_next_boundary_and_ctrl_c_stil
 
         def someone_pauses(ctx: RunContext, batch: BatchRecord) -> None:
             if batch.number == 1:
-                request_pause(cluster, "fake", "maintenance window over")
+                request_pause(cluster, "maintenance window over")
 
         after_hold(eng, someone_pauses)
         polls = 0
@@ -407,7 +407,7 @@ def test_a_pause_asked_from_elsewhere_holds_at_the_next_boundary_and_ctrl_c_stil
         def read_lock(index: str, doc_id: str) -> dict[str, object] | None:
             nonlocal polls
             found = real_read(index, doc_id)
-            if found is not None and doc_id.endswith(".pause"):
+            if found is not None and doc_id == PAUSE_DOC:
                 polls += 1
                 if polls > 1:  # the first look finds it; from then on the journal says the run is paused
                     assert Journal.load(journal.path).paused == "maintenance window over"  # type: ignore[arg-type]

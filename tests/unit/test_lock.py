@@ -8,7 +8,18 @@ import time
 import pytest
 
 from orchestrator.errors import RunLocked
-from orchestrator.restart.lock import LOCK_INDEX, STALE_S, RunLock, describe, is_stale, why_keep
+from orchestrator.restart.lock import (
+    LOCK_INDEX,
+    RUN_DOC,
+    STALE_S,
+    RunLock,
+    clear_pause,
+    describe,
+    is_stale,
+    pause_request,
+    request_pause,
+    why_keep,
+)
 from orchestrator.testing.fake import FakeCluster
 
 
@@ -16,19 +27,19 @@ def test_a_held_lock_is_renewed_until_release_and_never_renewed_for_another_run(
     cluster = FakeCluster.of(["n1"])
     lock = RunLock(cluster, "c", "run-1")  # type: ignore[arg-type]
     lock.acquire()
-    taken = cluster.read_lock(LOCK_INDEX, "c")
+    taken = cluster.read_lock(LOCK_INDEX, RUN_DOC)
     assert taken is not None and "renewed" not in taken
     lock.keep_renewed(interval_s=0.05)
     deadline = time.monotonic() + 5
-    while "renewed" not in (cluster.read_lock(LOCK_INDEX, "c") or {}) and time.monotonic() < deadline:
+    while "renewed" not in (cluster.read_lock(LOCK_INDEX, RUN_DOC) or {}) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert "renewed" in (cluster.read_lock(LOCK_INDEX, "c") or {})
+    assert "renewed" in (cluster.read_lock(LOCK_INDEX, RUN_DOC) or {})
     lock.release()
-    assert cluster.read_lock(LOCK_INDEX, "c") is None
-    assert cluster.renew_lock(LOCK_INDEX, "c", "run-1", {"renewed": 1.0}) is False  # gone: nothing renewed
+    assert cluster.read_lock(LOCK_INDEX, RUN_DOC) is None
+    assert cluster.renew_lock(LOCK_INDEX, RUN_DOC, "run-1", {"renewed": 1.0}) is False  # gone: nothing renewed
     RunLock(cluster, "c", "run-2").acquire()  # type: ignore[arg-type]
-    assert cluster.renew_lock(LOCK_INDEX, "c", "run-1", {"renewed": 1.0}) is False  # another run's
-    assert "renewed" not in (cluster.read_lock(LOCK_INDEX, "c") or {})
+    assert cluster.renew_lock(LOCK_INDEX, RUN_DOC, "run-1", {"renewed": 1.0}) is False  # another run's
+    assert "renewed" not in (cluster.read_lock(LOCK_INDEX, RUN_DOC) or {})
 
 
 def holder(age_s: float, host: str = "elsewhere", **more: object) -> dict[str, object]:
@@ -51,13 +62,26 @@ def test_stale_live_and_failed_locks_are_told_apart() -> None:
 def test_resume_from_another_machine_takes_over_a_stale_or_failed_lock_not_a_live_one() -> None:
     for held, taken in ((holder(10), False), (holder(STALE_S + 5), True), (holder(10, state="failed"), True)):
         cluster = FakeCluster.of(["n1"])
-        cluster.locks[(LOCK_INDEX, "c")] = dict(held)
+        cluster.locks[(LOCK_INDEX, RUN_DOC)] = dict(held)
         lock = RunLock(cluster, "c", "r1")  # type: ignore[arg-type]
         if taken:
             lock.acquire(takeover=True)
-            assert (cluster.read_lock(LOCK_INDEX, "c") or {}).get("host") == socket.gethostname()
+            assert (cluster.read_lock(LOCK_INDEX, RUN_DOC) or {}).get("host") == socket.gethostname()
         else:
             with pytest.raises(RunLocked, match="still active"):
                 lock.acquire(takeover=True)
         with pytest.raises(RunLocked, match="another run holds the lock"):
             RunLock(cluster, "c", "r2").acquire(takeover=True)  # type: ignore[arg-type]
+
+
+def test_two_inventories_of_one_cluster_share_its_lock_and_no_name_reaches_another_document() -> None:
+    cluster = FakeCluster.of(["n1"])
+    RunLock(cluster, "prod", "run-1").acquire()  # type: ignore[arg-type]
+    with pytest.raises(RunLocked, match="another run holds the lock of this cluster"):
+        RunLock(cluster, "prod-eu", "run-2").acquire()  # type: ignore[arg-type]
+    # A pause asked and cleared (`continue`) from an inventory named like another document never touches
+    # the run's lock.
+    assert request_pause(cluster, "maintenance")  # type: ignore[arg-type]
+    assert pause_request(cluster) is not None  # type: ignore[arg-type]
+    clear_pause(cluster)  # type: ignore[arg-type]
+    assert pause_request(cluster) is None and (cluster.read_lock(LOCK_INDEX, RUN_DOC) or {}).get("run_id") == "run-1"
