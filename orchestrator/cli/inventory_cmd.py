@@ -33,13 +33,18 @@ def discover(
                                                                "UserKnownHostsFile)."),
     from_ansible: Path = typer.Option(None, "--from-ansible", help="What `ansible-inventory -i INVENTORY --list` "
                                                                    "prints (JSON): nodes mapped to its hosts."),
+    all_endpoints: bool = typer.Option(False, "--all-endpoints", help="Write every HTTP address the nodes publish "
+                                                                      "as an endpoint (the credentials go to each), "
+                                                                      "not only --endpoint; link-local and unexpected "
+                                                                      "loopback addresses are still left out."),
     output: Path = typer.Option(None, "--output", "-o", help="Write the inventory here (default: print it)."),
     force: bool = typer.Option(False, "--force", help="With -o: replace an existing file."),
 ) -> None:
     """Write an inventory from the cluster: every node (name, address, zone from the awareness attribute
-    in use, data paths), every HTTP endpoint, and how each host is reached (through your SSH config or
-    Ansible inventory). Credentials are written as references to where they are ({env: VAR} or {file:
-    PATH}), never as values. Reads only; the result is checked by the inventory's own rules."""
+    in use, data paths), its HTTP endpoint (--all-endpoints: every one it publishes), and how each host
+    is reached (through your SSH config or Ansible inventory). Credentials are written as references to
+    where they are ({env: VAR} or {file: PATH}), never as values. Reads only; the result is checked by
+    the inventory's own rules."""
     from orchestrator.runs.discover import discover as run_discover
 
     if ssh_config is not None and from_ansible is not None:
@@ -57,7 +62,7 @@ def discover(
         cluster["api_key"] = {"env": api_key_env}
     if ca_file:
         cluster["ca_file"] = str(ca_file)
-    text, notes = run_discover(endpoint, cluster, ssh_config, from_ansible, name)
+    text, notes = run_discover(endpoint, cluster, ssh_config, from_ansible, name, all_endpoints)
     for note in notes:
         say(f"note: {note}")
     if output is None:

@@ -37,7 +37,8 @@ def cluster_facts(section: ClusterSection) -> tuple[Facts, str]:
 
 
 def discover(endpoint: str, cluster: dict[str, Any], ssh_config: Path | None = None,
-             ansible: Path | None = None, name: str | None = None) -> tuple[str, list[str]]:
+             ansible: Path | None = None, name: str | None = None,
+             all_endpoints: bool = False) -> tuple[str, list[str]]:
     """(inventory YAML, notes). ``cluster``: connection settings as an inventory's `cluster:` takes them
     (credentials as {env: ...} or {file: ...}); checked first, so a bad one fails before any call."""
     try:
@@ -56,7 +57,7 @@ def discover(endpoint: str, cluster: dict[str, Any], ssh_config: Path | None = N
             raise ConfigError(str(ansible), [f"not the JSON `ansible-inventory -i INVENTORY --list` prints: {exc}"]) \
                 from None
         view = ansible_view(listing if isinstance(listing, dict) else {}, facts.nodes, str(ansible))
-    doc, notes = inventory_document(facts, endpoint, cluster, view, name, product)
+    doc, notes = inventory_document(facts, endpoint, cluster, view, name, product, all_endpoints)
     try:
         Inventory.model_validate(doc)  # what is written loads: checked by the inventory's own model
     except ValidationError as exc:

@@ -8,6 +8,8 @@ before it is written. The adapter reads the answers (`ShardClusterAdapter.discov
 
 from __future__ import annotations
 
+import ipaddress
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -119,15 +121,48 @@ def common(values: list[str | None]) -> str | None:
     return given.pop() if len(given) == 1 and None not in values else None
 
 
+def unfit_endpoint(url: str, given: str) -> str | None:
+    """Why an address a cluster publishes is not written as an endpoint even when asked for all of them:
+    the credentials go to every endpoint, and a cluster can publish any address."""
+    host = urllib.parse.urlsplit(url).hostname or ""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return None  # a name: the operator's DNS says where it is
+    given_host = urllib.parse.urlsplit(given).hostname or ""
+    if address.is_link_local or address.is_unspecified or address.is_multicast:
+        return "link-local, unspecified or multicast"
+    if address.is_loopback and not given_host.startswith(("127.", "localhost", "::1")):
+        return "loopback, while the given endpoint is not"
+    return None
+
+
+def chosen_endpoints(facts: Facts, endpoint: str, all_endpoints: bool) -> tuple[list[str], list[str]]:
+    """(endpoints, notes): only the one the operator gave, unless they asked for every published one."""
+    given = endpoint.rstrip("/")
+    scheme = given.split("://", 1)[0]
+    published = [f"{scheme}://{n.http}" for n in facts.nodes if n.http]
+    others = [p for p in published if p != given]
+    if not all_endpoints:
+        said = [f"the cluster publishes {len(others)} other HTTP address(es) ({', '.join(others[:5])}"
+                f"{', ...' if len(others) > 5 else ''}): not written as endpoints, since the credentials would go "
+                "there; add those you know are this cluster's to cluster.endpoints, or run again with "
+                "--all-endpoints"] if others else []
+        return [given], said
+    unfit = {p: why for p in published if (why := unfit_endpoint(p, given))}
+    notes = [f"{p} left out of the endpoints ({why})" for p, why in unfit.items()]
+    return [p for p in published if p not in unfit] or [given], notes
+
+
 def inventory_document(facts: Facts, endpoint: str, cluster: Mapping[str, Any], ssh: SshView,
-                       name: str | None = None, product: str = "elasticsearch") -> tuple[dict[str, Any], list[str]]:
+                       name: str | None = None, product: str = "elasticsearch",
+                       all_endpoints: bool = False) -> tuple[dict[str, Any], list[str]]:
     """(the inventory document, notes for the operator). ``cluster``: the connection settings given to
     discovery (credentials as secret references, never values). ``product``: the server's, which also
-    names its systemd unit and tuning profile."""
-    notes = []
-    scheme = endpoint.split("://", 1)[0]
-    # Every node serving HTTP is an endpoint (elasticsearch-py spreads requests over them).
-    endpoints = [f"{scheme}://{n.http}" for n in facts.nodes if n.http] or [endpoint.rstrip("/")]
+    names its systemd unit and tuning profile. ``all_endpoints``: every HTTP address the nodes publish is
+    an endpoint (elasticsearch-py spreads requests over them), not only the given one."""
+    endpoints, said = chosen_endpoints(facts, endpoint, all_endpoints)
+    notes: list[str] = []
     attribute = facts.awareness[0] if facts.awareness else None
     if len(facts.awareness) > 1:
         notes.append(f"awareness uses {', '.join(facts.awareness)}; zones are read from {attribute} (set "
@@ -168,4 +203,4 @@ def inventory_document(facts: Facts, endpoint: str, cluster: Mapping[str, Any], 
         doc_ssh["known_hosts"] = str(Path("~/.ssh/known_hosts").expanduser())
     doc = {"cluster": doc_cluster, "ssh": doc_ssh, "service": {"manager": "systemd", "unit": product},
            "nodes": nodes, "tuning": {"profile": product}}
-    return doc, notes
+    return doc, notes + said

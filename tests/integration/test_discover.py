@@ -20,7 +20,8 @@ def test_discovered_inventory_matches_the_sandbox_one_and_runs(sandboxes: Sandbo
     secured = ["--ca-file", info["ca_file"], "--username", info["tool_username"],
                "--password-file", info["tool_password_file"]]
     proc = orchestrate("inventory", "discover", "--endpoint", info["endpoints"][0], "--name", "sandbox",
-                       "--ssh-config", info["ssh_config"], *secured, "-o", str(written), timeout=120)
+                       "--ssh-config", info["ssh_config"], *secured, "-o", str(written), "--all-endpoints",
+                       timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert_no_traceback(proc)
     again = orchestrate("inventory", "discover", "--endpoint", info["endpoints"][0], "-o", str(written))

@@ -37,7 +37,8 @@ def test_an_inventory_from_the_answers_uses_the_awareness_attribute_in_use_and_t
     facts = Facts.from_answers("prod", answers(), {"cluster.routing.allocation.awareness.attributes": "rack_id"})
     view = ssh_config_view(SSH_CONFIG, facts.nodes, "ssh_config")
     doc, notes = inventory_document(facts, "https://es-1:9200", {"username": "orchestrator",
-                                                                 "password": {"env": "ES_PASSWORD"}}, view)
+                                                                 "password": {"env": "ES_PASSWORD"}}, view,
+                                    all_endpoints=True)
     inv = Inventory.model_validate(doc)
     assert inv.cluster.name == "prod" and inv.cluster.awareness_attribute == "rack_id"
     assert inv.cluster.endpoints == ["https://10.0.0.1:9200", "https://10.0.0.2:9200", "https://10.0.0.3:9200"]
@@ -54,7 +55,8 @@ def test_without_awareness_no_zone_and_ansible_hosts_map_by_name_or_address() ->
     facts = Facts.from_answers("c", answers(), {})
     listing = {"_meta": {"hostvars": {"es-1": {"ansible_host": "192.0.2.11", "ansible_user": "admin"},
                                       "db7": {"ansible_host": "10.0.0.2", "ansible_port": 2200}}}}
-    doc, notes = inventory_document(facts, "http://x:9200", {}, ansible_view(listing, facts.nodes, "ansible.json"))
+    doc, notes = inventory_document(facts, "http://x:9200", {}, ansible_view(listing, facts.nodes, "ansible.json"),
+                                    all_endpoints=True)
     inv = Inventory.model_validate(doc)
     assert [(n.name, n.host, n.zone, n.ssh_user, n.ssh_port) for n in inv.nodes] == [
         ("es-1", "192.0.2.11", None, "admin", None), ("es-2", "10.0.0.2", None, None, 2200),
@@ -85,3 +87,16 @@ def test_the_adapter_reads_zones_from_the_configured_attribute_and_roles_by_thei
         n["roles"] = ["cluster_manager" if r == "master" else r for r in n.get("roles", [])]
     rest.request = lambda *_: renamed
     assert [n.is_master_eligible for n in ShardClusterAdapter(rest).nodes()] == [True, False, True]
+
+
+def test_only_the_given_endpoint_is_written_unless_all_are_asked_for_and_never_a_link_local_one() -> None:
+    raw = answers()
+    first = next(iter(raw["nodes"]))
+    raw["nodes"][first]["http"]["publish_address"] = "169.254.169.254:9200"  # a cloud's metadata address
+    facts = Facts.from_answers("prod", raw, {})
+    doc, notes = inventory_document(facts, "https://10.0.0.2:9200", {}, SshView())
+    assert doc["cluster"]["endpoints"] == ["https://10.0.0.2:9200"]
+    assert any("not written as endpoints" in n and "169.254.169.254" in n for n in notes), notes
+    doc, notes = inventory_document(facts, "https://10.0.0.2:9200", {}, SshView(), all_endpoints=True)
+    assert doc["cluster"]["endpoints"] == ["https://10.0.0.2:9200", "https://10.0.0.3:9200"]
+    assert notes == ["https://169.254.169.254:9200 left out of the endpoints (link-local, unspecified or multicast)"]
