@@ -129,14 +129,15 @@ class RunView:
             for name, st in self.nodes.items():
                 since = human_duration(time.monotonic() - st["since"]) if st["since"] else "-"
                 style = "green" if st["phase"] == "done" else ("yellow" if st["phase"] != "pending" else None)
-                table.add_row(name, str(st["batch"] or "-"), st["phase"], since, Text(st.get("detail", "")),
+                table.add_row(Text(name), str(st["batch"] or "-"), st["phase"], since, Text(st.get("detail", "")),
                               style=style)
         return table
 
 
 def report_table(summary: dict[str, Any], columns: Sequence[Column]) -> Table:
-    table = Table(title=f"Run {summary['run_id']} on {summary['cluster']}: {summary['result'].upper()} in "
-                        f"{human_duration(summary['duration_s'])}", title_justify="left", show_edge=False)
+    # Text, never markup: a run id or a name read from a journal or a cluster is shown as it is.
+    table = Table(title=Text(f"Run {summary['run_id']} on {summary['cluster']}: {summary['result'].upper()} in "
+                             f"{human_duration(summary['duration_s'])}"), title_justify="left", show_edge=False)
     # An upgrade's install and a host's reboot get their own columns, when a node has them.
     phases = [p for p in ("stop", "install", "reboot", "start", "join", "recovery")
               if p not in ("install", "reboot") or any(p in n["phases"] for n in summary["nodes"])]
@@ -145,6 +146,6 @@ def report_table(summary: dict[str, Any], columns: Sequence[Column]) -> Table:
     for n in summary["nodes"]:
         p = n["phases"]
         shown = (c.value(n["recovery"]) for c in columns)
-        table.add_row(n["name"], "yes" if n["restarted"] else "no", *(human_duration(p.get(k)) if k in p else "-"
-                      for k in phases), *shown)
+        table.add_row(Text(str(n["name"])), "yes" if n["restarted"] else "no",
+                      *(human_duration(p.get(k)) if k in p else "-" for k in phases), *shown)
     return table

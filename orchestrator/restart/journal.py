@@ -13,17 +13,18 @@ yet restored, in reverse order.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 from orchestrator.config.loader import read_bytes_of, strict_json
 from orchestrator.errors import ConfigError, JournalError, OrchestratorError
@@ -126,6 +127,38 @@ class NodeRecord:
     # Each change made to the node's host (tuning): {"knob", "before": {...}, "after": {...}}.
     host_changes: list[dict[str, Any]] = field(default_factory=list)
     boot_before: str | None = None  # `restart --reboot`: the host's boot id before its reboot
+
+
+def check_field_types(record: object) -> None:
+    """Each plain field (numbers, text, flags, lists of text, maps of numbers) holds what its type says."""
+    if not is_dataclass(record) or isinstance(record, type):
+        return
+    hints = type_hints(type(record))
+    for f in fields(record):
+        value, hint = getattr(record, f.name), hints[f.name]
+        allowed = PLAIN_TYPES.get(hint)
+        if allowed is not None and not allowed(value):
+            raise ValueError(f"its field {f.name} holds {type(value).__name__}, not {hint}")
+
+
+@functools.cache
+def type_hints(kind: type) -> dict[str, Any]:
+    return get_type_hints(kind)
+
+
+def _number(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+PLAIN_TYPES: dict[object, Callable[[object], bool]] = {
+    float: _number, float | None: lambda v: v is None or _number(v),
+    int: lambda v: isinstance(v, int) and not isinstance(v, bool), str: lambda v: isinstance(v, str),
+    str | None: lambda v: v is None or isinstance(v, str), bool: lambda v: isinstance(v, bool),
+    list[str]: lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+    dict[str, float]: lambda v: isinstance(v, dict) and all(_number(x) for x in v.values()),
+    dict[str, int]: lambda v: isinstance(v, dict) and all(_number(x) for x in v.values()),
+    dict[str, str]: lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),
+}
 
 
 @dataclass
@@ -360,7 +393,10 @@ class Journal:
         return journal
 
     def check_consistent(self) -> None:
-        """Progress that matches the plan: the same batches of the same nodes, a record per node."""
+        """Progress that matches the plan: the same batches of the same nodes, a record per node, each
+        field of the type it is written with (a timestamp that is text would crash a report later)."""
+        for record in (self, *self.batches, *self.nodes.values()):
+            check_field_types(record)
         planned = [(b.number, list(b.nodes)) for b in self.spec.plan.batches]
         if [(b.number, b.nodes) for b in self.batches] != planned:
             raise ValueError("its batches do not match its plan")

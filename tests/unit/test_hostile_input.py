@@ -22,6 +22,7 @@ from orchestrator.errors import ConfigError, JournalError
 from orchestrator.es.product import PRODUCT as ELASTICSEARCH
 from orchestrator.hosts.transport import KnownHosts
 from orchestrator.restart.journal import Journal
+from tests.helpers import assert_no_traceback, orchestrate
 from tests.unit.journals import journal_of, plan_of
 from tests.unit.snapshots import copies, node, snapshot
 
@@ -265,3 +266,45 @@ def test_yaml_aliases_that_expand_past_a_bound_are_refused_quickly(tmp_path: Pat
     fine = tmp_path / "fine.yaml"
     fine.write_text("name: fine\nbatch: &steps [stop_service, start_service]\nbefore_run: []\n")
     load_model(fine, Playbook)
+
+
+@pytest.mark.parametrize(("field", "value"), [("created", "x"), ("updated", [1]), ("finished", "soon"),
+                                              ("batches.0.started", "x"), ("nodes.[/]a.phases", {"stop": "x"}),
+                                              ("cluster_calls", True)])
+def test_a_journal_with_a_wrong_type_is_exit_8_naming_its_file(field: str, value: Any, tmp_path: Path) -> None:
+    path = saved_journal(tmp_path)
+    raw = json.loads(path.read_text())
+    *parents, last = field.split(".")
+    target = raw
+    for p in parents:
+        target = target[int(p)] if isinstance(target, list) else target[p]
+    target[last] = value
+    path.write_text(json.dumps(raw))
+    proc = report_of(tmp_path)
+    assert proc.returncode == 8 and str(path) in proc.stderr and "damaged" in proc.stderr, proc.stderr
+    assert_no_traceback(proc)
+
+
+def test_nothing_read_from_a_journal_is_taken_as_terminal_markup(tmp_path: Path) -> None:
+    saved_journal(tmp_path)  # its node is named "[/]a": rich would read a closing tag with no opening one
+    proc = report_of(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "[/]a" in proc.stdout + proc.stderr
+    assert_no_traceback(proc)
+
+
+def saved_journal(tmp_path: Path) -> Path:
+    journal = journal_of(plan_of([["[/]a"]]), run_id="20261124T120000-abcdef")
+    where = tmp_path / "state" / "runs" / "c"
+    where.mkdir(parents=True)
+    journal.path = where / f"{journal.run_id}.json"
+    journal.save()
+    return journal.path
+
+
+def report_of(tmp_path: Path) -> Any:
+    inventory = tmp_path / "c.yaml"
+    inventory.write_text("cluster: {name: c, endpoints: ['http://127.0.0.1:9']}\nssh: {transport: local}\n"
+                         "nodes: [{name: a, host: h}]\n")
+    return orchestrate("report", "--config", str(inventory), "--run", "20261124T120000-abcdef",
+                       env={"ORCHESTRATOR_STATE": str(tmp_path / "state")}, timeout=60)
