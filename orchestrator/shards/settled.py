@@ -53,16 +53,22 @@ class UnassignedCopy:
     def from_explain(cls, raw: Mapping[str, Any], copies: int = 1) -> UnassignedCopy:
         info = raw.get("unassigned_info") or {}
         left = NODE_LEFT.search(str(info.get("details") or ""))
-        refusals, first_no = [], ""
+        refusals, first_no, blocking_no = [], "", ""
         for decision in raw.get("node_allocation_decisions") or ():
             said_no = [d for d in decision.get("deciders") or () if str(d.get("decision", "")).upper() == "NO"]
             refusals.append(tuple(sorted(str(d.get("decider")) for d in said_no)))
             if said_no and not first_no:
                 first_no = f"{decision.get('node_name')}: {said_no[0].get('decider')}: {said_no[0].get('explanation')}"
+            # The message names a NO that a settled yellow does not accept (disk_threshold, filter, ...), not
+            # one it does (same_shard on the node holding the primary), when there is one.
+            other = [d for d in said_no if str(d.get("decider")) not in BY_DESIGN_DECIDERS | VERSION_DECIDERS]
+            if other and not blocking_no:
+                blocking_no = f"{decision.get('node_name')}: {other[0].get('decider')}: {other[0].get('explanation')}"
         return cls(index=str(raw.get("index")), shard=int(raw.get("shard") or 0), primary=bool(raw.get("primary")),
                    can_allocate=str(raw.get("can_allocate") or ""), reason=str(info.get("reason") or ""),
                    left_node=left.group(1) if left else None, refusals=tuple(refusals),
-                   explanation=first_no or str(raw.get("allocate_explanation") or ""), copies=copies)
+                   explanation=blocking_no or first_no or str(raw.get("allocate_explanation") or ""),
+                   copies=copies)
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> UnassignedCopy:

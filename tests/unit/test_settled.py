@@ -12,7 +12,7 @@ import pytest
 from orchestrator.restart.plan import Mode
 from orchestrator.shards.plan import build_plan
 from orchestrator.shards.safety import cluster_problems
-from orchestrator.shards.settled import MAX_EXPLAINED, UnassignedCopy, reason_for, settle
+from orchestrator.shards.settled import MAX_EXPLAINED, UnassignedCopy, blocking_text, reason_for, settle
 from orchestrator.shards.snapshot import ClusterSnapshot, Health
 from tests.unit.snapshots import copies, inventory, node, snapshot
 
@@ -227,3 +227,18 @@ def test_recovery_figures_name_each_copy_copied_from_a_peer_largest_first() -> N
     assert figures["bytes_reused"] == 7000 + 50_000 + 900
     assert [c.split()[0] for c in figures["copies_from_peers"]] == ["[big][0]", "[small][1]"]
     assert figures["copies_from_peers"][0].endswith("from es-1")
+
+
+def test_a_blocked_copy_names_the_decider_that_blocks_not_one_a_settled_yellow_accepts() -> None:
+    raw = {"index": "logs", "shard": 0, "primary": False, "can_allocate": "no",
+           "unassigned_info": {"reason": "NODE_LEFT"},
+           "node_allocation_decisions": [
+               {"node_name": "a", "deciders": [{"decider": "same_shard", "decision": "NO",
+                                                "explanation": "a copy of this shard is already on this node"}]},
+               {"node_name": "b", "deciders": [{"decider": "disk_threshold", "decision": "NO",
+                                                "explanation": "the node is above the high watermark"}]}]}
+    copy = UnassignedCopy.from_explain(raw)
+    settlement = settle(1, [copy], [])
+    assert not settlement.settled
+    assert "b: disk_threshold: the node is above the high watermark" in blocking_text(settlement)
+    assert "same_shard" not in blocking_text(settlement)
