@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from orchestrator.config.model import MetricsSection
+from orchestrator.paths import write_atomically
 from orchestrator.restart.events import Event, EventSink
 from orchestrator.restart.journal import Journal, RunState
 
@@ -51,11 +52,13 @@ def registry_of(journal: Journal) -> Any:
 
 
 def publish(journal: Journal, cfg: MetricsSection) -> None:
-    from prometheus_client import push_to_gateway, write_to_textfile
+    from prometheus_client import generate_latest, push_to_gateway
 
     registry = registry_of(journal)
     if cfg.textfile is not None:
-        write_to_textfile(str(cfg.textfile), registry)  # written beside, then renamed: never read half-written
+        # Written to a new file of an unpredictable name beside it (O_EXCL: never through a planted link),
+        # then renamed: never read half-written. The client's own writer uses a predictable name.
+        write_atomically(cfg.textfile, generate_latest(registry).decode(), mode=0o644)
     if cfg.pushgateway is not None:
         push_to_gateway(cfg.pushgateway, job=cfg.job, registry=registry, timeout=10,
                         grouping_key={"cluster": journal.cluster}, handler=closing_handler)

@@ -57,3 +57,22 @@ def test_a_pushgateway_that_fails_is_one_warning_never_a_failed_run(tmp_path: Pa
 def test_without_a_metrics_section_nothing_is_added() -> None:
     sink = print
     assert metrics_sink(None, MetricsSection(), sink) is sink  # type: ignore[arg-type]
+
+
+def test_the_textfile_is_never_written_through_a_link_planted_at_a_predictable_name(tmp_path: Path) -> None:
+    import os
+    import threading
+
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    textfile = tmp_path / "orchestrator.prom"
+    # Where prometheus_client's own writer puts its temporary file: PATH.PID.THREAD.
+    os.symlink(victim, f"{textfile}.{os.getpid()}.{threading.current_thread().ident}")
+    with state_dir():
+        inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        journal = new_journal(inv, cluster)
+        eng = engine(inv, cluster, journal, [])
+        eng.ctx.emit = metrics_sink(journal, MetricsSection(textfile=textfile), lambda e: None)
+        eng.run()
+    assert victim.read_text() == "keep me\n"
+    assert "orchestrator_batches" in textfile.read_text() and not textfile.is_symlink()
