@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Any
 
@@ -32,8 +33,21 @@ def set_verbosity(verbose: bool, quiet: bool) -> None:
             logging.getLogger(name).setLevel(logging.INFO)
 
 
+MAX_SAID = 8000  # characters of one message: an error a cluster or host sent back can be any size
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """Text as it may reach a terminal: control characters (escape sequences a cluster's error could
+    carry: a retitled window, a cleared screen) shown as \\xNN, and at most MAX_SAID characters."""
+    shown = CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    if len(shown) > MAX_SAID:
+        shown = shown[:MAX_SAID] + f" ... ({len(shown) - MAX_SAID} more characters)"
+    return shown
+
+
 def say(message: str) -> None:
-    err_console.print(message, markup=False)
+    err_console.print(terminal_safe(message), markup=False)
 
 
 def emit_json(obj: Any) -> None:

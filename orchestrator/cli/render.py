@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.cli import output
-from orchestrator.cli.output import emit_json, err_console
+from orchestrator.cli.output import emit_json, err_console, terminal_safe
 from orchestrator.restart.events import Event
 from orchestrator.restart.plan import Plan
 from orchestrator.restart.product import Column
@@ -112,12 +112,12 @@ class RunView:
             emit_json(event_line(event, self.run_id))
         elif output.QUIET:
             if event.kind in ("warning", "undo") or event.ends_run:
-                err_console.print(event.message, markup=False)
+                err_console.print(terminal_safe(event.message), markup=False)
         elif not self.live_mode:
             stamp = time.strftime("%H:%M:%S", time.localtime(event.at))
-            err_console.print(f"{stamp} {event.kind:<7} {event.message}", markup=False, highlight=False)
+            err_console.print(f"{stamp} {event.kind:<7} {terminal_safe(event.message)}", markup=False, highlight=False)
         elif event.kind in ("warning", "run", "batch", "undo"):
-            err_console.print(event.message, markup=False)
+            err_console.print(terminal_safe(event.message), markup=False)
 
     def render(self) -> Table:
         table = Table(title=f"elapsed {human_duration(time.monotonic() - self.started)}  ETA "

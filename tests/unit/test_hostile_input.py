@@ -308,3 +308,40 @@ def report_of(tmp_path: Path) -> Any:
                          "nodes: [{name: a, host: h}]\n")
     return orchestrate("report", "--config", str(inventory), "--run", "20261124T120000-abcdef",
                        env={"ORCHESTRATOR_STATE": str(tmp_path / "state")}, timeout=60)
+
+
+def test_a_clusters_error_never_reaches_the_terminal_with_its_escape_sequences_or_its_size(tmp_path: Path) -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    reason = "\x1b]0;pwned\x07\x1b[2J\x1b[31m" + "x" * 200_000
+
+    class Hostile(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = json.dumps({"error": {"type": "x", "reason": reason}, "status": 500}).encode()
+            self.send_response(500)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("X-Elastic-Product", "Elasticsearch")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_POST = do_PUT = do_GET
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        inventory = tmp_path / "c.yaml"
+        inventory.write_text(f"cluster: {{name: c, endpoints: ['http://127.0.0.1:{server.server_address[1]}']}}\n"
+                             "ssh: {transport: local}\nnodes: [{name: a, host: h}]\n")
+        proc = orchestrate("plan", "--config", str(inventory), timeout=120)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert proc.returncode != 0 and proc.stderr.strip()
+    assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr, proc.stderr[:300]
+    assert len(proc.stderr) < 20_000, len(proc.stderr)
+    assert_no_traceback(proc)
