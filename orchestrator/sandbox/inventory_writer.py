@@ -41,10 +41,10 @@ def write_ssh_files(paths: SandboxPaths, records: list[HostRecord], mode: str,
 
 
 def local_service_commands(paths: SandboxPaths, unit: str) -> dict[str, str]:
-    """Local mode: the systemctl stand-in, run on this machine, pointed at each node's unit directory."""
+    """Local mode: the local service runner (host_files/local-service), pointed at each node's files."""
     host_dir = shlex.quote(str(paths.root / "hosts")) + "/{node}"
-    stand_in = shlex.quote(str(hosts.HOST_FILES / "systemctl"))
-    prefix = f"SANDBOX_UNIT_DIR={host_dir}/units SANDBOX_RUN_DIR={host_dir}/run {stand_in}"
+    runner = shlex.quote(str(hosts.HOST_FILES / "local-service"))
+    prefix = f"SANDBOX_UNIT_DIR={host_dir}/units SANDBOX_RUN_DIR={host_dir}/run {runner}"
     return {"manager": "commands", "stop": f"{prefix} stop {unit}",
             "start": f"{prefix} start {unit}", "status": f"{prefix} is-active {unit}"}
 

@@ -309,11 +309,11 @@ def install_packages(test_hosts: list[hosts.TestHost], version: str) -> None:
         list(pool.map(install, test_hosts))
 
 
-def local_systemctl(host_paths: HostPaths) -> str:
-    """The command line that manages a local-mode node: the same stand-in, pointed at its own unit dir."""
-    stand_in = hosts.HOST_FILES / "systemctl"
+def local_service(host_paths: HostPaths) -> str:
+    """The command line that manages a local-mode node: the local service runner, pointed at its own files."""
+    runner = hosts.HOST_FILES / "local-service"
     return (f"SANDBOX_UNIT_DIR={shlex.quote(str(host_paths.units_dir))} "
-            f"SANDBOX_RUN_DIR={shlex.quote(str(host_paths.run_dir))} {shlex.quote(str(stand_in))}")
+            f"SANDBOX_RUN_DIR={shlex.quote(str(host_paths.run_dir))} {shlex.quote(str(runner))}")
 
 
 def _port_free(port: int) -> bool:
@@ -352,7 +352,7 @@ def _up_local(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
         hp.run_dir.mkdir(parents=True, exist_ok=True)
     for name in names:
         hp = paths.host(name)
-        proc = subprocess.run(f"{local_systemctl(hp)} start {service_of(st.product)}", shell=True,
+        proc = subprocess.run(f"{local_service(hp)} start {service_of(st.product)}", shell=True,
                               capture_output=True, text=True)
         if proc.returncode != 0:
             raise SandboxError(f"node {name} did not start: {proc.stderr.strip()}")
@@ -429,7 +429,7 @@ def down(paths: SandboxPaths, say: Say) -> int:
             else:
                 hp = paths.host(h.name)
                 if hp.units_dir.parent.exists():
-                    subprocess.run(f"{local_systemctl(hp)} stop {service_of(st.product)}", shell=True,
+                    subprocess.run(f"{local_service(hp)} stop {service_of(st.product)}", shell=True,
                                    capture_output=True)
                     stopped += 1
     if os.geteuid() == 0:
