@@ -203,9 +203,10 @@ def wait_for_join(ctx: RunContext, batch: BatchRecord) -> None:
         if reached(rec.phase, Phase.JOINED):
             return
         started = ctx.clock.monotonic()
-        started_again: list[bool] = []
+        started_again = False
 
         def joined(seen: Seen[str]) -> str | None:
+            nonlocal started_again
             left = ctx.inv.timeouts.join_s - (ctx.clock.monotonic() - started)
             identity = live_identity(ctx, name, wait_s=min(JOIN_WAIT_S, max(left, 0)))
             if identity is None:
@@ -216,7 +217,7 @@ def wait_for_join(ctx: RunContext, batch: BatchRecord) -> None:
                         # A resumed run after the operator's fix: the start step is done, so start it here.
                         ctx.emit(Event("step", f"{name}: its service had failed: starting it again", node=name))
                         ctx.service.start(ctx.node(name))
-                        started_again.append(True)
+                        started_again = True
                         return None
                     if failed is not None:  # it will not join: say why now, not at the join timeout
                         ctx.journal.mark(name, START_FAILED)

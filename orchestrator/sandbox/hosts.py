@@ -189,8 +189,7 @@ def reset_knobs(paths: HostPaths) -> None:
         Path(knob_file).write_text(KNOB_SEEDS.get(target, SCHEDULER_SEED))
 
 
-def write_unit(unit_dir: Path, name: str, exec_start: str, user: str | None, enabled: bool,
-               nofile: int | None = None) -> None:
+def write_unit(unit_dir: Path, name: str, exec_start: str, user: str | None, nofile: int | None = None) -> None:
     """A plain unit for a local-mode node (no test hosts: see lifecycle.local_service)."""
     unit_dir.mkdir(parents=True, exist_ok=True)
     lines = ["[Unit]", f"Description=sandbox {name}", "", "[Service]", f"ExecStart={exec_start}",
@@ -200,8 +199,6 @@ def write_unit(unit_dir: Path, name: str, exec_start: str, user: str | None, ena
     if nofile:
         lines.append(f"LimitNOFILE={nofile}")
     (unit_dir / f"{name}.service").write_text("\n".join(lines) + "\n")
-    if enabled:
-        enable_unit(unit_dir, f"{name}.service")
 
 
 def node_unit_text(service: str, exec_start: str) -> str:

@@ -348,7 +348,7 @@ def _up_local(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
         _prepare_node(paths, st, spec, hp)
         script = _write_start_script(homes, hp, heap_mb)
         user = str(NODE_UID) if os.geteuid() == 0 else None
-        hosts.write_unit(hp.units_dir, service_of(st.product), str(script), user, enabled=False)
+        hosts.write_unit(hp.units_dir, service_of(st.product), str(script), user)
         hp.run_dir.mkdir(parents=True, exist_ok=True)
     for name in names:
         hp = paths.host(name)

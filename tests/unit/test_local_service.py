@@ -14,8 +14,8 @@ from orchestrator.sandbox.hosts import HOST_FILES, write_unit
 @pytest.fixture
 def service(tmp_path: Path):  # type: ignore[no-untyped-def]
     units = tmp_path / "units"
-    write_unit(units, "sleeper", "/bin/sleep 300", None, enabled=False)
-    write_unit(units, "crasher", "/bin/false", None, enabled=False)
+    write_unit(units, "sleeper", "/bin/sleep 300", None)
+    write_unit(units, "crasher", "/bin/false", None)
     env = {**os.environ, "SANDBOX_UNIT_DIR": str(units), "SANDBOX_RUN_DIR": str(tmp_path / "run")}
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
