@@ -12,7 +12,9 @@ errors and chooses exit codes.
     │   └── ClusterUnreachable the endpoint did not answer, or refused credentials it had
     │                          accepted (no elected master): waits ride it out
     ├── HostError              a command on a host failed
-    │   └── HostUnreachable    SSH could not connect, or the host key was refused
+    │   ├── HostUnreachable    SSH could not connect, or the host key was refused
+    │   └── HostDidNotReturn   a rebooted host did not come back in time (the run ends with its
+    │                          temporary settings restored)
     ├── PreflightFailed        a check before the run failed; nothing was changed
     ├── UnsafeToProceed        the cluster is not safe for the next step
     ├── WaitTimeout            a wait ran out of time (says what it saw)
@@ -36,6 +38,9 @@ class OrchestratorError(Exception):
     """Base of every error the orchestrator raises for an operator to read."""
 
     exit_code = 1
+    # A run that fails keeps its temporary settings in force (allocation restricted) unless its error
+    # says otherwise: with a node in trouble, restoring them would start copying its shards elsewhere.
+    restores_settings = False
 
 
 class ConfigError(OrchestratorError):
@@ -67,6 +72,14 @@ class HostError(OrchestratorError):
 
 class HostUnreachable(HostError):
     pass
+
+
+class HostDidNotReturn(HostError):
+    """A rebooted host is still away after `timeouts.reboot_s`: not a node in a short restart any more but a
+    node lost for longer than planned. The run restores its settings, so the cluster can copy the lost
+    node's shards elsewhere instead of waiting on it with allocation restricted."""
+
+    restores_settings = True
 
 
 class PreflightFailed(OrchestratorError):

@@ -75,11 +75,16 @@ class Engine:
             self.hooks("after_run" if isinstance(exc, StoppedAfter) else "on_failure", never_abort=True)
             raise stopped from None
         except OrchestratorError as exc:
-            # Temporary settings stay in force (allocation restricted): with a node in trouble, restoring
-            # them would start copying its shards elsewhere. The journal keeps them for `resume`.
-            self.finish(RunState.FAILED, str(exc))
+            # Temporary settings stay in force (allocation restricted), kept by the journal for `resume`,
+            # unless the error says the node is lost for longer than planned (errors.py).
+            if not exc.restores_settings:
+                self.finish(RunState.FAILED, str(exc))
+                self.hooks("on_failure", never_abort=True)
+                raise
+            failed = self.restore_after_failure(exc)
+            self.finish(RunState.FAILED, str(failed))
             self.hooks("on_failure", never_abort=True)
-            raise
+            raise failed from exc
         except BaseException as exc:
             # Not ours (a bug, or the interpreter stopping): the journal must not say "running" forever.
             self.finish(RunState.FAILED, f"internal error: {type(exc).__name__}: {exc}")
@@ -101,23 +106,34 @@ class Engine:
         self.ctx.emit(Event("run", f"run {state.value}: {message}", data={"result": state.value}))
 
     def stop_safely(self, exc: Aborted) -> Aborted:
-        """After an abort: put every temporary setting back, so nothing is left half-set. What `resume`
-        needs is then made again: a batch whose nodes have not begun to stop starts over (its setting
-        is set again before any stop), and the run's `before_run` steps run again."""
+        """After an abort: every temporary setting put back, so nothing is left half-set."""
+        message = self.restore_everything(exc, "`orchestrate resume` continues the remaining batches")
+        self.finish(RunState.ABORTED, message)
+        return exc.__class__(message)
+
+    def restore_after_failure(self, exc: OrchestratorError) -> OrchestratorError:
+        """After a failure whose error asks it (errors.py): every temporary setting put back; the error,
+        its message saying so."""
+        failed = exc.__class__(self.restore_everything(exc, "Once the cause is fixed, `orchestrate resume` "
+                                                            "finishes the run"))
+        failed.restores_settings = exc.restores_settings
+        return failed
+
+    def restore_everything(self, exc: OrchestratorError, then: str) -> str:
+        """Every temporary setting put back, and what `resume` needs made again: a batch whose nodes have
+        not begun to stop starts over (its setting set again before any stop), and the run's
+        `before_run` steps run again. The run's message, saying how it went."""
         try:
             steps.restore_settings(self.ctx)
         except OrchestratorError as restore_error:
-            message = (f"{exc}; restoring settings FAILED ({restore_error}): `orchestrate status` shows what is "
-                       "pending, `orchestrate resume` restores it")
-        else:
-            journal = self.ctx.journal
-            for batch in journal.batches:
-                if batch.state == "running" and not self.any_node_stopping(batch):
-                    journal.reopen_batch(batch)
-            journal.setup_undone()
-            message = f"{exc}; temporary settings restored. `orchestrate resume` continues the remaining batches"
-        self.finish(RunState.ABORTED, message)
-        return exc.__class__(message)
+            return (f"{exc}; restoring settings FAILED ({restore_error}): `orchestrate status` shows what is "
+                    "pending, `orchestrate resume` restores it")
+        journal = self.ctx.journal
+        for batch in journal.batches:
+            if batch.state == "running" and not self.any_node_stopping(batch):
+                journal.reopen_batch(batch)
+        journal.setup_undone()
+        return f"{exc}; temporary settings restored. {then}"
 
     def any_node_stopping(self, batch: BatchRecord) -> bool:
         return any(reached(self.ctx.record(name).phase, Phase.STOPPING) for name in batch.nodes)

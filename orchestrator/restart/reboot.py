@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from orchestrator.config.model import DEFAULT_REBOOT, Inventory, NodeEntry
 from orchestrator.config.playbook import Playbook
-from orchestrator.errors import HostUnreachable, OrchestratorError
+from orchestrator.errors import HostDidNotReturn, HostUnreachable, OrchestratorError, WaitTimeout
 from orchestrator.hosts.actions import systemctl
 from orchestrator.hosts.transport import Transport
 from orchestrator.restart.context import RunContext
@@ -102,10 +102,13 @@ def reboot_host(ctx: RunContext, batch: BatchRecord) -> None:
             seen.text = "SSH does not answer" if now is None else "the boot id has not changed yet"
             return now if now is not None and now != before else None
 
-        after = wait_until(new_boot, what=f"{name}'s host to come back from its reboot",
-                           timeout_s=ctx.inv.timeouts.reboot_s, interval_s=max(ctx.inv.timeouts.poll_interval_s, 1),
-                           clock=ctx.clock, hint=f"Check {node.host}'s console; when it is back, `orchestrate resume` "
-                                                 "goes on.")
+        try:
+            after = wait_until(new_boot, what=f"{name}'s host to come back from its reboot",
+                               timeout_s=ctx.inv.timeouts.reboot_s,
+                               interval_s=max(ctx.inv.timeouts.poll_interval_s, 1), clock=ctx.clock,
+                               hint=f"Check {node.host}'s console; when it is back, `orchestrate resume` goes on.")
+        except WaitTimeout as exc:
+            raise HostDidNotReturn(str(exc)) from None
         seconds = ctx.clock.monotonic() - started
         ctx.timed(name, "reboot", seconds)
         ctx.journal.mark(name, REBOOTED)

@@ -22,8 +22,17 @@ from hypothesis import strategies as st
 
 from orchestrator.config.model import Inventory, NodeEntry
 from orchestrator.config.playbook import Playbook
-from orchestrator.errors import Aborted, HostError, OrchestratorError, StoppedAfter, UnsafeToProceed, WaitTimeout
+from orchestrator.errors import (
+    Aborted,
+    HostDidNotReturn,
+    HostError,
+    OrchestratorError,
+    StoppedAfter,
+    UnsafeToProceed,
+    WaitTimeout,
+)
 from orchestrator.hosts.service import ServiceControl
+from orchestrator.hosts.transport import CommandResult
 from orchestrator.restart import journal as journals
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.engine import Engine
@@ -32,6 +41,7 @@ from orchestrator.restart.journal import BatchRecord, Journal, NodeRecord, RunOp
 from orchestrator.restart.lock import PAUSE_DOC, request_pause
 from orchestrator.restart.plan import Mode
 from orchestrator.restart.procedure import resolve
+from orchestrator.restart.reboot import with_reboot
 from orchestrator.testing.fake import HELD, LIMIT, PRODUCT, Crash, FakeClock, FakeCluster, FakeSnapshot, FakeTransport
 
 PLAYBOOK = Playbook.model_validate({
@@ -533,3 +543,75 @@ def test_several_temporary_settings_go_in_one_request_each_way_after_every_undo_
         restore_settings(ctx)
         assert cluster.writes[1:] == [{"raised": None, "kept": "x"}]
         assert cluster.settings == {("cluster", "kept"): "x"} and journal.pending_undo() == []
+
+
+class RebootingHosts(FakeTransport):
+    """Hosts with a boot id; `systemctl reboot` gives a new one, unless the host is one that never comes back."""
+
+    def __init__(self, cluster: FakeCluster, lost: set[str]) -> None:
+        super().__init__(cluster)
+        self.lost = lost
+        self.boots = dict.fromkeys(cluster.nodes, 0)
+
+    def run(self, node: NodeEntry, command: str, timeout_s: float | None = None,
+            stdin: bytes | None = None) -> CommandResult:
+        if command == "cat /proc/sys/kernel/random/boot_id":
+            self.commands.append((node.name, command))
+            return CommandResult(0, f"boot-{self.boots[node.name]}\n", "")
+        if command == "systemctl reboot":
+            self.commands.append((node.name, command))
+            self.cluster.nodes[node.name].up = False
+            if node.name not in self.lost:
+                self.boots[node.name] += 1
+            return CommandResult(0, "", "")
+        return super().run(node, command, timeout_s, stdin)
+
+
+def test_a_host_that_does_not_come_back_from_its_reboot_ends_the_run_with_every_setting_restored() -> None:
+    """A failed start keeps the batch's settings in force (the node is there, in trouble); a host still
+    away after reboot_s is lost for longer than planned: its settings are put back, and a resume once it is
+    back finishes the run."""
+    with state_dir():
+        inv = inventory(["a", "b"], reboot_s=120)
+        cluster = FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        options = RunOptions(reboot=True)
+        journal = new_journal(inv, cluster, options=options)
+        hosts = RebootingHosts(cluster, lost={"b"})
+        playbook = Playbook.model_validate(journal.spec.playbook)
+
+        def engine_over(hosts: RebootingHosts, events: list[Event]) -> Engine:
+            ctx = RunContext(inv=inv, cluster=cluster, transport=hosts, service=ServiceControl(hosts, inv.service, 60),
+                             journal=journal, emit=events.append, clock=FakeClock())
+            return Engine(ctx, PRODUCT, resolve(with_reboot(playbook), PRODUCT))
+
+        events: list[Event] = []
+        with pytest.raises(HostDidNotReturn) as err:
+            engine_over(hosts, events).run()
+        assert "timed out after 120 s waiting for b's host to come back from its reboot" in str(err.value)
+        assert "; temporary settings restored. Once the cause is fixed, `orchestrate resume`" in str(err.value)
+        assert err.value.exit_code == 4
+        assert cluster.settings == ORIGINAL, "the batch's hold and the run's limit both put back"
+        assert all(u.state is UndoState.RESTORED for u in journal.undo)
+        assert journal.state is RunState.FAILED and "temporary settings restored" in journal.message
+        assert [name for name, command in hosts.commands if command == "systemctl reboot"] == ["a", "b"]
+
+        hosts.lost.clear()  # b is back (with a new boot): a resume finishes the run, rebooting nothing twice
+        hosts.boots["b"] += 1
+        engine_over(hosts, []).run()
+        assert journal.state is RunState.SUCCEEDED, journal.message
+        assert [name for name, command in hosts.commands if command == "systemctl reboot"] == ["a", "b"]
+        assert cluster.settings == ORIGINAL and all(n.up for n in cluster.nodes.values())
+        raised = [u for u in journal.undo if u.key == LIMIT]
+        assert len(raised) == 2, "the run's limit raised again by the resume (its before_run ran again)"
+
+
+def test_a_failed_start_keeps_the_batch_setting_in_force_for_resume() -> None:
+    with state_dir():
+        inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        cluster.nodes["a"].start_fails = True
+        journal = new_journal(inv, cluster)
+        with pytest.raises(HostError) as err:
+            run(inv, cluster, journal)
+        assert not isinstance(err.value, HostDidNotReturn)
+        assert cluster.settings == {("cluster", LIMIT): "raised", ("cluster", HELD): "held"}
+        assert {u.key for u in journal.pending_undo()} == {LIMIT, HELD}
