@@ -1,6 +1,6 @@
 """Rolling upgrades of the real sandbox, 8.19.21 -> 9.5.3, under a write load: by node with real Debian
 packages and apt (an operator's changed elasticsearch.yml kept, a held package refused before any
-change), refused paths change nothing, a mixed-version yellow is settled by the allocation explain API,
+change, an install that fails on dpkg's lock reported with apt's words), refused paths change nothing, a mixed-version yellow is settled by the allocation explain API,
 a SIGKILL after a node's install is resumed, every node ends on 9.5.3 restarted exactly once; the same in
 zone mode (its hosts switch a link)."""
 
@@ -115,10 +115,26 @@ def test_upgrade_from_8_to_9_under_load_with_refusals_a_mixed_version_yellow_and
     upgraded: list[str] = []
 
     def first_node_then_a_kill_then_resume() -> list[dict[str, Any]]:
-        # The first node only, then a state only a mixed cluster has: a primary on the new node whose
+        # dpkg's lock held on every host (as unattended-upgrades holds it): the first node's install fails
+        # with apt's own words, and the node stays stopped on its old version; a resume installs it.
+        for node in ("es-1", "es-2", "es-3"):
+            held = ssh(info, node, "systemd-run --unit=hold-dpkg-lock python3 -c 'import fcntl, time; "
+                                   "f = open(\"/var/lib/dpkg/lock-frontend\", \"w\"); fcntl.lockf(f, fcntl.LOCK_EX); "
+                                   "time.sleep(600)' && sleep 1 && systemctl is-active hold-dpkg-lock")
+            assert held.returncode == 0, held
+        locked = orchestrate("upgrade", "--cluster", "sandbox", "--to", NEW, "--yes", "--json", "--stop-after", "1",
+                             timeout=600)
+        assert locked.returncode == 4, locked.stderr[-3000:]
+        assert_no_traceback(locked)
+        assert f"installing {NEW} failed (exit 100)" in locked.stderr, locked.stderr[-3000:]
+        assert "Could not get lock /var/lib/dpkg/lock-frontend" in locked.stderr, locked.stderr[-3000:]
+        assert "The node is stopped on its old version" in locked.stderr
+        assert len([n for n in versions(info).values() if n == OLD]) == 2, "one node stopped, two running"
+        for node in ("es-1", "es-2", "es-3"):
+            assert ssh(info, node, "systemctl stop hold-dpkg-lock").returncode == 0
+        # Then the first node only, then a state only a mixed cluster has: a primary on the new node whose
         # replicas cannot go to the old ones.
-        first = orchestrate("upgrade", "--cluster", "sandbox", "--to", NEW, "--yes", "--json", "--stop-after", "1",
-                            timeout=600)
+        first = orchestrate("resume", "--cluster", "sandbox", "--json", "--stop-after", "1", timeout=600)
         assert first.returncode == 11, first.stderr[-3000:]
         upgraded.extend(n for n, v in versions(info).items() if v == NEW)
         assert len(upgraded) == 1, versions(info)
