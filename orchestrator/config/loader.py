@@ -85,6 +85,17 @@ def read_bytes_of(path: Path, limit: int = MAX_CONFIG_BYTES) -> bytes:
     return b"".join(chunks)
 
 
+def refuse_special_file(path: Path, label: str) -> None:
+    """For a path another program or library will open (a key, a CA, a config): if it is there, it must be
+    a regular file. A FIFO would hang the reader and /dev/zero never end."""
+    try:
+        mode = path.expanduser().stat().st_mode
+    except (OSError, ValueError):
+        return  # missing: whoever opens it says so
+    if not stat.S_ISREG(mode):
+        raise ConfigError(label, [f"{str(path)[:300]} is not a regular file (a directory, device or pipe)"])
+
+
 def read_text(path: Path | Traversable) -> str:
     if not isinstance(path, Path):
         return path.read_text(encoding="utf-8")  # shipped with the package

@@ -11,12 +11,15 @@ from typing import Annotated, Literal
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
+from orchestrator.config.loader import read_bytes_of
 from orchestrator.config.model_base import ABSOLUTE_PATH, Model
 from orchestrator.config.upgrade import UpgradeSection
+from orchestrator.errors import ConfigError
 
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 BYTE_SIZE_RE = re.compile(r"\d{1,12}(\.\d{1,6})?(b|kb|mb|gb|tb)")
 DAY_S = 86_400
+MAX_SECRET_BYTES = 64 * 1024  # a password, an API key, a passphrase: a file larger is not one
 ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
 
 
@@ -60,10 +63,12 @@ class SecretSource(Model):
                 raise ValueError(f"environment variable {self.env} is not set")
             return value
         assert self.file is not None
-        try:
-            return self.file.read_text().strip()
-        except OSError as exc:
-            raise ValueError(f"cannot read secret file {self.file}: {exc.strerror}") from None
+        try:  # a regular file of a secret's size: never a FIFO (a hang) or a device (/dev/zero never ends)
+            return read_bytes_of(self.file.expanduser(), MAX_SECRET_BYTES).decode("utf-8").strip()
+        except ConfigError as exc:
+            raise ValueError(f"cannot read secret file {self.file}: {'; '.join(exc.problems)}") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"secret file {self.file} is not UTF-8 text") from None
 
 
 class ClusterSection(Model):
@@ -89,8 +94,11 @@ class ClusterSection(Model):
                 raise ValueError("an endpoint holds credentials (user:password@host); they would end up in "
                                  "messages and journals. Give cluster.username with password: {env: NAME} or "
                                  "{file: PATH}, or api_key: {env: NAME}")
-            if not re.fullmatch(r"https?://[^\s/@]+(:\d+)?/?", url):
+            m = re.fullmatch(r"https?://(\[[0-9A-Fa-f:.]+\]|[^\s/@:\[\]]+)(?::(\d{1,5}))?/?", url)
+            if m is None:
                 raise ValueError(f"{url[:100]!r} is not an http(s)://host:port URL")
+            if m[2] is not None and not 1 <= int(m[2]) <= 65535:
+                raise ValueError(f"{url[:100]!r}: port {int(m[2])} is not between 1 and 65535")
         return v
 
     @model_validator(mode="after")

@@ -27,6 +27,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator.config.loader import refuse_special_file
 from orchestrator.config.model import NodeEntry, SshSection
 from orchestrator.errors import ConfigError
 
@@ -247,6 +248,8 @@ def hop(config: SshConfig, cfg: SshSection, alias: str, user: str | None = None,
         found: Resolved | None = None) -> Hop:
     found = config.resolve(alias, user, port) if found is None else found
     keys = (str(cfg.key_file),) if cfg.key_file else identity_files(found, config.defaults(), alias) if found else ()
+    for key in keys:  # paramiko opens each: a FIFO would hang it, /dev/zero never end
+        refuse_special_file(Path(key), "ssh.key_file" if cfg.key_file else f"Host {alias}: IdentityFile")
     return Hop(alias=alias, hostname=found.get("hostname", [alias])[0],
                port=port or int(found.get("port", [cfg.port])[0]), user=user or found.get("user", [cfg.user])[0],
                key_files=keys)

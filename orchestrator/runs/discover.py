@@ -4,25 +4,32 @@ the operator's SSH config or Ansible inventory, and return a checked inventory (
 from __future__ import annotations
 
 import json
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import ValidationError
 
-from orchestrator.config.loader import problems_of, read_bytes_of
+from orchestrator.config.loader import problems_of, read_bytes_of, refuse_special_file
 from orchestrator.config.model import ClusterSection, Inventory
-from orchestrator.errors import ConfigError
+from orchestrator.errors import ClusterUnreachable, ConfigError
 from orchestrator.es.connect import ElasticsearchRest
+from orchestrator.hosts.ssh_config import Resolved, SshConfig, identity_files
 from orchestrator.opensearch.adapter import OpenSearchAdapter
 from orchestrator.opensearch.connect import OpenSearchRest
 from orchestrator.shards.adapter import ShardClusterAdapter
 from orchestrator.shards.connection import connection_of
-from orchestrator.shards.discover import Facts, SshView, ansible_view, inventory_document, ssh_config_view
+from orchestrator.shards.discover import DiscoveredNode, Facts, SshHost, SshView, ansible_view, inventory_document
 from orchestrator.shards.rest import WrongProduct
 
-MAX_INPUT_BYTES = 20_000_000  # an SSH config or an Ansible listing of thousands of hosts
+MAX_INPUT_BYTES = 20_000_000  # an Ansible listing of thousands of hosts
+# The client's timeout bounds each read, not a request: an answer trickling in a byte at a time would hold
+# discovery for ever. Its few requests together get this many times the timeout.
+DEADLINE_TIMEOUTS = 2
+T = TypeVar("T")
 
 
 def cluster_facts(section: ClusterSection) -> tuple[Facts, str]:
@@ -45,11 +52,15 @@ def discover(endpoint: str, cluster: dict[str, Any], ssh_config: Path | None = N
         section = ClusterSection.model_validate({"name": name or "discovered", "endpoints": [endpoint], **cluster})
     except ValidationError as exc:
         raise ConfigError("discover", problems_of(exc, None)) from None
-    facts, product = cluster_facts(section)
+    if section.ca_file is not None:
+        refuse_special_file(section.ca_file, "--ca-file")
+    deadline = section.request_timeout_s * DEADLINE_TIMEOUTS
+    facts, product = within(deadline, lambda: cluster_facts(section),
+                            f"{endpoint} did not answer discovery's requests within {deadline:.0f} s in all")
     view = SshView()
     if ssh_config is not None:
-        view = ssh_config_view(read_bytes_of(ssh_config, MAX_INPUT_BYTES).decode(errors="replace"), facts.nodes,
-                               str(ssh_config))
+        refuse_special_file(ssh_config, "--ssh-config")
+        view = ssh_config_view(SshConfig(ssh_config, True), facts.nodes)
     elif ansible is not None:
         try:
             listing = json.loads(read_bytes_of(ansible, MAX_INPUT_BYTES))
@@ -57,6 +68,10 @@ def discover(endpoint: str, cluster: dict[str, Any], ssh_config: Path | None = N
             raise ConfigError(str(ansible), [f"not the JSON `ansible-inventory -i INVENTORY --list` prints: {exc}"]) \
                 from None
         view = ansible_view(listing if isinstance(listing, dict) else {}, facts.nodes, str(ansible))
+    for reach in view.hosts.values():  # written into the inventory, opened by later runs
+        for path, label in ((reach.identity_file, "IdentityFile"), (reach.known_hosts, "UserKnownHostsFile")):
+            if path:
+                refuse_special_file(Path(path), f"{view.source}: {label}")
     doc, notes = inventory_document(facts, endpoint, cluster, view, name, product, all_endpoints)
     try:
         Inventory.model_validate(doc)  # what is written loads: checked by the inventory's own model
@@ -66,3 +81,63 @@ def discover(endpoint: str, cluster: dict[str, Any], ssh_config: Path | None = N
               f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}.\n# Review it (SSH user, keys, tuning profile) before a "
               "run; `orchestrate plan --config THIS_FILE` checks it against the cluster.\n")
     return header + yaml.safe_dump(doc, sort_keys=False), notes
+
+
+def within(seconds: float, work: Callable[[], T], late: str) -> T:
+    """``work``'s result, or ClusterUnreachable(``late``) once ``seconds`` have passed (the worker is left
+    to its socket timeouts: a daemon thread, it does not hold the command's exit)."""
+    result: list[T] = []
+    error: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(work())
+        except BaseException as exc:  # handed to the caller's thread as it is
+            error.append(exc)
+
+    worker = threading.Thread(target=run, name="discover", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise ClusterUnreachable(f"{late}: an answer arriving too slowly, or a server that is not the cluster")
+    if error:
+        raise error[0]
+    return result[0]
+
+
+# What makes a Host block's settings differ from OpenSSH's defaults for discovery's purpose.
+REACH_KEYWORDS = ("hostname", "user", "port", "identityfile", "userknownhostsfile", "proxyjump")
+
+
+def ssh_config_view(config: SshConfig, nodes: tuple[DiscoveredNode, ...]) -> SshView:
+    """Hosts from an OpenSSH client config, resolved by the OpenSSH client itself (`ssh -G`): the node's
+    name, or else its address, when the config says of it anything OpenSSH's defaults do not (HostName,
+    User, Port, IdentityFile, UserKnownHostsFile, ProxyJump). The host written is that alias, and the
+    inventory names the config: each run resolves it again as ssh does, jump hosts included."""
+    defaults = config.defaults()
+    found = {}
+    for n in nodes:
+        for alias in dict.fromkeys(a for a in (n.name, n.ip) if a):
+            resolved = config.resolve(alias)
+            if named(resolved, defaults, alias):
+                found[n.name] = reach_of(resolved, defaults, alias)
+                break
+    return SshView(found, config.source, str(config.path.absolute()) if config.path else None)
+
+
+def named(resolved: Resolved, defaults: Resolved, alias: str) -> bool:
+    if resolved.get("hostname", [alias.lower()])[0] != alias.lower():
+        return True
+    return any(resolved.get(k) != defaults.get(k) for k in REACH_KEYWORDS if k != "hostname")
+
+
+def reach_of(resolved: Resolved, defaults: Resolved, alias: str) -> SshHost:
+    def own(keyword: str) -> str | None:
+        value = resolved.get(keyword)
+        return value[0] if value and value != defaults.get(keyword) else None
+
+    port = own("port")
+    keys = identity_files(resolved, defaults, alias)
+    known = own("userknownhostsfile")
+    return SshHost(host=alias, user=own("user"), port=int(port) if port else None,
+                   identity_file=keys[0] if keys else None, known_hosts=known.split()[0] if known else None)

@@ -9,14 +9,77 @@ before it is written. The adapter reads the answers (`ShardClusterAdapter.discov
 from __future__ import annotations
 
 import ipaddress
+import re
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from orchestrator.errors import ClusterError, ConfigError
+
 AWARENESS = "cluster.routing.allocation.awareness.attributes"
+MAX_LISTED = 100_000  # nodes in an answer, hosts in a listing
+# host:port as a node publishes it: a name or IPv4 address, or [IPv6]; ES prefixes `name/` when it has one.
+PUBLISHED = re.compile(r"(?:(?P<name>[A-Za-z0-9.-]{1,253})/)?(?P<host>[A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])"
+                       r":(?P<port>[0-9]{1,5})")
+
+
+def valid_port(port: int) -> int:
+    if not 1 <= port <= 65535:
+        raise ValueError(f"port {port} is not between 1 and 65535")
+    return port
+
+
+def first_problems(exc: ValidationError, limit: int = 5) -> list[str]:
+    """A validation error's first problems, each with where it is; never the offending value (it may be huge
+    or hostile)."""
+    return [f"{'.'.join(str(p) for p in e['loc'])[:200]}: {e['msg'][:200]}" for e in exc.errors()[:limit]]
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+
+class _PathSettings(_Answer):
+    data: str | list[str] = []
+
+
+class _NodeSettings(_Answer):
+    path: _PathSettings = _PathSettings()
+
+
+class _Http(_Answer):
+    publish_address: str = ""
+
+    @field_validator("publish_address")
+    @classmethod
+    def host_and_port(cls, v: str) -> str:
+        if not v:
+            return v
+        m = PUBLISHED.fullmatch(v)
+        if m is None:
+            raise ValueError("not host:port")
+        valid_port(int(m["port"]))
+        return f"{m['name'] or m['host']}:{m['port']}"  # the name, where it has one (its TLS certificate's)
+
+
+class _NodeAnswer(_Answer):
+    """One node of `GET _nodes/settings,http`, as far as discovery reads it."""
+
+    name: str = Field(min_length=1, max_length=255)
+    ip: str = Field("", max_length=255)
+    host: str = Field("", max_length=255)
+    roles: list[str] = []
+    attributes: dict[str, str] = {}
+    settings: _NodeSettings = _NodeSettings()
+    http: _Http = _Http()
+
+
+class _NodesAnswer(_Answer):
+    nodes: dict[str, _NodeAnswer] = Field(default_factory=dict, max_length=MAX_LISTED)
 
 
 
@@ -46,15 +109,17 @@ class Facts:
     @classmethod
     def from_answers(cls, cluster_name: str, nodes_info: Mapping[str, Any], settings: Mapping[str, Any]) -> Facts:
         """From `GET _nodes/settings,http` and the flat cluster settings in force (defaults included)."""
+        try:
+            answer = _NodesAnswer.model_validate(nodes_info)
+        except ValidationError as exc:
+            raise ClusterError("the cluster's answer to GET _nodes/settings,http is not what Elasticsearch or "
+                               f"OpenSearch send: {'; '.join(first_problems(exc))}") from None
         nodes = []
-        for n in (nodes_info.get("nodes") or {}).values():
-            path = ((n.get("settings") or {}).get("path") or {}).get("data") or ()
-            paths = (path,) if isinstance(path, str) else tuple(str(p) for p in path)
-            nodes.append(DiscoveredNode(name=str(n["name"]), ip=str(n.get("ip") or n.get("host") or ""),
-                                        http=str((n.get("http") or {}).get("publish_address") or ""),
-                                        roles=tuple(n.get("roles") or ()),
-                                        attributes={str(k): str(v) for k, v in (n.get("attributes") or {}).items()},
-                                        data_paths=paths))
+        for n in answer.nodes.values():
+            path = n.settings.path.data
+            nodes.append(DiscoveredNode(name=n.name, ip=n.ip or n.host, http=n.http.publish_address,
+                                        roles=tuple(n.roles), attributes=dict(n.attributes),
+                                        data_paths=(path,) if isinstance(path, str) else tuple(path)))
         return cls(cluster_name=cluster_name, nodes=tuple(sorted(nodes, key=lambda n: n.name)),
                    awareness=awareness_in_force(settings))
 
@@ -74,45 +139,57 @@ class SshHost:
 class SshView:
     hosts: dict[str, SshHost] = field(default_factory=dict)  # node name -> how to reach it
     source: str = ""
-
-
-def ssh_config_view(config_text: str, nodes: tuple[DiscoveredNode, ...], source: str) -> SshView:
-    """Hosts from an OpenSSH client config: a `Host` block matching the node's name (or its address)
-    gives HostName, User, Port, IdentityFile and UserKnownHostsFile."""
-    import paramiko
-
-    config = paramiko.SSHConfig.from_text(config_text)
-    patterns = [p for p in config.get_hostnames() if p != "*"]
-    found = {}
-    for n in nodes:
-        alias = next((a for a in (n.name, n.ip) if any(fnmatchcase(a, p) for p in patterns)), None)
-        if alias is None:
-            continue
-        entry = config.lookup(alias)
-        files: list[str] = list(entry.get("identityfile") or [])
-        found[n.name] = SshHost(host=str(entry.get("hostname") or alias), user=entry.get("user"),
-                                port=int(entry["port"]) if "port" in entry else None,
-                                identity_file=files[0] if files else None,
-                                known_hosts=str(entry["userknownhostsfile"]).split()[0]
-                                if "userknownhostsfile" in entry else None)
-    return SshView(found, source)
+    config_file: str | None = None  # the OpenSSH config the hosts' aliases are resolved with, at every run
 
 
 def ansible_view(listing: Mapping[str, Any], nodes: tuple[DiscoveredNode, ...], source: str) -> SshView:
     """Hosts from `ansible-inventory -i INVENTORY --list` (JSON): an inventory host named like the node,
     or whose ansible_host is the node's address; ansible_host, ansible_user and ansible_port."""
-    hostvars: Mapping[str, Any] = (listing.get("_meta") or {}).get("hostvars") or {}
+    try:
+        hostvars = _AnsibleListing.model_validate(listing).meta.hostvars
+    except ValidationError as exc:
+        raise ConfigError(source, ["not what `ansible-inventory --list` prints: " + "; ".join(first_problems(exc))]) \
+            from None
     found = {}
     for n in nodes:
-        match = next((h for h, v in hostvars.items() if h == n.name), None) or \
-            next((h for h, v in hostvars.items() if n.ip in (h, str((v or {}).get("ansible_host", "")))), None)
+        match = next((h for h in hostvars if h == n.name), None) or \
+            next((h for h, v in hostvars.items() if n.ip in (h, v.ansible_host)), None)
         if match is None:
             continue
-        v = hostvars[match] or {}
-        found[n.name] = SshHost(host=str(v.get("ansible_host") or match), user=v.get("ansible_user"),
-                                port=int(v["ansible_port"]) if v.get("ansible_port") else None,
-                                identity_file=v.get("ansible_ssh_private_key_file"))
+        v = hostvars[match]
+        found[n.name] = SshHost(host=v.ansible_host or match, user=v.ansible_user, port=v.ansible_port,
+                                identity_file=v.ansible_ssh_private_key_file)
     return SshView(found, source)
+
+
+class _AnsibleHost(BaseModel):
+    """One host's variables in `ansible-inventory --list`, as far as discovery reads them (others ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+    ansible_host: str = Field("", max_length=255)
+    ansible_user: str | None = Field(None, pattern=r"^[a-z_][a-z0-9_-]{0,31}$")  # as the inventory's ssh.user
+    ansible_port: int | None = None  # Ansible writes it as a number or a string of one
+    ansible_ssh_private_key_file: str | None = Field(None, min_length=1, max_length=4096)
+
+    @field_validator("ansible_port")
+    @classmethod
+    def port(cls, v: int | None) -> int | None:
+        return None if v is None else valid_port(v)
+
+
+class _AnsibleMeta(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    hostvars: dict[str, _AnsibleHost] = Field(default_factory=dict, max_length=MAX_LISTED)
+
+    @field_validator("hostvars", mode="before")
+    @classmethod
+    def no_variables_is_none(cls, v: Any) -> Any:
+        return {h: {} if hv is None else hv for h, hv in v.items()} if isinstance(v, dict) else v
+
+
+class _AnsibleListing(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    meta: _AnsibleMeta = Field(default_factory=_AnsibleMeta, alias="_meta")
 
 
 def common(values: list[str | None]) -> str | None:
@@ -190,6 +267,8 @@ def inventory_document(facts: Facts, endpoint: str, cluster: Mapping[str, Any], 
                      "cluster publishes")
     reached = [ssh.hosts.get(n.name) for n in facts.nodes]
     doc_ssh: dict[str, Any] = {"transport": "ssh"}
+    if ssh.config_file:
+        doc_ssh["config_file"] = ssh.config_file
     for key, attr in (("user", "user"), ("key_file", "identity_file"), ("known_hosts", "known_hosts")):
         shared = common([getattr(r, attr) if r else None for r in reached])
         if shared:

@@ -1,8 +1,9 @@
 """Rolling upgrades of the real sandbox, 8.19.21 -> 9.5.3, under a write load: by node with real Debian
 packages and apt (an operator's changed elasticsearch.yml kept, a held package refused before any
-change, an install that fails on dpkg's lock reported with apt's words), refused paths change nothing, a mixed-version yellow is settled by the allocation explain API,
-a SIGKILL after a node's install is resumed, every node ends on 9.5.3 restarted exactly once; the same in
-zone mode (its hosts switch a link)."""
+change, an install that fails on dpkg's lock reported with apt's words), refused paths change nothing,
+a mixed-version yellow is settled by the allocation explain API, a SIGKILL after a node's install is
+resumed, every node ends on 9.5.3 restarted exactly once; the same in zone mode (its hosts switch a
+link)."""
 
 from __future__ import annotations
 

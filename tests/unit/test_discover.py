@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import json
+import os
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from orchestrator.config.model import Inventory
-from orchestrator.shards.discover import Facts, SshView, ansible_view, inventory_document, ssh_config_view
+from orchestrator.errors import ClusterError, ClusterUnreachable, ConfigError
+from orchestrator.hosts.ssh_config import SshConfig
+from orchestrator.runs.discover import discover, ssh_config_view
+from orchestrator.shards.discover import Facts, SshView, ansible_view, inventory_document
 
 
 def answers(attribute: str = "rack_id") -> dict[str, Any]:
@@ -33,9 +46,12 @@ Host es-2
 """
 
 
-def test_an_inventory_from_the_answers_uses_the_awareness_attribute_in_use_and_the_ssh_config() -> None:
+def test_an_inventory_from_the_answers_uses_the_awareness_attribute_in_use_and_the_ssh_config(
+        tmp_path: Path) -> None:
     facts = Facts.from_answers("prod", answers(), {"cluster.routing.allocation.awareness.attributes": "rack_id"})
-    view = ssh_config_view(SSH_CONFIG, facts.nodes, "ssh_config")
+    config = tmp_path / "ssh_config"
+    config.write_text(SSH_CONFIG)
+    view = ssh_config_view(SshConfig(config, True), facts.nodes)  # read by `ssh -G`, as ssh reads it
     doc, notes = inventory_document(facts, "https://es-1:9200", {"username": "orchestrator",
                                                                  "password": {"env": "ES_PASSWORD"}}, view,
                                     all_endpoints=True)
@@ -44,8 +60,10 @@ def test_an_inventory_from_the_answers_uses_the_awareness_attribute_in_use_and_t
     assert inv.cluster.endpoints == ["https://10.0.0.1:9200", "https://10.0.0.2:9200", "https://10.0.0.3:9200"]
     assert inv.cluster.password is not None and inv.cluster.password.env == "ES_PASSWORD"
     assert [(n.name, n.host, n.zone, n.data_paths, n.ssh_port) for n in inv.nodes] == [
-        ("es-1", "es-1", "r1", ["/var/lib/es"], None), ("es-2", "es-2.internal", "r0", ["/data/1", "/data/2"], 2222),
+        ("es-1", "es-1", "r1", ["/var/lib/es"], None), ("es-2", "es-2", "r0", ["/data/1", "/data/2"], 2222),
         ("es-3", "es-3", "r1", ["/var/lib/es"], None)]
+    # The hosts are the config's aliases, resolved again by each run through the config it names.
+    assert inv.ssh.config_file == config
     assert inv.ssh.user == "deploy" and str(inv.ssh.key_file) == "/home/op/.ssh/es"
     assert str(inv.ssh.known_hosts) == "/home/op/.ssh/known_hosts_es"
     assert notes == []
@@ -100,3 +118,158 @@ def test_only_the_given_endpoint_is_written_unless_all_are_asked_for_and_never_a
     doc, notes = inventory_document(facts, "https://10.0.0.2:9200", {}, SshView(), all_endpoints=True)
     assert doc["cluster"]["endpoints"] == ["https://10.0.0.2:9200", "https://10.0.0.3:9200"]
     assert notes == ["https://169.254.169.254:9200 left out of the endpoints (link-local, unspecified or multicast)"]
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                       max_size=3), max_leaves=12)
+
+
+def damaged(base: Any, draw_path: list[str], value: Any) -> Any:
+    """``base`` with the value at ``draw_path`` (keys into nested dicts) replaced."""
+    out = json.loads(json.dumps(base))
+    here = out
+    for key in draw_path[:-1]:
+        here = here[key]
+    here[draw_path[-1]] = value
+    return out
+
+
+NODE_PATHS = [["nodes"], ["nodes", "a"], ["nodes", "a", "name"], ["nodes", "a", "ip"], ["nodes", "a", "roles"],
+              ["nodes", "a", "attributes"], ["nodes", "a", "settings"], ["nodes", "a", "settings", "path"],
+              ["nodes", "a", "settings", "path", "data"], ["nodes", "a", "http"],
+              ["nodes", "a", "http", "publish_address"]]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(where=st.sampled_from(NODE_PATHS), value=json_values)
+def test_any_damaged_nodes_answer_is_read_or_refused_as_the_clusters_fault(where: list[str], value: Any) -> None:
+    try:
+        facts = Facts.from_answers("c", damaged(answers(), where, value), {})
+    except ClusterError as exc:
+        assert "GET _nodes/settings,http is not what" in str(exc) and len(str(exc)) < 2000
+        return
+    inventory_document(facts, "http://10.0.0.1:9200", {}, SshView(), all_endpoints=True)
+
+
+HOST_PATHS = [["_meta"], ["_meta", "hostvars"], ["_meta", "hostvars", "es-1"],
+              ["_meta", "hostvars", "es-1", "ansible_host"], ["_meta", "hostvars", "es-1", "ansible_user"],
+              ["_meta", "hostvars", "es-1", "ansible_port"],
+              ["_meta", "hostvars", "es-1", "ansible_ssh_private_key_file"]]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(where=st.sampled_from(HOST_PATHS), value=json_values)
+def test_any_damaged_ansible_listing_is_read_or_refused_naming_the_file(where: list[str], value: Any) -> None:
+    listing = {"_meta": {"hostvars": {"es-1": {"ansible_host": "192.0.2.11", "ansible_user": "admin",
+                                               "ansible_port": 22, "ansible_ssh_private_key_file": "/k"}}}}
+    facts = Facts.from_answers("c", answers(), {})
+    try:
+        view = ansible_view(damaged(listing, where, value), facts.nodes, "ansible.json")
+    except ConfigError as exc:
+        assert exc.source == "ansible.json" and "not what `ansible-inventory --list` prints" in str(exc)
+        return
+    inventory_document(facts, "http://10.0.0.1:9200", {}, view)
+
+
+@pytest.mark.parametrize("published", ["10.0.0.1:99999", "10.0.0.1:0", "10.0.0.1:abc", "10.0.0.1", "a b:9200",
+                                       "http://x:9200"])
+def test_a_published_address_with_no_valid_port_is_refused_not_wrapped_around(published: str) -> None:
+    raw = damaged(answers(), ["nodes", "a", "http", "publish_address"], published)
+    with pytest.raises(ClusterError, match="publish_address"):
+        Facts.from_answers("c", raw, {})
+
+
+def test_a_published_address_with_its_name_is_written_by_its_name() -> None:
+    raw = damaged(answers(), ["nodes", "a", "http", "publish_address"], "es-1.example.com/10.0.0.1:9200")
+    assert Facts.from_answers("c", raw, {}).nodes[0].http == "es-1.example.com:9200"
+
+
+@pytest.mark.parametrize("port", [99999, 0, "abc", -22])
+def test_an_ansible_port_out_of_range_is_refused(port: Any) -> None:
+    facts = Facts.from_answers("c", answers(), {})
+    with pytest.raises(ConfigError, match="ansible_port"):
+        ansible_view({"_meta": {"hostvars": {"es-1": {"ansible_port": port}}}}, facts.nodes, "ansible.json")
+
+
+def test_an_endpoint_port_out_of_range_is_refused() -> None:
+    with pytest.raises(ValueError, match="port 99999"):
+        Inventory.model_validate({"cluster": {"name": "c", "endpoints": ["http://10.0.0.1:99999"]},
+                                  "ssh": {"transport": "local"}, "nodes": [{"name": "a", "host": "h"}]})
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
+def test_discovery_never_writes_or_opens_a_special_file_as_a_key(special: str, tmp_path: Path) -> None:
+    path = tmp_path / "fifo" if special == "fifo" else Path(special)
+    if special == "fifo":
+        os.mkfifo(path)
+    facts = Facts.from_answers("c", answers(), {})
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host es-*\n  IdentityFile {path}\n")
+    with answering_cluster() as url, pytest.raises(ConfigError, match="is not a regular file"):
+        discover(url, {}, ssh_config=config)
+    listing = tmp_path / "ansible.json"
+    listing.write_text(json.dumps({"_meta": {"hostvars": {"es-1": {"ansible_ssh_private_key_file": str(path)}}}}))
+    with answering_cluster() as url, pytest.raises(ConfigError, match="is not a regular file"):
+        discover(url, {}, ansible=listing)
+    with answering_cluster() as url, pytest.raises(ConfigError, match="is not a regular file"):
+        discover(url, {"ca_file": str(path)})
+    assert facts.nodes  # the answers themselves are fine
+
+
+class answering_cluster:
+    """A fake Elasticsearch on 127.0.0.1 that answers discovery's three requests; ``drip_s``: each answer
+    sent a byte at a time, this long apart (a server that never quite stops answering)."""
+
+    def __init__(self, drip_s: float = 0) -> None:
+        answers_by_path = {"/_cluster/health": {"cluster_name": "c", "status": "green"},
+                           "/_nodes/settings,http": answers(),
+                           "/_cluster/settings": {"persistent": {}, "transient": {}, "defaults": {}}}
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = json.dumps(answers_by_path.get(self.path.split("?")[0], {})).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("X-Elastic-Product", "Elasticsearch")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if not drip_s:
+                    self.wfile.write(body)
+                    return
+                deadline = time.monotonic() + 30  # bounded: the test ends long before
+                for i in range(len(body)):
+                    if time.monotonic() > deadline:
+                        break
+                    self.wfile.write(body[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(drip_s)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+
+    def __enter__(self) -> str:
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_cluster_answering_a_byte_at_a_time_is_given_up_after_the_deadline_not_held_by_each_read() -> None:
+    started = time.monotonic()
+    with answering_cluster(drip_s=0.2) as url, pytest.raises(ClusterUnreachable, match="within 2 s in all"):
+        discover(url, {"request_timeout_s": 1})  # each byte comes well inside the 1 s read timeout
+    took = time.monotonic() - started
+    print(f"a dripping cluster given up after {took:.1f} s (deadline 2 s)")
+    assert took < 5
+
+
+def test_a_cluster_that_answers_is_discovered_through_the_whole_path() -> None:
+    with answering_cluster() as url:
+        text, _ = discover(url, {})
+    assert "name: es-2" in text and f"endpoints:\n  - {url}" in text

@@ -181,6 +181,20 @@ def test_a_special_file_an_unreadable_config_and_an_endless_chain_are_refused_cl
         route(config_of(chain, tmp_path), section(), node("h"))
 
 
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero", "directory"])
+def test_a_key_that_is_a_special_file_is_refused_before_paramiko_opens_it(special: str, tmp_path: Path) -> None:
+    path = tmp_path if special == "directory" else tmp_path / "fifo" if special == "fifo" else Path(special)
+    if special == "fifo":
+        os.mkfifo(path)
+    with pytest.raises(ConfigError, match=r"(?s)ssh.key_file.*is not a regular file"):
+        route(SshConfig(), section(key_file=str(path)), node("h"))
+    with pytest.raises(ConfigError, match=r"(?s)Host h: IdentityFile.*is not a regular file"):
+        route(config_of(f"Host h\n  IdentityFile {path}\n", tmp_path), section(), node("h"))
+    from orchestrator.config.model import SecretSource
+    with pytest.raises(ValueError, match="not a regular file"):
+        SecretSource.model_validate({"file": str(path)}).resolve()
+
+
 # --- differential: the routes against what `ssh -G` says, on generated configs --------------------
 DEFAULT_KEYS = [f"~/.ssh/id_{k}" for k in ("rsa", "ecdsa", "ecdsa_sk", "ed25519", "ed25519_sk", "xmss", "dsa")]
 WORDS = ("alpha", "beta", "gamma", "db-1", "db-2", "web-a", "edge", "inner", "jump")
