@@ -26,6 +26,9 @@ from orchestrator.restart.events import Event
 from orchestrator.restart.steps import BASE_ENVIRONMENT
 
 MAX_ANSWER_BYTES = 1_000_000
+# A saved value (an alert silence's id) goes into later hooks' URLs, bodies and environment: a short
+# printable text or a number, never a NUL byte (no environment can hold one) or a megabyte.
+MAX_SAVED_CHARS = 1_000
 
 
 class HookError(Exception):
@@ -148,7 +151,18 @@ def call_http(ctx: RunContext, hook: Hook, values: dict[str, str]) -> None:
         missing = [call.save[n] for n, v in found.items() if v is None]
         if missing:
             raise HookError(f"{shown}: the answer has no {', '.join(missing)}")
+        for name, value in found.items():
+            if not saveable(value):
+                raise HookError(f"{shown}: the answer's {call.save[name]} is not a short printable text or a number "
+                                f"(at most {MAX_SAVED_CHARS} characters): not saved")
         ctx.journal.save_hook_values({n: str(v) for n, v in found.items()})
+
+
+def saveable(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return False
+    text = str(value)
+    return 0 < len(text) <= MAX_SAVED_CHARS and text.isprintable()
 
 
 def run_hooks(ctx: RunContext, point: str, hooks: list[Hook], batch: int | None = None, label: str = "",

@@ -224,3 +224,25 @@ def test_a_hook_url_with_an_impossible_port_is_refused_when_loaded(url: str, tmp
     with pytest.raises(ConfigError) as err:
         load_model(path, Playbook)
     assert "port must be a number from 1 to 65535" in " ".join(err.value.problems)
+
+
+@pytest.mark.parametrize("silence", ["sil\x00-42", "x" * 900_000, "line\nbreak", {"id": 1}, ["a"], True, ""])
+def test_a_hostile_answer_is_not_saved_and_the_run_stops_cleanly_with_its_hooks(receiver: Receiver,
+                                                                               silence: Any) -> None:
+    """An answer whose saved field holds a NUL byte (no environment can carry it), 900 KB or a structure:
+    the hook fails as a hook (abort: every setting restored, on_failure run), never a crash mid-run."""
+    receiver.answer = {"silenceID": silence}
+    hooks = {"before_run": [{"name": "silence", "http": {"url": receiver.url + "/silences",
+                                                         "save": {"silence": "silenceID"}}}],
+             "before_batch": [{"name": "tell", "run": "echo $ORCHESTRATOR_SAVED_SILENCE"}],
+             "on_failure": [{"name": "page", "http": {"url": receiver.url + "/page"}}]}
+    with state_dir():
+        cluster = FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        with pytest.raises(HookFailed) as err:
+            run_with(playbook_with(hooks), ["a"], cluster=cluster)
+        assert "the answer's silenceID is not a short printable text or a number" in str(err.value)
+        assert len(str(err.value)) < 1000 and "\x00" not in str(err.value)
+        assert cluster.settings == ORIGINAL, "the run's raised limit put back"
+        assert [c["path"] for c in receiver.calls] == ["/silences", "/page"]
+        journal = Journal.load(latest_journal())
+        assert journal.state is RunState.ABORTED and journal.hook_values == {}
