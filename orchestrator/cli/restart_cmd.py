@@ -15,8 +15,7 @@ from orchestrator.cli.output import confirm, emit_json, err_console, out_console
 from orchestrator.cli.render import RunView, plan_table, report_table, summary_line
 from orchestrator.errors import PreflightFailed, UnsafeToProceed
 from orchestrator.restart.journal import Journal, RunFailed, RunOptions
-from orchestrator.restart.lock import LOCK_INDEX, RUN_DOC, why_keep
-from orchestrator.restart.lock import describe as describe_lock
+from orchestrator.restart.lock import LOCK_INDEX, RUN_DOC, LockHolder, read_holder
 from orchestrator.restart.plan import Mode, Plan
 from orchestrator.runs import plans, reports
 from orchestrator.runs import restart as runs
@@ -229,7 +228,7 @@ def status(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool =
         out_console.print(f"PAUSE asked ({info['pause'].get('reason')}); `orchestrate continue --cluster "
                           f"{info['cluster']}` removes it", markup=False)
     if info["lock"]:
-        out_console.print(f"lock held by {describe_lock(info['lock'])}", markup=False)
+        out_console.print(f"lock held by {LockHolder.from_document(info['lock']).describe()}", markup=False)
     for s in info["temporary_settings"]:
         out_console.print(f"temporary setting still pending: {s['scope']} {s['key']}={s['live']} "
                           f"(restore to {s['restore_to'] if s['restore_to'] is not None else 'unset'})", markup=False)
@@ -243,17 +242,17 @@ def unlock(cluster: str = ClusterOpt, config: Path = ConfigOpt,
     process on this machine is gone. A live run's lock, or a failed run's (it waits for `orchestrate
     resume`), is kept unless --force."""
     target = open_target(cluster, config)
-    holder = target.cluster.read_lock(LOCK_INDEX, RUN_DOC)
+    holder = read_holder(target.cluster)
     if holder is None:
         say("no lock is held")
         return
-    keep = why_keep(holder)
+    keep = holder.why_keep()
     if keep is not None and not force:
         raise UnsafeToProceed(f"lock kept: {keep}. --force removes it anyway.")
-    if not yes and not typer.confirm(f"Remove the lock of {describe_lock(holder)}?"):
+    if not yes and not typer.confirm(f"Remove the lock of {holder.describe()}?"):
         raise typer.Exit(1)
     target.cluster.delete_lock(LOCK_INDEX, RUN_DOC)
-    say(f"lock of run {holder.get('run_id')} removed")
+    say(f"lock of run {holder.run_id} removed")
 
 
 def pause(cluster: str = ClusterOpt, config: Path = ConfigOpt,

@@ -14,6 +14,8 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.errors import RunLocked
@@ -29,54 +31,108 @@ RENEW_S = 30.0  # how often a run renews its lock
 STALE_S = 300.0  # a lock not renewed for this long belongs to a dead (or cut-off) run
 
 
-def last_sign_of_life(holder: dict[str, Any]) -> float:
-    """When the holder last renewed the lock (or took it)."""
-    return float(holder.get("renewed") or holder.get("started") or 0)
+# A sign of life further ahead of this machine's clock than this is not believed: a forged or damaged
+# time must not keep a lock live for ever.
+MAX_CLOCK_SKEW_S = 3600.0
 
 
-def is_stale(holder: dict[str, Any], now: float | None = None) -> bool:
-    """Not renewed for STALE_S: its run is dead or cut off. A failed run's lock is never stale: the run
-    waits for `resume`, with its temporary settings in force."""
-    if holder.get("state") == "failed":
-        return False
-    return (now if now is not None else time.time()) - last_sign_of_life(holder) > STALE_S
-
-
-def _alive_here(holder: dict[str, Any]) -> bool:
-    if holder.get("host") != socket.gethostname():
-        return True  # another machine: assume it lives; an operator must decide
-    try:
-        os.kill(int(holder.get("pid", 0)), 0)
-    except (ProcessLookupError, ValueError):
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def describe(holder: dict[str, Any], now: float | None = None) -> str:
-    now = now if now is not None else time.time()
-    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(holder.get("started", 0))))
-    quiet = now - last_sign_of_life(holder)
-    if holder.get("state") == "failed":
-        life = "the run FAILED and waits for `orchestrate resume` (its temporary settings are still in force)"
-    elif is_stale(holder, now):
-        life = f"STALE: not renewed for {quiet:.0f} s (a live run renews every {RENEW_S:.0f} s)"
-    else:
-        life = f"renewed {quiet:.0f} s ago"
-    return f"run {holder.get('run_id')} on {holder.get('host')} (pid {holder.get('pid')}) since {started}, {life}"
-
-
-def why_keep(holder: dict[str, Any]) -> str | None:
-    """Why `unlock` must not remove this lock without --force (None: its run is dead)."""
-    if holder.get("state") == "failed":
-        return (f"run {holder.get('run_id')} failed and waits for `orchestrate resume` with its temporary settings "
-                "in force; removing its lock lets another run start over them")
-    dead_here = holder.get("host") == socket.gethostname() and not _alive_here(holder)
-    if dead_here or is_stale(holder):
+def _time(value: Any) -> float | None:
+    """A time from the document: a finite, non-negative number of seconds, or None."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e11:
         return None
-    return (f"run {holder.get('run_id')} is alive: it renewed its lock {time.time() - last_sign_of_life(holder):.0f} s "
-            f"ago (a lock is stale after {STALE_S:.0f} s without renewal)")
+    return float(value)
+
+
+def _text(value: Any, limit: int = 100) -> str:
+    return "".join(c if c.isprintable() else "?" for c in str(value))[:limit] if value is not None else "?"
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """Who holds a cluster's run lock, read from the document kept in the cluster (which anyone who can
+    write to the cluster can forge or damage: every field is checked, none trusted to be of its type)."""
+
+    run_id: str
+    host: str
+    pid: int | None
+    started: float | None
+    renewed: float | None
+    failed: bool
+
+    @classmethod
+    def from_document(cls, doc: Mapping[str, Any]) -> LockHolder:
+        pid = doc.get("pid")
+        return cls(run_id=_text(doc.get("run_id")), host=_text(doc.get("host"), 255),
+                   pid=pid if isinstance(pid, int) and not isinstance(pid, bool) and 0 < pid < 2**31 else None,
+                   started=_time(doc.get("started")), renewed=_time(doc.get("renewed")),
+                   failed=doc.get("state") == "failed")
+
+    def last_sign_of_life(self, now: float) -> float | None:
+        """When the holder last renewed the lock (or took it); None when the document shows no believable
+        time."""
+        times = [t for t in (self.renewed, self.started) if t is not None and t <= now + MAX_CLOCK_SKEW_S]
+        return times[0] if times else None
+
+    def quiet_s(self, now: float | None = None) -> float:
+        """Seconds since its last sign of life (never negative; infinite with none)."""
+        now = now if now is not None else time.time()
+        last = self.last_sign_of_life(now)
+        return float("inf") if last is None else max(0.0, now - last)
+
+    def is_stale(self, now: float | None = None) -> bool:
+        """Not renewed for STALE_S: its run is dead or cut off. A failed run's lock is never stale: the run
+        waits for `resume`, with its temporary settings in force."""
+        return not self.failed and self.quiet_s(now) > STALE_S
+
+    def alive_here(self) -> bool:
+        """Whether its process may live: on another machine assumed so (an operator must decide)."""
+        if self.host != socket.gethostname():
+            return True
+        if self.pid is None:
+            return False
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    def describe(self, now: float | None = None) -> str:
+        now = now if now is not None else time.time()
+        started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.started)) if self.started is not None \
+            else "an unknown time"
+        quiet = self.quiet_s(now)
+        if self.failed:
+            life = "the run FAILED and waits for `orchestrate resume` (its temporary settings are still in force)"
+        elif quiet == float("inf"):
+            life = "STALE: the lock shows no believable time of renewal (damaged or forged)"
+        elif self.is_stale(now):
+            life = f"STALE: not renewed for {quiet:.0f} s (a live run renews every {RENEW_S:.0f} s)"
+        else:
+            life = f"renewed {quiet:.0f} s ago"
+        pid = self.pid if self.pid is not None else "?"
+        return f"run {self.run_id} on {self.host} (pid {pid}) since {started}, {life}"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "host": self.host, "pid": self.pid, "started": self.started,
+                "renewed": self.renewed, "state": "failed" if self.failed else "running", "stale": self.is_stale()}
+
+    def why_keep(self) -> str | None:
+        """Why `unlock` must not remove this lock without --force (None: its run is dead)."""
+        if self.failed:
+            return (f"run {self.run_id} failed and waits for `orchestrate resume` with its temporary settings "
+                    "in force; removing its lock lets another run start over them")
+        dead_here = self.host == socket.gethostname() and not self.alive_here()
+        if dead_here or self.is_stale():
+            return None
+        return (f"run {self.run_id} is alive: it renewed its lock {self.quiet_s():.0f} s ago (a lock is stale after "
+                f"{STALE_S:.0f} s without renewal)")
+
+
+def read_holder(adapter: ClusterAdapter) -> LockHolder | None:
+    doc = adapter.read_lock(LOCK_INDEX, RUN_DOC)
+    return None if doc is None else LockHolder.from_document(doc)
 
 
 class RunLock:
@@ -95,18 +151,17 @@ class RunLock:
         if self.adapter.create_lock(LOCK_INDEX, self.doc_id, body):
             self.held = True
             return
-        holder = self.adapter.read_lock(LOCK_INDEX, self.doc_id) or {}
-        same_run = holder.get("run_id") == self.run_id
-        gone = holder.get("state") == "failed" or is_stale(holder) or not (
-            holder.get("pid") != os.getpid() and _alive_here(holder))
+        holder = LockHolder.from_document(self.adapter.read_lock(LOCK_INDEX, self.doc_id) or {})
+        same_run = holder.run_id == self.run_id
+        gone = holder.failed or holder.is_stale() or not (holder.pid != os.getpid() and holder.alive_here())
         if takeover and same_run and gone:
             self.adapter.delete_lock(LOCK_INDEX, self.doc_id)
             if self.adapter.create_lock(LOCK_INDEX, self.doc_id, body):
                 self.held = True
                 return
         if same_run:
-            raise RunLocked(f"this run is still active: {describe(holder)}. Wait for it, or stop it first.")
-        raise RunLocked(f"another run holds the lock of this cluster: {describe(holder)}. Only one run at a time "
+            raise RunLocked(f"this run is still active: {holder.describe()}. Wait for it, or stop it first.")
+        raise RunLocked(f"another run holds the lock of this cluster: {holder.describe()}. Only one run at a time "
                         f"may change a cluster. If that run is dead, `orchestrate resume` on its machine finishes "
                         f"it, or `orchestrate unlock --cluster {self.cluster}` removes the lock once it is stale "
                         f"({STALE_S:.0f} s without renewal).")
@@ -142,8 +197,8 @@ class RunLock:
     def release(self) -> None:
         self.stop_renewing()
         if self.held:
-            holder = self.adapter.read_lock(LOCK_INDEX, self.doc_id)
-            if holder and holder.get("run_id") == self.run_id:
+            holder = read_holder(self.adapter)
+            if holder is not None and holder.run_id == self.run_id:
                 self.adapter.delete_lock(LOCK_INDEX, self.doc_id)
             self.held = False
 

@@ -33,7 +33,7 @@ from orchestrator.riak.status import (
 # What a `riak-admin` of a Riak 3.x package prints: its admin commands are `riak admin CMD`.
 ADMIN_MISSING = ("relx_nodetool: not found", "riak-admin: command not found", "riak-admin: not found")
 NOT_RUNNING = ("Node is not running", "Node did not respond to ping", "not responding to pings")
-LOCK_DIR = "/var/lib/orchestrator-locks"  # on the first node's host
+LOCK_DIR = "/var/lib/orchestrator-locks"  # on the lock node's host (see lock_node)
 ADMIN_TIMEOUT_S = 60
 T = TypeVar("T")
 
@@ -183,7 +183,14 @@ class RiakAdapter:
                         f"ring ready {str(snap.ring.ring_ready).lower()}, {snap.transfers.describe()}"
                         + (f", unreachable: {', '.join(down)}" if down else "")}
 
-    # --- the run lock: a file created exclusively on the first node's host ------------------------
+    # --- the run lock: a file created exclusively on the lock node's host -----------------------------
+    @property
+    def lock_node(self) -> NodeEntry:
+        """The node whose host keeps the lock: the one of the smallest Riak node name, the cluster's own
+        identity, so that every inventory of the cluster (the plan checks each names every member) keeps
+        it in the same place, whatever its order of nodes."""
+        return min(self.inv.nodes, key=lambda n: n.riak_name)
+
     def _lock_path(self, index: str, doc_id: str) -> str:
         return shlex.quote(f"{LOCK_DIR}/{index}-{doc_id}.json")
 
@@ -191,14 +198,14 @@ class RiakAdapter:
         path, data = self._lock_path(index, doc_id), shlex.quote(json.dumps(body))
         script = (f"mkdir -p {LOCK_DIR} || exit 3; if (set -C; printf '%s' {data} > {path}) 2>/dev/null; "
                   f"then exit 0; elif [ -e {path} ]; then exit 1; else exit 3; fi")
-        rc, out = self._on(self.inv.nodes[0], script, 30)
+        rc, out = self._on(self.lock_node, script, 30)
         if rc not in (0, 1):
-            raise ClusterError(f"cannot write the run lock {path} on {self.inv.nodes[0].name}: {out.strip()[-200:]}")
+            raise ClusterError(f"cannot write the run lock {path} on {self.lock_node.name}: {out.strip()[-200:]}")
         return rc == 0
 
     def read_lock(self, index: str, doc_id: str) -> dict[str, Any] | None:
         path = self._lock_path(index, doc_id)
-        rc, out = self._on(self.inv.nodes[0], f"if [ -e {path} ]; then cat {path}; else exit 1; fi", 30)
+        rc, out = self._on(self.lock_node, f"if [ -e {path} ]; then cat {path}; else exit 1; fi", 30)
         if rc != 0:
             return None
         try:
@@ -207,7 +214,7 @@ class RiakAdapter:
             return {"run_id": "?", "host": "?", "note": f"unreadable lock file {path}: {out.strip()[:100]}"}
 
     def delete_lock(self, index: str, doc_id: str) -> None:
-        self._on(self.inv.nodes[0], f"rm -f {self._lock_path(index, doc_id)}", 30)
+        self._on(self.lock_node, f"rm -f {self._lock_path(index, doc_id)}", 30)
 
     def renew_lock(self, index: str, doc_id: str, run_id: str, update: dict[str, Any]) -> bool:
         held = self.read_lock(index, doc_id)
@@ -217,4 +224,4 @@ class RiakAdapter:
         # Replaced in one rename; only while the file still names this run.
         script = (f"grep -qF {shlex.quote(json.dumps(run_id))} {path} && printf '%s' {data} > {path}.new "
                   f"&& mv -f {path}.new {path}")
-        return self._on(self.inv.nodes[0], script, 30)[0] == 0
+        return self._on(self.lock_node, script, 30)[0] == 0

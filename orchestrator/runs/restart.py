@@ -29,7 +29,7 @@ from orchestrator.restart.engine import Engine
 from orchestrator.restart.events import Event, EventSink
 from orchestrator.restart.install import install_problems
 from orchestrator.restart.journal import BatchRecord, Journal, NodeRecord, RunFailed, RunOptions, RunSpec, RunState
-from orchestrator.restart.lock import LOCK_INDEX, RUN_DOC, RunLock
+from orchestrator.restart.lock import RunLock, read_holder
 from orchestrator.restart.plan import Plan
 from orchestrator.restart.procedure import resolve
 from orchestrator.restart.product import Product
@@ -121,9 +121,9 @@ def other_runs(target: Target) -> list[str]:
     if previous is not None:
         problems.append(f"run {previous.run_id} on this cluster is {previous.state.value} and not finished: "
                         f"`orchestrate resume --cluster {target.name}` finishes it")
-    holder = target.cluster.read_lock(LOCK_INDEX, RUN_DOC)
+    holder = read_holder(target.cluster)
     if holder is not None:
-        problems.append(f"another run holds this cluster's lock: run {holder.get('run_id')} on {holder.get('host')}")
+        problems.append(f"another run holds this cluster's lock: {holder.describe()}")
     return problems
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from orchestrator.errors import JournalError
 from orchestrator.restart import journal as journals
 from orchestrator.restart.journal import Journal, RunState
-from orchestrator.restart.lock import LOCK_INDEX, RUN_DOC, pause_request
+from orchestrator.restart.lock import pause_request, read_holder
 from orchestrator.runs.target import Target
 
 
@@ -25,7 +25,7 @@ def status(target: Target) -> dict[str, Any]:
         "cluster": target.name,
         "product": target.product.name,
         "health": health,
-        "lock": target.cluster.read_lock(LOCK_INDEX, RUN_DOC),
+        "lock": holder.as_json() if (holder := read_holder(target.cluster)) is not None else None,
         "pause": pause_request(target.cluster),
         "run": None,
         "temporary_settings": [],

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import socket
 import time
+from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from orchestrator.errors import RunLocked
 from orchestrator.restart.lock import (
     LOCK_INDEX,
     RUN_DOC,
     STALE_S,
+    LockHolder,
     RunLock,
     clear_pause,
-    describe,
-    is_stale,
     pause_request,
     request_pause,
-    why_keep,
 )
 from orchestrator.testing.fake import FakeCluster
 
@@ -45,6 +46,18 @@ def test_a_held_lock_is_renewed_until_release_and_never_renewed_for_another_run(
 def holder(age_s: float, host: str = "elsewhere", **more: object) -> dict[str, object]:
     return {"run_id": "r1", "host": host, "pid": 1, "started": time.time() - age_s - 10,
             "renewed": time.time() - age_s, **more}
+
+
+def is_stale(doc: dict[str, object]) -> bool:
+    return LockHolder.from_document(doc).is_stale()
+
+
+def describe(doc: dict[str, object]) -> str:
+    return LockHolder.from_document(doc).describe()
+
+
+def why_keep(doc: dict[str, object]) -> str | None:
+    return LockHolder.from_document(doc).why_keep()
 
 
 def test_stale_live_and_failed_locks_are_told_apart() -> None:
@@ -85,3 +98,35 @@ def test_two_inventories_of_one_cluster_share_its_lock_and_no_name_reaches_anoth
     assert pause_request(cluster) is not None  # type: ignore[arg-type]
     clear_pause(cluster)  # type: ignore[arg-type]
     assert pause_request(cluster) is None and (cluster.read_lock(LOCK_INDEX, RUN_DOC) or {}).get("run_id") == "run-1"
+
+
+odd = st.one_of(st.none(), st.booleans(), st.integers(min_value=-2**70, max_value=2**70), st.floats(),
+                st.text(max_size=20), st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3),
+                                                                                         st.integers(), max_size=2))
+
+
+@given(started=odd, renewed=odd, pid=odd, run_id=odd, host=odd, state=odd)
+def test_a_forged_or_damaged_lock_document_never_crashes_and_never_sticks(started: Any, renewed: Any, pid: Any,
+                                                                           run_id: Any, host: Any, state: Any) -> None:
+    doc = {"started": started, "renewed": renewed, "pid": pid, "run_id": run_id, "host": host, "state": state}
+    held = LockHolder.from_document(doc)
+    said = held.describe()
+    assert said.isprintable() and len(said) < 1000
+    held.why_keep()
+    # A lock whose only times are unbelievable (not numbers, or far ahead of this clock) is stale, not live
+    # for ever: `unlock` removes it and a resume takes it over.
+    believable = [t for t in (renewed, started) if isinstance(t, int | float) and not isinstance(t, bool)
+                  and 0 <= t < time.time() + 3600]
+    if not believable and not held.failed:
+        assert held.is_stale() and held.why_keep() is None
+    cluster = FakeCluster.of(["n1"])
+    cluster.locks[(LOCK_INDEX, RUN_DOC)] = doc
+    try:
+        RunLock(cluster, "c", "r-new").acquire()  # type: ignore[arg-type]
+    except RunLocked as exc:
+        assert "another run holds the lock" in str(exc)
+
+
+def test_a_lock_renewed_far_in_the_future_is_stale_not_live_for_ever() -> None:
+    doc = holder(0, renewed=time.time() + 10 * 365 * 86400, started=time.time() + 10 * 365 * 86400)
+    assert is_stale(doc) and why_keep(doc) is None and "no believable time" in describe(doc)

@@ -322,3 +322,32 @@ def test_a_riak_3_node_is_asked_with_riak_admin_and_said_so(tmp_path: Path) -> N
     assert [m.location for m in snap.members] == ["rack_a", "rack_b", "rack_c"]
     assert snap.limits == {"riak@10.0.1.101": 2, "riak@10.0.1.102": 2, "riak@10.0.1.103": 2}
     assert adapter.admin_forms == {"a": "riak admin"}
+
+
+def test_two_inventories_of_one_riak_cluster_keep_the_run_lock_on_the_same_host_whatever_their_order() -> None:
+    from orchestrator.hosts.transport import CommandResult
+    from orchestrator.riak.adapter import RiakAdapter
+
+    class Hosts:
+        """Each host's files, as far as the lock's shell commands need them."""
+
+        def __init__(self) -> None:
+            self.where: list[str] = []
+
+        def run(self, node: object, command: str, timeout_s: float | None = None,
+                stdin: bytes | None = None) -> CommandResult:
+            self.where.append(node.host)  # type: ignore[attr-defined]
+            return CommandResult(0, "", "")
+
+    def inventory(hosts: list[str]) -> Inventory:
+        return Inventory.model_validate({"cluster": {"name": "kv", "product": "riak"}, "ssh": {"transport": "local"},
+                                         "nodes": [{"name": f"n-{h}", "host": h} for h in hosts]})
+
+    seen = []
+    for order in (["10.0.1.102", "10.0.1.101", "10.0.1.103"], ["10.0.1.103", "10.0.1.102", "10.0.1.101"]):
+        hosts = Hosts()
+        adapter = RiakAdapter(inventory(order), hosts)  # type: ignore[arg-type]
+        adapter.create_lock("orchestrator-locks", "run", {"run_id": "r"})
+        adapter.read_lock("orchestrator-locks", "run")
+        seen.append(set(hosts.where))
+    assert seen == [{"10.0.1.101"}, {"10.0.1.101"}], "riak@10.0.1.101, the smallest node name, keeps it"
