@@ -139,5 +139,6 @@ def reach_of(resolved: Resolved, defaults: Resolved, alias: str) -> SshHost:
     port = own("port")
     keys = identity_files(resolved, defaults, alias)
     known = own("userknownhostsfile")
-    return SshHost(host=alias, user=own("user"), port=int(port) if port else None,
+    # The user always: what ssh would log in as, even where that is OpenSSH's default (the local user).
+    return SshHost(host=alias, user=resolved.get("user", [None])[0], port=int(port) if port else None,
                    identity_file=keys[0] if keys else None, known_hosts=known.split()[0] if known else None)
