@@ -39,7 +39,8 @@ def up(
     also_version: list[str] = typer.Option(None, "--also-version", metavar="VERSION",
                                            help="Also assemble VERSION, so that `orchestrate upgrade --to VERSION` "
                                                 "can switch the hosts to it (e.g. --es-version 8.19.21 "
-                                                "--also-version 9.5.3)."),
+                                                "--also-version 9.5.3; OpenSearch: --product opensearch "
+                                                "--es-version 2.19.1 --also-version 3.8.0)."),
     bastion: bool = typer.Option(False, "--bastion", help="SSH reaches the node hosts only through a bastion "
                                                           "host (ProxyJump in the written ssh config, which the "
                                                           "inventory uses); direct SSH to them fails."),
@@ -50,11 +51,12 @@ def up(
                                                             "and an `orchestrator` user and API key with the least "
                                                             "privileges a run needs (docs/privileges.md). OpenSearch "
                                                             "and Riak sandboxes are always insecure."),
-    packages: bool = typer.Option(False, "--packages", help="Install Elasticsearch on each test host from a local "
-                                                            "apt repository of Debian packages built from the "
-                                                            "assembled versions (official layout: /etc/elasticsearch "
-                                                            "as conffiles, the package's unit), so that `orchestrate "
-                                                            "upgrade` runs apt-get (upgrade.install: package)."),
+    packages: bool = typer.Option(False, "--packages", help="Install Elasticsearch (or OpenSearch) on each test host "
+                                                            "from a local apt repository of Debian packages built "
+                                                            "from the assembled versions (official layout: "
+                                                            "/etc/elasticsearch as conffiles, the package's unit), "
+                                                            "so that `orchestrate upgrade` runs apt-get "
+                                                            "(upgrade.install: package)."),
     hosts: HostsMode = typer.Option(
         None, help="netns: each node in its own test host with sshd (default as root). "
                    "local: nodes on 127.0.0.1 ports, no SSH."),

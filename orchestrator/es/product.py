@@ -3,13 +3,10 @@ model (shards/) over elasticsearch-py, with rolling upgrades."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from orchestrator.config.model import Inventory
 from orchestrator.errors import ConfigError
 from orchestrator.restart.adapter import ClusterAdapter
-from orchestrator.shards.product import ShardProduct, snap
-from orchestrator.shards.snapshot import ClusterSnapshot
+from orchestrator.shards.product import ShardProduct
 
 
 class ElasticsearchProduct(ShardProduct):
@@ -25,12 +22,6 @@ class ElasticsearchProduct(ShardProduct):
         if not inv.cluster.endpoints:
             raise ConfigError("inventory", ["cluster.endpoints: an Elasticsearch cluster needs at least one endpoint"])
         return ShardClusterAdapter(ElasticsearchRest(connection(inv)), inv.cluster.awareness_attribute)
-
-    def with_upgrade_facts(self, adapter: ClusterAdapter, snapshot: object) -> ClusterSnapshot:
-        from orchestrator.shards.adapter import ShardClusterAdapter
-
-        assert isinstance(adapter, ShardClusterAdapter)
-        return replace(snap(snapshot), upgrade=adapter.upgrade_facts())
 
 
 PRODUCT = ElasticsearchProduct()

@@ -1,5 +1,6 @@
 """OpenSearch as a product plug-in of the restart engine (see restart/product.py): the shared shard model
-(shards/) over opensearch-py, with weighted routing in zone mode (opensearch/routing.py)."""
+(shards/) over opensearch-py, with weighted routing in zone mode (opensearch/routing.py) and rolling
+upgrades along OpenSearch's own paths."""
 
 from __future__ import annotations
 
@@ -16,12 +17,14 @@ from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.plan import Mode, Plan
 from orchestrator.restart.steps import StepFn
 from orchestrator.shards.product import ShardProduct
+from orchestrator.shards.versions import OPENSEARCH_PATHS
 
 
 class OpenSearchProduct(ShardProduct):
     name = "opensearch"
     default_playbook = "opensearch-rolling"
-    upgrade_playbook: str | None = None
+    upgrade_playbook: str | None = "opensearch-upgrade"
+    upgrade_paths = OPENSEARCH_PATHS
     batch_steps: Mapping[str, StepFn] = MappingProxyType({**ShardProduct.batch_steps, **routing.STEPS})
     order_rules = (*ShardProduct.order_rules, ("weigh_away_searches", "stop_service"),
                    ("wait_for_recovery", "restore_search_weights"))
@@ -44,10 +47,6 @@ class OpenSearchProduct(ShardProduct):
         if not inv.cluster.endpoints:
             raise ConfigError("inventory", ["cluster.endpoints: an OpenSearch cluster needs at least one endpoint"])
         return OpenSearchAdapter(OpenSearchRest(connection(inv)), inv.cluster.awareness_attribute)
-
-    def with_upgrade_facts(self, adapter: ClusterAdapter, snapshot: object) -> object:
-        raise ConfigError("upgrade", ["`orchestrate upgrade` is not available for OpenSearch clusters yet: roll with "
-                                      "`orchestrate restart` and a command step that installs the version"])
 
 
 PRODUCT = OpenSearchProduct()

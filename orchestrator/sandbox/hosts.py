@@ -433,7 +433,9 @@ def host_cgroups(name: str) -> list[Path]:
     for hierarchy in ("systemd", "unified"):
         top = CGROUP_ROOT / hierarchy / f"{NETNS_PREFIX}{name}"
         if top.is_dir():
-            found += [*sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)), top]
+            # os.walk, not rglob: the host's systemd removes a finished unit's cgroup while it is walked.
+            below = [Path(where) / d for where, dirs, _ in os.walk(top) for d in dirs]
+            found += [*sorted(below, key=lambda p: -len(p.parts)), top]
     return found
 
 

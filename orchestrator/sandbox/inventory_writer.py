@@ -94,13 +94,15 @@ def inventory_document(paths: SandboxPaths, st: SandboxState) -> dict[str, Any]:
     if st.bastion is not None:
         doc["ssh"]["config_file"] = str(paths.ssh_config)
     if st.packages:
-        # `orchestrate upgrade --to V` runs apt-get install elasticsearch=V on each host (its local repository).
-        doc["upgrade"] = {"install": {"method": "package"}}
+        # `orchestrate upgrade --to V` runs apt-get install PRODUCT=V on each host (its local repository).
+        doc["upgrade"] = {"install": {"method": "package", "package": unit}}
     elif len(st.versions) > 1:
         # `orchestrate upgrade --to V` switches each host's start-script link to V's script.
         host_dir = str(paths.root / "hosts") + "/{node}"
-        doc["upgrade"] = {"install": {"method": "switch", "target": host_dir + "/elasticsearch-{version}.sh",
-                                      "link": host_dir + "/elasticsearch.sh"}}
+        doc["upgrade"] = {"install": {"method": "switch", "target": host_dir + f"/{unit}-{{version}}.sh",
+                                      "link": host_dir + f"/{unit}.sh"}}
+    if "upgrade" in doc and unit != "elasticsearch":
+        doc["upgrade"]["plugin_cli"] = f"/usr/share/{unit}/bin/{unit}-plugin"
     if st.zones <= 1:
         for node in doc["nodes"]:
             del node["zone"]

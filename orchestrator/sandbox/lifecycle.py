@@ -91,17 +91,21 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
         riak.standin_dir()
     if bastion and (mode != "netns" or product != "elasticsearch"):
         raise SandboxError("--bastion is for an Elasticsearch sandbox with --hosts netns")
-    if packages and (mode != "netns" or product != "elasticsearch"):
-        raise SandboxError("--packages is for an Elasticsearch sandbox with --hosts netns")
-    if also_versions and product != "elasticsearch":
-        raise SandboxError("--also-version is for an Elasticsearch sandbox")
+    if packages and (mode != "netns" or product == "riak"):
+        raise SandboxError("--packages is for an Elasticsearch or OpenSearch sandbox with --hosts netns")
+    if also_versions and product == "riak":
+        raise SandboxError("--also-version is for an Elasticsearch or OpenSearch sandbox")
     if secured and product != "elasticsearch":
         raise SandboxError("a secured sandbox is for Elasticsearch (OpenSearch's security plugin is not on "
                            "Maven Central; the Riak stand-in has none): add --insecure")
-    es_home: Home | None = ensure_es_home(es_version, say, secured) if product == "elasticsearch" else \
-        ensure_opensearch_home(es_version, say) if product == "opensearch" else None
-    homes: list[Home] = [es_home, *(ensure_es_home(v, say, secured) for v in dict.fromkeys(also_versions)
-                                    if v != es_version)] if es_home else []
+
+    def home_of(version: str) -> Home:
+        return ensure_es_home(version, say, secured) if product == "elasticsearch" else \
+            ensure_opensearch_home(version, say)
+
+    es_home = home_of(es_version) if product != "riak" else None
+    homes: list[Home] = [es_home, *(home_of(v) for v in dict.fromkeys(also_versions) if v != es_version)] \
+        if es_home else []
     # Every `up` is a fresh cluster: data of another version or shape would not start, and runs
     # journaled against the previous sandbox cluster have nothing left to resume.
     shutil.rmtree(paths.root / "hosts", ignore_errors=True)
@@ -235,8 +239,9 @@ def _up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
     deploy_password = hosts.make_deploy_password(paths)
     repo = paths.root / "apt"
     if st.packages:
-        say(f"building Elasticsearch packages ({', '.join(h.version for h in homes)}) for the hosts' apt repository")
-        debs.write_repository(repo, [debs.ensure_deb(h, cache_root()) for h in homes if isinstance(h, EsHome)])
+        say(f"building {LABELS[st.product]} packages ({', '.join(h.version for h in homes)}) for the hosts' apt "
+            "repository")
+        debs.write_repository(repo, [debs.ensure_deb(h, cache_root()) for h in homes])
     for i, host in enumerate(test_hosts, start=1):
         rec = state.HostRecord(name=host.name, zone=host.zone, address=host.address,
                                http_url=http_url(st, host.address, 9200), netns=host.netns, veth=host.veth,
@@ -252,9 +257,9 @@ def _up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
         host_keys.append(hosts.prepare_host_files(hp, host, knobs, paths.authorized_keys, script,
                                                   ssh_address=rec.ssh_address, service=service_of(st.product),
                                                   deploy_password=deploy_password, host_ca=paths.host_ca,
-                                                  own_binds=packaged_binds(hp) if st.packages else ()))
+                                                  own_binds=packaged_binds(hp, st.product) if st.packages else ()))
         if st.packages:
-            packaged_host_files(hp, repo, heap_mb)
+            packaged_host_files(hp, repo, heap_mb, st.product)
         hosts.create_network(host)
         if bastion:
             hosts.create_back_network(host)
@@ -266,34 +271,35 @@ def _up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
         host_keys.append(line)
     hosts.boot_all(paths, st, test_hosts, host_keys, service_of(st.product), say)
     if st.packages:
-        say(f"installing elasticsearch={homes[0].version} on every host with apt-get")
-        install_packages(test_hosts, homes[0].version)
+        say(f"installing {st.product}={homes[0].version} on every host with apt-get")
+        install_packages(test_hosts, st.product, homes[0].version)
     if st.bastion is not None:
         st.bastion.unshare_pid, st.bastion.init_pid = hosts.start_host(paths.host(hosts.BASTION), jump)
         state.save(paths.state_file, st)
 
 
-def packaged_binds(hp: HostPaths) -> tuple[str, ...]:
+def packaged_binds(hp: HostPaths, product: str) -> tuple[str, ...]:
     """A packaged node's directories where the package puts them, kept in the node's directory here."""
+    layout = debs.Layout(product)
     return tuple(f"{hp.node_dir / sub}:{target}" for sub, target in (
-        ("config", debs.PKG_CONF), ("data", debs.PKG_DATA), ("logs", debs.PKG_LOGS)))
+        ("config", layout.conf), ("data", layout.data), ("logs", layout.logs)))
 
 
-def packaged_host_files(hp: HostPaths, repo: Path, heap_mb: int) -> None:
+def packaged_host_files(hp: HostPaths, repo: Path, heap_mb: int, product: str) -> None:
     """apt's source (the sandbox's repository, bound read-only into the host) and the unit's defaults."""
     sources = hp.etc_upper / "apt" / "sources.list.d"
     sources.mkdir(parents=True, exist_ok=True)
     (sources / "sandbox.list").write_text(f"deb [trusted=yes] file:{repo} ./\n")
     default = hp.etc_upper / "default"
     default.mkdir(parents=True, exist_ok=True)
-    (default / "elasticsearch").write_text(f"{debs.HEAP_VARIABLE}={heap_mb}\n")
+    (default / product).write_text(f"{debs.HEAP_VARIABLE}={heap_mb}\n")
 
 
-def install_packages(test_hosts: list[hosts.TestHost], version: str) -> None:
+def install_packages(test_hosts: list[hosts.TestHost], product: str, version: str) -> None:
     """What an operator's first install does on each host, from its console (side by side)."""
     command = ("apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
-               f"-o Dpkg::Options::=--force-confold elasticsearch={shlex.quote(version)} && "
-               "systemctl enable --now elasticsearch")
+               f"-o Dpkg::Options::=--force-confold {product}={shlex.quote(version)} && "
+               f"systemctl enable --now {product}")
 
     def install(host: hosts.TestHost) -> None:
         init = hosts.container_init(host.name)
@@ -302,7 +308,7 @@ def install_packages(test_hosts: list[hosts.TestHost], version: str) -> None:
         proc = subprocess.run(["nsenter", "-t", str(init), "-a", "/bin/sh", "-c", command], capture_output=True,
                               text=True, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"})
         if proc.returncode != 0:
-            raise SandboxError(f"installing elasticsearch={version} on {host.name} failed (exit {proc.returncode}):"
+            raise SandboxError(f"installing {product}={version} on {host.name} failed (exit {proc.returncode}):"
                                f"\n{(proc.stderr or proc.stdout).strip()[-1500:]}")
 
     with ThreadPoolExecutor(max_workers=len(test_hosts)) as pool:

@@ -99,9 +99,12 @@ def write_node_config(spec: NodeSpec, node_dir: Path, zones: int, product: str =
         (seen_at / "lib" / product, seen_at / "log" / product)
     settings = node_settings(spec, data, logs, zones, product)
     (node_dir / "config" / f"{product}.yml").write_text(render_yaml(settings))
+    (node_dir / "config" / "log4j2.properties").write_text(log4j2_text(product))
+
+
+def log4j2_text(product: str) -> str:
     # OpenSearch's system properties say opensearch.logs.* where Elasticsearch's say es.logs.*
-    log4j2 = LOG4J2.replace("sys:es.logs.", "sys:opensearch.logs.") if product == "opensearch" else LOG4J2
-    (node_dir / "config" / "log4j2.properties").write_text(log4j2)
+    return LOG4J2.replace("sys:es.logs.", "sys:opensearch.logs.") if product == "opensearch" else LOG4J2
 
 
 def common_jvm_options(java_home: Path, node_dir: Path, heap_mb: int) -> list[str]:

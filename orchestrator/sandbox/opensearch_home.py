@@ -16,7 +16,7 @@ from orchestrator.errors import SandboxError
 from orchestrator.sandbox.assemble import AssembledHome, cached_home, nofile_shim_command, resolve_jars, run_build
 from orchestrator.sandbox.java_home import find_java_home
 
-LAYOUT_VERSION = "2"
+LAYOUT_VERSION = "3"
 MODULE_JARS = ("transport-netty4-client-", "opensearch-netty4-", "netty-")
 JAVA_NEEDED = 21  # OpenSearch 3.x
 # OpenSearch 2.x runs under the Java security manager, which Java 24 removed: a JDK 17 to 23.
@@ -60,6 +60,8 @@ opensearch.version={v}
 POLICY = """grant {
   permission java.net.SocketPermission "*", "accept,connect,resolve";
   permission java.lang.RuntimePermission "getClassLoader";
+  // netty's shutdown sets its threads' class loader: without it a 2.x node takes 30 s more to stop
+  permission java.lang.RuntimePermission "setContextClassLoader";
 };
 """
 

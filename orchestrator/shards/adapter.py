@@ -11,6 +11,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
+from urllib.parse import quote
 
 from orchestrator.errors import ClusterError, ClusterUnreachable, PreflightFailed
 from orchestrator.restart.plan import Plan
@@ -26,6 +27,11 @@ from orchestrator.shards.versions import UpgradeFacts
 # OpenSearch calls the master role cluster_manager; the shared decisions read "master".
 ROLE_ALIASES = {"cluster_manager": "master"}
 RECOVERY_SETTINGS = ("indices.recovery.", "node.bandwidth.recovery.")  # a node's own, read for the plan
+
+
+def listed_snapshots(answer: Any) -> list[dict[str, Any]]:
+    listed = answer.get("snapshots") if isinstance(answer, dict) else None
+    return [s for s in listed if isinstance(s, dict)] if isinstance(listed, list) else []
 
 
 def _no_handler(exc: HttpError) -> bool:
@@ -200,10 +206,9 @@ class ShardClusterAdapter:
                    for n in raw["nodes"].values()}
         newest, end_ms, error = None, None, None
         try:
-            # Newest first; a failed or partial snapshot is no way back, so the first successful one counts.
-            found = self._do("list snapshots", "GET", "/_snapshot/*/*", {
-                "sort": "start_time", "order": "desc", "size": 50, "ignore_unavailable": "true"})
-            good = next((s for s in found.get("snapshots") or () if s.get("state") == "SUCCESS"), None)
+            # A failed or partial snapshot is no way back: the newest successful one counts.
+            good = max((s for s in self.snapshots() if s.get("state") == "SUCCESS"),
+                       key=lambda s: s.get("end_time_in_millis") or 0, default=None)
             if good is not None:
                 newest, end_ms = f"{good.get('repository', '?')}:{good.get('snapshot')}", good.get("end_time_in_millis")
         except ClusterUnreachable:
@@ -213,6 +218,22 @@ class ShardClusterAdapter:
         return UpgradeFacts(read_at_ms=int(time.time() * 1000), plugins=plugins, newest_snapshot=newest,
                             newest_snapshot_end_ms=None if end_ms is None else int(end_ms), snapshot_error=error,
                             deprecations=self.critical_deprecations())
+
+    def snapshots(self) -> list[dict[str, Any]]:
+        """The newest snapshots of every repository: Elasticsearch sorts and bounds the list itself;
+        OpenSearch takes neither, nor a wildcard repository, so each of its repositories is listed."""
+        try:
+            return listed_snapshots(self._do("list snapshots", "GET", "/_snapshot/*/*", {
+                "sort": "start_time", "order": "desc", "size": 50, "ignore_unavailable": "true"}))
+        except HttpError as exc:
+            if exc.status != 400 or "unrecognized parameter" not in str(exc):
+                raise
+        repositories = self._do("list snapshot repositories", "GET", "/_snapshot")
+        found: list[dict[str, Any]] = []
+        for repository in list(repositories)[:100] if isinstance(repositories, dict) else ():
+            answer = self._do("list snapshots", "GET", f"/_snapshot/{quote(str(repository), safe='')}/_all")
+            found += [{"repository": repository, **s} for s in listed_snapshots(answer)]
+        return found
 
     def critical_deprecations(self) -> tuple[str, ...] | None:
         """The deprecation API's critical items, one line each; None where the cluster has no such API."""

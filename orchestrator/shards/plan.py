@@ -23,7 +23,14 @@ from orchestrator.shards.safety import (
     yellow_settlement,
 )
 from orchestrator.shards.snapshot import ClusterSnapshot, EsNode
-from orchestrator.shards.versions import facts_findings, parse_version, path_problems, upgrade_order
+from orchestrator.shards.versions import (
+    ELASTICSEARCH_PATHS,
+    UpgradePaths,
+    facts_findings,
+    parse_version,
+    path_problems,
+    upgrade_order,
+)
 from orchestrator.units import parse_size
 
 ALLOCATION_ENABLE = "cluster.routing.allocation.enable"
@@ -147,13 +154,14 @@ def at_least(value: Any, limit: str) -> bool:
 
 
 def upgrade_part(inv: Inventory, snap: ClusterSnapshot, es_nodes: dict[str, EsNode], names: list[str],
-                 upgrade_to: str, snapshot_check: bool) -> tuple[Upgrade, list[str], list[str], list[str]]:
+                 upgrade_to: str, snapshot_check: bool,
+                 paths: UpgradePaths) -> tuple[Upgrade, list[str], list[str], list[str]]:
     """An upgrade's part of the plan: (what it installs, the nodes still to upgrade, problems, notes)."""
     target = parse_version(upgrade_to)
     if target is None:
         return Upgrade(to=upgrade_to), names, [f"{upgrade_to!r} is not a version such as 9.5.3"], []
     versions = {name: es_nodes[name].version for name in names}
-    problems = path_problems(versions, target)
+    problems = path_problems(versions, target, paths)
     notes: list[str] = []
     if snap.upgrade is None:
         problems.append("the upgrade's preflight facts were not read (a snapshot saved by `plan` without "
@@ -181,7 +189,8 @@ def upgrade_part(inv: Inventory, snap: ClusterSnapshot, es_nodes: dict[str, EsNo
 
 def build_plan(inv: Inventory, snap: ClusterSnapshot, mode: Mode, tuning: tuple[str, ...] = (),
                allow_yellow: bool = False, only: list[str] | None = None,
-               allow_unavailable: tuple[str, ...] = (), upgrade_to: str = "", snapshot_check: bool = True) -> Plan:
+               allow_unavailable: tuple[str, ...] = (), upgrade_to: str = "", snapshot_check: bool = True,
+               paths: UpgradePaths = ELASTICSEARCH_PATHS) -> Plan:
     mapping, problems = match_nodes(inv, snap)
     problems += cluster_problems(snap, allow_yellow or inv.allow_yellow, mapping.values())
     settlement = yellow_settlement(snap, mapping.values())
@@ -197,7 +206,8 @@ def build_plan(inv: Inventory, snap: ClusterSnapshot, mode: Mode, tuning: tuple[
     upgrade: Upgrade | None = None
     order, upgrade_notes = restart_order, list[str]()
     if upgrade_to:
-        upgrade, names, found, upgrade_notes = upgrade_part(inv, snap, es_nodes, names, upgrade_to, snapshot_check)
+        upgrade, names, found, upgrade_notes = upgrade_part(inv, snap, es_nodes, names, upgrade_to,
+                                                                      snapshot_check, paths)
         problems += found
         order = upgrade_order
 

@@ -5,12 +5,14 @@ columns, saved snapshots. Each product adds its name, playbooks and client (es/,
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from orchestrator.config.loader import read_bytes_of, strict_json
 from orchestrator.config.model import Inventory
 from orchestrator.errors import ConfigError
+from orchestrator.restart.adapter import ClusterAdapter
 from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.plan import Mode, Plan
 from orchestrator.restart.product import Column
@@ -18,6 +20,7 @@ from orchestrator.restart.steps import StepFn
 from orchestrator.shards import safety, steps
 from orchestrator.shards.plan import build_plan
 from orchestrator.shards.snapshot import ClusterSnapshot
+from orchestrator.shards.versions import ELASTICSEARCH_PATHS, UpgradePaths
 from orchestrator.units import human_bytes
 
 
@@ -34,6 +37,7 @@ class ShardProduct:
     run_steps = steps.RUN_STEPS
     checks_before_stop = True
     exact_sudo_rules = True  # the adapter speaks HTTP; on the hosts only the generic steps run
+    upgrade_paths: UpgradePaths = ELASTICSEARCH_PATHS
     order_rules: tuple[tuple[str, str], ...] = (
         ("restrict_allocation", "restore_allocation"), ("restrict_allocation", "stop_service"),
         ("flush", "stop_service"), ("flush", "wait_for_retention_leases"),
@@ -50,7 +54,13 @@ class ShardProduct:
              tuning: tuple[str, ...]) -> Plan:
         return build_plan(inv, snap(snapshot), mode, tuning=tuning, allow_yellow=options.allow_yellow,
                           allow_unavailable=options.allow_unavailable, upgrade_to=options.upgrade_to,
-                          snapshot_check=options.snapshot_check)
+                          snapshot_check=options.snapshot_check, paths=self.upgrade_paths)
+
+    def with_upgrade_facts(self, adapter: ClusterAdapter, snapshot: object) -> ClusterSnapshot:
+        from orchestrator.shards.adapter import ShardClusterAdapter
+
+        assert isinstance(adapter, ShardClusterAdapter)
+        return replace(snap(snapshot), upgrade=adapter.upgrade_facts())
 
     def gate(self, snapshot: object, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
         return safety.gate(snap(snapshot), plan, tuple(nodes), options)

@@ -1,5 +1,5 @@
-"""Elasticsearch versions in a rolling upgrade: which paths are supported, in which order nodes go,
-and what the upgrade's preflight found (plugins, the newest snapshot, deprecations). Pure.
+"""Versions in a rolling upgrade of Elasticsearch or OpenSearch: which paths each supports, in which
+order nodes go, and what the upgrade's preflight found (plugins, the newest snapshot, deprecations). Pure.
 
 Order, as Elasticsearch documents it: data nodes tier by tier (frozen, cold, warm, hot and other
 data nodes), then nodes that hold no data (ingest, ML, coordinating-only), then master-eligible
@@ -10,7 +10,9 @@ reverse, so the old side keeps working while the new one grows.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from orchestrator.shards.plugins import plugin_problems
@@ -19,9 +21,31 @@ if TYPE_CHECKING:  # the snapshot holds this module's UpgradeFacts
     from orchestrator.shards.snapshot import EsNode
 
 VERSION = re.compile(r"(\d{1,4})\.(\d{1,4})\.(\d{1,4})")
-# The oldest release of the previous major from which a major is reached in one rolling upgrade.
-# (7.17 -> 8.x; 8.18 -> 9.0; 8.19 -> 9.1 and later.)
-FIRST_MINOR_OF_NEXT = {8: {0: (7, 17)}, 9: {0: (8, 18), 1: (8, 19)}}
+
+
+@dataclass(frozen=True)
+class UpgradePaths:
+    """A product's rolling-upgrade paths across majors: for each major (and its first minors), the oldest
+    release of the previous major from which it is reached in one rolling upgrade."""
+
+    product: str  # as messages name it
+    first_minor_of_next: Mapping[int, Mapping[int, tuple[int, int]]]
+    examples: str  # the paths, said
+
+    def oldest_source(self, target: Version) -> tuple[int, int] | None:
+        """The oldest major.minor of the previous major that can roll to ``target`` (None: a first major)."""
+        rules = self.first_minor_of_next.get(target.major)
+        if rules is None:  # unknown future majors: any minor of the previous one
+            return (target.major - 1, 0) if target.major > max(self.first_minor_of_next) else None
+        return rules[max(m for m in rules if m <= target.minor)]
+
+
+# 7.17 -> 8.x; 8.18 -> 9.0; 8.19 -> 9.1 and later.
+ELASTICSEARCH_PATHS = UpgradePaths("Elasticsearch", MappingProxyType({8: {0: (7, 17)}, 9: {0: (8, 18), 1: (8, 19)}}),
+                                   "7.17 -> 8.x, 8.19 -> 9.x")
+# 1.3 -> 2.x; 2.19 -> 3.x (OpenSearch's documented rolling-upgrade paths).
+OPENSEARCH_PATHS = UpgradePaths("OpenSearch", MappingProxyType({2: {0: (1, 3)}, 3: {0: (2, 19)}}),
+                                "1.3 -> 2.x, 2.19 -> 3.x")
 TIERS = ("data_frozen", "data_cold", "data_warm")  # colder first; every other data role is "hot or other"
 
 
@@ -40,15 +64,7 @@ def parse_version(text: str) -> Version | None:
     return Version(*(int(g) for g in m.groups())) if m else None
 
 
-def oldest_source(target: Version) -> tuple[int, int] | None:
-    """The oldest major.minor of the previous major that can roll to ``target`` (None: a first major)."""
-    rules = FIRST_MINOR_OF_NEXT.get(target.major)
-    if rules is None:
-        return (target.major - 1, 0) if target.major > 9 else None  # unknown future majors: any minor
-    return rules[max(m for m in rules if m <= target.minor)]
-
-
-def path_problems(versions: dict[str, str], target: Version) -> list[str]:
+def path_problems(versions: dict[str, str], target: Version, paths: UpgradePaths = ELASTICSEARCH_PATHS) -> list[str]:
     """Why the nodes (name -> version) cannot roll to ``target``: a downgrade, a skipped major, a start
     too old for the next major. Said before anything is changed."""
     problems = []
@@ -60,16 +76,16 @@ def path_problems(versions: dict[str, str], target: Version) -> list[str]:
     newer = sorted(n for n, v in known.items() if v > target)
     if newer:
         problems.append(f"{', '.join(newer[:5])} already run{'s' if len(newer) == 1 else ''} "
-                        f"{known[newer[0]]}, newer than {target}: Elasticsearch cannot be downgraded in place "
+                        f"{known[newer[0]]}, newer than {target}: {paths.product} cannot be downgraded in place "
                         "(restore a snapshot into a cluster of the older version instead)")
     older = [v for v in known.values() if v.major < target.major]
     if older:
         oldest = min(older)
-        source = oldest_source(target)
+        source = paths.oldest_source(target)
         if target.major - oldest.major > 1:
             problems.append(f"{target} is more than one major version above {oldest}: upgrade to "
                             f"{oldest.major + 1}.x first (a rolling upgrade crosses one major at a time; "
-                            "7.17 -> 8.x, 8.19 -> 9.x)")
+                            f"{paths.examples})")
         elif source is not None and (oldest.major, oldest.minor) < source:
             problems.append(f"{target} can be reached from {source[0]}.{source[1]} or later of "
                             f"{oldest.major}.x, and the oldest node runs {oldest}: upgrade every node to "

@@ -1,6 +1,7 @@
 """OpenSearch, the third product, on real OpenSearch nodes (Maven Central jars) in test hosts over real
 sshd: node and zone mode under writes on 3.8.0, weighted routing restored exactly, a SIGKILL mid-batch
-and a resume, plan, status, report and force-merge; and a 2.19.1 sandbox planned and read."""
+and a resume, plan, status, report and force-merge; and a packaged 2.19.1 sandbox planned, read, and
+upgraded to 3.8.0 with apt (an operator's changed opensearch.yml kept)."""
 
 from __future__ import annotations
 
@@ -26,8 +27,10 @@ from tests.integration.test_restart import (
 
 # One zone per node: zone mode restarts a node at a time, with search traffic weighed away from it.
 THREE_ZONES = Shape(nodes=3, zones=3, product="opensearch", es_version="3.8.0", secured=False)
-# OpenSearch 2.x on a JDK 17 (it needs the security manager).
-OPENSEARCH_2 = Shape(nodes=3, zones=3, product="opensearch", es_version="2.19.1", secured=False)
+# OpenSearch 2.x on a JDK 17 (it needs the security manager), installed from Debian packages with 3.8.0
+# beside it in the hosts' apt repository: read like 3.x, then upgraded to 3.8.0 with apt.
+OPENSEARCH_2 = Shape(nodes=3, zones=3, product="opensearch", es_version="2.19.1", secured=False,
+                     also_versions=("3.8.0",), packages=True)
 pytestmark = pytest.mark.sandbox_shape("opensearch")
 WEIGHTS = "/_cluster/routing/awareness/zone/weights"
 
@@ -194,3 +197,48 @@ def test_an_opensearch_2_sandbox_is_planned_and_read_like_3(sandboxes: SandboxMa
     assert any("weighed away" in n for n in planned["notes"])
     status = orchestrate("status", "--cluster", "sandbox", "--json")
     assert status.returncode == 0 and json.loads(status.stdout)["health"]["status"] == "green"
+
+
+@pytest.mark.sandbox_shape("opensearch-2")
+def test_a_packaged_opensearch_2_cluster_is_upgraded_to_3_with_apt_zone_by_zone(sandboxes: SandboxManager) -> None:
+    """`orchestrate upgrade` along OpenSearch's own path (2.19 -> 3.x): each host's real `apt-get install
+    opensearch=3.8.0`, the operator's line in the conffile kept, every node on 3.8.0 started once, the
+    search weights and settings as they were."""
+    from tests.integration.test_sandbox import ssh
+
+    info = sandboxes.get(OPENSEARCH_2)
+    rest = os_rest(info)
+    line = "# an operator's own line: kept across upgrades"
+    for node in ("es-1", "es-2", "es-3"):
+        changed = ssh(info, node, f"echo '{line}' >> /etc/opensearch/opensearch.yml && "
+                                  "dpkg-query -W -f '${Version}' opensearch")
+        assert changed.returncode == 0 and changed.stdout == "2.19.1", changed
+    rest.request("index", "PUT", "/upgraded", body={"settings": {"number_of_shards": 3, "number_of_replicas": 1}})
+    for i in range(30):
+        rest.request("doc", "POST", "/upgraded/_doc", body={"n": i})
+    refused = orchestrate("upgrade", "--cluster", "sandbox", "--to", "3.8.0", "--yes", "--json", timeout=300)
+    assert refused.returncode == 5 and "no successful snapshot found" in refused.stderr, refused.stderr[-2000:]
+    rest.request("repository", "PUT", "/_snapshot/backup", body={
+        "type": "fs", "settings": {"location": f"{info['snapshot_dir']}/backup"}})
+    rest.request("snapshot", "PUT", "/_snapshot/backup/before", {"wait_for_completion": "true"})
+    skipped = orchestrate("plan", "--cluster", "sandbox", "--upgrade-to", "4.0.0", "--json")
+    assert "2.19 -> 3.x" in skipped.stdout or "more than one major" in skipped.stdout, skipped.stdout[-2000:]
+    before, starts = settings(rest), starts_logged(info)
+    run = orchestrate("upgrade", "--cluster", "sandbox", "--to", "3.8.0", "--by", "zone", "--yes", "--json",
+                      timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert_no_traceback(run)
+    summary = json_lines(run.stdout)[-1]
+    assert summary["result"] == "succeeded" and len(summary["nodes"]) == 3
+    print("opensearch upgrade figures: " + json.dumps({"duration_s": summary["duration_s"], "nodes": [
+        {"name": n["name"], "phases": n["phases"]} for n in summary["nodes"]]}))
+    nodes = rest.request("nodes", "GET", "/_nodes")["nodes"].values()
+    assert {n["version"] for n in nodes} == {"3.8.0"}
+    assert starts_logged(info) == {k: v + 1 for k, v in starts.items()}, "each node started exactly once"
+    assert settings(rest) == before
+    assert rest.request("count", "GET", "/upgraded/_count")["count"] == 30
+    for node in ("es-1", "es-2", "es-3"):
+        kept = ssh(info, node, "dpkg-query -W -f '${Version} ${Status}' opensearch; echo; "
+                               "grep -c \"operator's own line\" /etc/opensearch/opensearch.yml")
+        assert kept.stdout.split("\n")[:2] == ["3.8.0 install ok installed", "1"], kept.stdout
+    sandboxes.forget()  # its nodes now run 3.8.0: not the shape it was started as

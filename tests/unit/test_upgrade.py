@@ -30,7 +30,13 @@ from orchestrator.shards.adapter import ShardClusterAdapter
 from orchestrator.shards.plan import build_plan
 from orchestrator.shards.snapshot import ClusterSnapshot, EsNode
 from orchestrator.shards.steps import check_version, upgrade_plugins
-from orchestrator.shards.versions import UpgradeFacts, facts_findings, parse_version, path_problems
+from orchestrator.shards.versions import (
+    OPENSEARCH_PATHS,
+    UpgradeFacts,
+    facts_findings,
+    parse_version,
+    path_problems,
+)
 from tests.helpers import assert_no_traceback, orchestrate
 from tests.unit.journals import journal_of, plan_of
 from tests.unit.snapshots import copies, inventory, node, snapshot
@@ -60,6 +66,27 @@ def test_upgrade_paths(versions: list[str], target: str, refused: str | None) ->
     parsed = parse_version(target)
     assert parsed is not None
     problems = path_problems({f"n{i}": v for i, v in enumerate(versions)}, parsed)
+    if refused is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and refused in problems[0], problems
+
+
+@pytest.mark.parametrize(
+    ("versions", "target", "refused"),
+    [
+        (["2.19.1"], "3.8.0", None),  # OpenSearch's own path to 3.x
+        (["2.18.0"], "3.8.0", "2.19 or later"),
+        (["1.3.20"], "2.19.1", None),
+        (["1.3.20"], "3.8.0", "1.3 -> 2.x, 2.19 -> 3.x"),  # a skipped major, said with OpenSearch's paths
+        (["3.8.0"], "2.19.1", "OpenSearch cannot be downgraded"),
+        (["3.8.0"], "4.0.0", None),  # an unknown future major: from any minor of the last
+    ],
+)
+def test_opensearch_upgrade_paths(versions: list[str], target: str, refused: str | None) -> None:
+    parsed = parse_version(target)
+    assert parsed is not None
+    problems = path_problems({f"n{i}": v for i, v in enumerate(versions)}, parsed, OPENSEARCH_PATHS)
     if refused is None:
         assert problems == []
     else:
