@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.cli.output import confirm, emit_json, err_console, out_console, say
+from orchestrator.cli.output import confirm, emit_json, emit_summary, err_console, exit_fields, out_console, say
 from orchestrator.cli.render import RunView, summary_line
 from orchestrator.cli.restart_cmd import run_and_report, show_and_confirm
 from orchestrator.forcemerge.decide import Decision, Verdict
@@ -114,6 +114,6 @@ def _show_report(report: MergeReport, json_out: bool) -> None:
                                          r.error or (r.reason if r.verdict != Verdict.MERGE else ""))))
     err_console.print(table)
     if json_out:
-        emit_json(summary_line(report.to_json()))
+        emit_summary({**summary_line(report.to_json()), **exit_fields(None, EXIT[report.outcome])})
     elif report.outcome != "success":
         say(f"force-merge {report.outcome}")

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import NoReturn
 
 import typer
 
 from orchestrator import __version__
 from orchestrator.cli import forcemerge_cmd, inventory_cmd, output, restart_cmd, sandbox_cmd, tune_cmd, upgrade_cmd
 from orchestrator.cli.output import say
+from orchestrator.cli.render import EVENT_SCHEMA
 from orchestrator.errors import Aborted, OrchestratorError, StoppedAfter
 
 EXIT_CODES_HELP = (
@@ -66,6 +68,7 @@ def version() -> None:
 
 
 def run() -> None:
+    as_json = output.json_requested(sys.argv[1:])
     try:
         # Without standalone mode, click returns the code of typer.Exit instead of raising it.
         code = app(standalone_mode=False, prog_name="orchestrate")
@@ -73,29 +76,42 @@ def run() -> None:
     except OrchestratorError as exc:
         kind = "stopped" if isinstance(exc, StoppedAfter) else "aborted" if isinstance(exc, Aborted) else "error"
         say(f"{kind}: {exc}")
-        sys.exit(exc.exit_code)
+        end(as_json, exc.exit_code, kind, exc)
     except KeyboardInterrupt:
         say("interrupted")
-        sys.exit(130)
+        end(as_json, 130, "aborted", "interrupted")
     except typer.Abort:
         say("aborted")
-        sys.exit(130)
+        end(as_json, 130, "aborted", "aborted")
     except typer.Exit as exc:
-        sys.exit(exc.exit_code)
+        end(as_json, exc.exit_code, "error", None)
     except Exception as exc:
         # Usage errors come from click, or from the copy of it that newer typer versions carry
         # (typer._click); recognise them by what they are, not by a module that may be absent.
         show = getattr(exc, "show", None)
         if callable(show) and hasattr(exc, "exit_code") and type(exc).__module__.startswith(("click", "typer")):
             show()
-            sys.exit(2)
+            usage = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+            end(as_json, 2, "error", f"usage: {usage}")
         if os.environ.get("ORCHESTRATOR_DEBUG"):
             raise
         # A bug of ours: a short message for the operator, the whole traceback in a file for the report.
         where = crash_report(exc)
-        say(f"internal error: {type(exc).__name__}: {str(exc)[:300]}. This is a bug in orchestrator; a run in "
-            f"progress is marked failed in its journal (`orchestrate status`, then `resume`). Details: {where}")
-        sys.exit(70)
+        message = (f"internal error: {type(exc).__name__}: {str(exc)[:300]}. This is a bug in orchestrator; a run "
+                   f"in progress is marked failed in its journal (`orchestrate status`, then `resume`). Details: "
+                   f"{where}")
+        say(message)
+        end(as_json, 70, "error", message)
+
+
+def end(as_json: bool, code: int, result: str, error: BaseException | str | None) -> NoReturn:
+    """Exit with ``code``; under `--json`, after the one summary every exit ends with (unless the command
+    wrote its own): the result, the exit code, the error and the command that would help."""
+    if as_json and not (output.SUMMARY_SENT or output.RESULT_SENT) and code != 0:
+        failure = error if isinstance(error, BaseException) else None if error is None else Exception(error)
+        output.emit_summary({"schema": EVENT_SCHEMA, "event": "summary", "result": result,
+                             **output.exit_fields(failure, code), "exit_code": code})
+    sys.exit(code)
 
 
 def crash_report(exc: BaseException) -> str:

@@ -50,9 +50,41 @@ def say(message: str) -> None:
     err_console.print(terminal_safe(message), markup=False)
 
 
-def emit_json(obj: Any) -> None:
+SUMMARY_SENT = False  # this command already wrote its `--json` summary (main adds none on its exit)
+RESULT_SENT = False  # ... or the JSON document that is its result (plan, status, tune: none added either)
+HINT = re.compile(r"`(orchestrate [^`]{1,200})`")
+
+
+def emit_summary(obj: dict[str, Any]) -> None:
+    """The last line of `--json`: a summary (every exit writes exactly one)."""
+    global SUMMARY_SENT
+    emit_json(obj)
+    SUMMARY_SENT = True
+
+
+def exit_fields(error: BaseException | None, exit_code: int = 0) -> dict[str, Any]:
+    """What a pipeline acts on: the exit code, and on a failure the error and the command that helps
+    (the first `orchestrate ...` the message names)."""
+    if error is None:
+        return {"exit_code": exit_code}
+    message = str(error)
+    hint = HINT.search(message)
+    return {"exit_code": getattr(error, "exit_code", exit_code), "error": message[:MAX_SAID],
+            "hint": hint.group(1) if hint else None}
+
+
+def json_requested(argv: list[str]) -> bool:
+    """Whether the command line asks for `--json` (before a `--`): main's errors then end in JSON too."""
+    words = argv[: argv.index("--")] if "--" in argv else argv
+    return "--json" in words
+
+
+def emit_json(obj: Any, result: bool = True) -> None:
+    """One JSON line on stdout; ``result``: it is (part of) the command's result, not a progress event."""
+    global RESULT_SENT
     sys.stdout.write(json.dumps(obj, default=str) + "\n")
     sys.stdout.flush()
+    RESULT_SENT = RESULT_SENT or result
 
 
 def confirm(yes: bool, question: str, refusal: str) -> None:

@@ -109,7 +109,7 @@ class RunView:
                 self.waiting = ""
         if self.as_json:
             self.run_id = str(event.data.get("run_id") or self.run_id or "") or None
-            emit_json(event_line(event, self.run_id))
+            emit_json(event_line(event, self.run_id), result=False)
         elif output.QUIET:
             if event.kind in ("warning", "undo") or event.ends_run:
                 err_console.print(terminal_safe(event.message), markup=False)

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import typer
 
-from orchestrator.cli.output import confirm, emit_json, err_console, out_console, say
+from orchestrator.cli.output import confirm, emit_json, emit_summary, err_console, exit_fields, out_console, say
 from orchestrator.cli.render import RunView, plan_table, report_table, summary_line
-from orchestrator.errors import PreflightFailed, UnsafeToProceed
+from orchestrator.errors import JournalError, PreflightFailed, UnsafeToProceed
+from orchestrator.restart import journal as journals
 from orchestrator.restart.journal import Journal, RunFailed, RunOptions
 from orchestrator.restart.lock import LOCK_INDEX, RUN_DOC, LockHolder, read_holder
 from orchestrator.restart.plan import Mode, Plan
@@ -68,6 +69,7 @@ def register(app: typer.Typer) -> None:
     app.command()(resume)
     app.command()(status)
     app.command()(unlock)
+    app.command()(abandon)
     app.command()(pause)
     app.command("continue")(continue_run)
     app.command()(report)
@@ -121,7 +123,7 @@ def step_names(target: Target) -> list[str]:
     return [name for name, _ in target.procedure.batch]
 
 
-def _finish(journal: Journal, json_out: bool) -> None:
+def _finish(journal: Journal, json_out: bool, error: BaseException | None = None) -> None:
     from orchestrator import products
 
     summary = run_summary(journal)
@@ -133,7 +135,7 @@ def _finish(journal: Journal, json_out: bool) -> None:
         err_console.print(f"report: {page} (or `orchestrate report --cluster {journal.cluster} --run "
                           f"{journal.run_id}`)", markup=False)
     if json_out:
-        emit_json(summary_line(summary))
+        emit_summary({**summary_line(summary), **exit_fields(error)})
 
 
 def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt,
@@ -186,7 +188,7 @@ def run_and_report(json_out: bool, nodes: list[str], action: Callable[[RunView],
         try:
             journal = action(view)
         except RunFailed as exc:
-            _finish(exc.journal, json_out)
+            _finish(exc.journal, json_out, exc.cause)
             raise exc.cause from None
     _finish(journal, json_out)
 
@@ -253,6 +255,28 @@ def unlock(cluster: str = ClusterOpt, config: Path = ConfigOpt,
         raise typer.Exit(1)
     target.cluster.delete_lock(LOCK_INDEX, RUN_DOC)
     say(f"lock of run {holder.run_id} removed")
+
+
+def abandon(cluster: str = ClusterOpt, config: Path = ConfigOpt,
+            run_id: str = typer.Option(None, "--run", help="Run id (default: the latest run of the cluster)."),
+            yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+            json_out: bool = JsonOpt) -> None:
+    """Give up an aborted, stopped or failed run that you will not resume, so that a new run may start.
+
+    Every temporary setting the run still holds in force (allocation, recovery limits, search weights,
+    from its journal's undo records) is put back, the run is marked abandoned (`resume` then refuses it)
+    and its lock released. Refused while the run is alive, here or on another machine. Host tuning stays
+    (it is no temporary setting); a node the run stopped and did not bring back is named, not started."""
+    target = open_target(cluster, config)
+    journal = journals.latest(target.name, run_id)
+    if journal is None:
+        raise JournalError(f"no run of cluster {target.name} to abandon")
+    pending = len(journal.pending_undo())
+    confirm(yes, f"Abandon run {journal.run_id} ({journal.state.value}) of {target.name}, putting back {pending} "
+                 "temporary setting(s)?", "abandon a run")
+    with RunView(json_out, list(journal.nodes)) as view:
+        done = runs.abandon_run(journal, target.cluster, target.inv.cluster.name, view)
+    _finish(done, json_out)
 
 
 def pause(cluster: str = ClusterOpt, config: Path = ConfigOpt,

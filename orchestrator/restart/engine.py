@@ -108,7 +108,7 @@ class Engine:
     def stop_safely(self, exc: Aborted) -> Aborted:
         """After an abort: every temporary setting put back, so nothing is left half-set."""
         message = self.restore_everything(exc, "`orchestrate resume` continues the remaining batches")
-        self.finish(RunState.ABORTED, message)
+        self.finish(RunState.STOPPED if isinstance(exc, StoppedAfter) else RunState.ABORTED, message)
         return exc.__class__(message)
 
     def restore_after_failure(self, exc: OrchestratorError) -> OrchestratorError:

@@ -43,7 +43,14 @@ class RunState(StrEnum):
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
-    ABORTED = "aborted"
+    ABORTED = "aborted"  # stopped by an operator (Ctrl-C, SIGTERM, a hook's abort); `resume` goes on
+    STOPPED = "stopped"  # stopped as asked, after --stop-after's batches; `resume` goes on
+    ABANDONED = "abandoned"  # given up by `orchestrate abandon`: its settings put back, never resumed
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run is over for good: nothing to resume, and a new run may start."""
+        return self in (RunState.SUCCEEDED, RunState.ABANDONED)
 
 
 class UndoState(StrEnum):

@@ -71,7 +71,7 @@ def node_state(journal: Journal, rec: NodeRecord) -> str:
         return "not reached"
     if journal.state is RunState.FAILED:
         return "failed"
-    if journal.state is RunState.ABORTED:
+    if journal.state in (RunState.ABORTED, RunState.STOPPED, RunState.ABANDONED):
         return "stopped"
     return "in progress"
 

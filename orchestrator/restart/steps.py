@@ -18,9 +18,10 @@ from orchestrator.config.playbook import CommandStep
 from orchestrator.errors import HostError, OrchestratorError
 from orchestrator.hosts.service import render
 from orchestrator.hosts.transport import LocalTransport
+from orchestrator.restart.adapter import ClusterAdapter
 from orchestrator.restart.context import RunContext
-from orchestrator.restart.events import Event
-from orchestrator.restart.journal import REBOOTED, BatchRecord, UndoRecord, UndoState
+from orchestrator.restart.events import Event, EventSink
+from orchestrator.restart.journal import REBOOTED, BatchRecord, Journal, UndoRecord, UndoState
 from orchestrator.restart.phases import Phase, reached
 from orchestrator.retry import Seen, wait_until
 
@@ -90,18 +91,24 @@ def set_all_temporarily(ctx: RunContext, changes: list[tuple[str, str, Any, Any]
 def restore_settings(ctx: RunContext, keys: set[str] | None = None, batch: int | None = None) -> None:
     """Put back every temporary setting still pending (all, only ``keys``, or only those set for
     ``batch``), one request per scope."""
-    chosen = [r for r in ctx.journal.pending_undo()
+    put_back(ctx.journal, ctx.cluster, ctx.emit, keys, batch)
+
+
+def put_back(journal: Journal, cluster: ClusterAdapter, emit: EventSink, keys: set[str] | None = None,
+             batch: int | None = None) -> None:
+    """restore_settings without a run's context (`orchestrate abandon` has none)."""
+    chosen = [r for r in journal.pending_undo()
               if (keys is None or r.key in keys) and (batch is None or r.batch == batch)]
     by_scope: dict[str, dict[str, Any]] = {}
     for record in chosen:  # oldest first: were a key recorded twice, its oldest "before" is the original
         by_scope.setdefault(record.scope, {})[record.key] = record.before
     for scope, values in by_scope.items():
-        ctx.cluster.put_settings(scope, values)
+        cluster.put_settings(scope, values)
     for record in reversed(chosen):
-        ctx.journal.undo_state(record, UndoState.RESTORED)
+        journal.undo_state(record, UndoState.RESTORED)
         shown = record.before if record.before is not None else "unset"
-        ctx.emit(Event("undo", f"restored {record.scope} {record.key}={shown}",
-                       data={"key": record.key, "scope": record.scope, "value": record.before}))
+        emit(Event("undo", f"restored {record.scope} {record.key}={shown}",
+                   data={"key": record.key, "scope": record.scope, "value": record.before}))
 
 
 # --- the node's process ----------------------------------------------------------------------------

@@ -24,16 +24,19 @@ from orchestrator.hosts.service import ServiceControl
 from orchestrator.hosts.transport import Transport, make_transport
 from orchestrator.restart import journal as journals
 from orchestrator.restart import lock
+from orchestrator.restart.adapter import ClusterAdapter
 from orchestrator.restart.context import AbortFlag, RunContext
 from orchestrator.restart.engine import Engine
 from orchestrator.restart.events import Event, EventSink
 from orchestrator.restart.install import install_problems
 from orchestrator.restart.journal import BatchRecord, Journal, NodeRecord, RunFailed, RunOptions, RunSpec, RunState
 from orchestrator.restart.lock import RunLock, read_holder
+from orchestrator.restart.phases import Phase, reached
 from orchestrator.restart.plan import Plan
 from orchestrator.restart.procedure import resolve
 from orchestrator.restart.product import Product
 from orchestrator.restart.reboot import reboot_problems
+from orchestrator.restart.steps import put_back
 from orchestrator.runs.audit import audit_log
 from orchestrator.runs.metrics import metrics_sink
 from orchestrator.runs.target import Target
@@ -110,7 +113,7 @@ def unfinished_run(cluster: str) -> Journal | None:
         last = journals.latest(cluster)
     except JournalError:
         return None
-    return last if last is not None and last.state is not RunState.SUCCEEDED else None
+    return last if last is not None and not last.state.finished else None
 
 
 def other_runs(target: Target) -> list[str]:
@@ -120,7 +123,8 @@ def other_runs(target: Target) -> list[str]:
     previous = unfinished_run(target.name)
     if previous is not None:
         problems.append(f"run {previous.run_id} on this cluster is {previous.state.value} and not finished: "
-                        f"`orchestrate resume --cluster {target.name}` finishes it")
+                        f"`orchestrate resume --cluster {target.name}` finishes it, or `orchestrate abandon "
+                        f"--cluster {target.name}` gives it up (its temporary settings put back)")
     holder = read_holder(target.cluster)
     if holder is not None:
         problems.append(f"another run holds this cluster's lock: {holder.describe()}")
@@ -254,8 +258,8 @@ def resume(target: Target, emit: EventSink, run_id: str | None = None, accept_ch
     journal = journals.latest(target.name, run_id)
     if journal is None:
         raise JournalError(f"no run to resume for cluster {target.name}")
-    if journal.state is RunState.SUCCEEDED:
-        raise JournalError(f"run {journal.run_id} already succeeded; nothing to resume")
+    if journal.state.finished:
+        raise JournalError(f"run {journal.run_id} is {journal.state.value}; nothing to resume")
     if journal.cluster != target.name:
         raise JournalError(f"run {journal.run_id} belongs to cluster {journal.cluster}, not {target.name}")
     if journal.product != target.product.name:
@@ -279,6 +283,39 @@ def resume(target: Target, emit: EventSink, run_id: str | None = None, accept_ch
     playbook = Playbook.model_validate(journal.spec.playbook)
     return execute(target, journal, playbook, transport, emit, takeover=True, abort=abort,
                    accept_unavailable=accept_unavailable, stop_after=stop_after)
+
+
+def abandon(target: Target, emit: EventSink, run_id: str | None = None) -> Journal:
+    """`orchestrate abandon`: give up an unfinished run (see abandon_run)."""
+    journal = journals.latest(target.name, run_id)
+    if journal is None:
+        raise JournalError(f"no run of cluster {target.name} to abandon")
+    return abandon_run(journal, target.cluster, target.inv.cluster.name, emit)
+
+
+def abandon_run(journal: Journal, cluster: ClusterAdapter, name: str, emit: EventSink) -> Journal:
+    """Give up ``journal``'s run: every temporary setting it still holds in force is put back (its undo
+    records), it is marked abandoned (never resumed), and its lock released, so that a new run may start.
+    Refused while the run is alive, here or on another machine (its lock is live). Host tuning is kept: it
+    is no temporary setting. A node the run stopped and did not bring back is said, not started."""
+    if journal.state.finished:
+        raise JournalError(f"run {journal.run_id} is {journal.state.value}: nothing to abandon")
+    lock = RunLock(cluster, name, journal.run_id)
+    lock.acquire(takeover=True)  # RunLocked while the run lives (or another run holds the lock)
+    try:
+        put_back(journal, cluster, emit)
+        down = [n for n, r in journal.nodes.items()
+                if reached(r.phase, Phase.STOPPING) and not reached(r.phase, Phase.JOINED)]
+        was = f"{journal.state.value}: {journal.message or 'no message'}"
+        message = f"abandoned (was {was}); temporary settings put back"
+        if down:
+            message += (f"; NOT BACK: {', '.join(down)} (stopped by the run and not started again: start "
+                        f"{'it' if len(down) == 1 else 'them'} yourself)")
+        journal.set_state(RunState.ABANDONED, message)
+        emit(Event("run", f"run {journal.run_id} {message}", data={"result": RunState.ABANDONED.value}))
+    finally:
+        lock.release()
+    return journal
 
 
 def request_pause(target: Target, reason: str) -> bool:

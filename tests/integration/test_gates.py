@@ -295,7 +295,9 @@ def test_a_settled_yellow_passes_an_unexplained_one_does_not_and_stop_after_chun
         assert "stopped after 1 batch(es) as asked (--stop-after 1); 1 batch(es) left" in stopped.stderr
         assert starts_logged(sandboxes.status()) == {**starts, order[0]: starts[order[0]] + 1}
         assert settings(es) == before, "nothing left set between two parts of the run"
-        assert json.loads(orchestrate("status", "--cluster", "sandbox", "--json").stdout)["run"]["state"] == "aborted"
+        # A planned stop has a result of its own, not the "aborted" a Ctrl-C gets.
+        assert events[-1]["result"] == "stopped" and events[-1]["exit_code"] == 11, events[-1]
+        assert json.loads(orchestrate("status", "--cluster", "sandbox", "--json").stdout)["run"]["state"] == "stopped"
 
         resumed = orchestrate("resume", "--cluster", "sandbox", "--json", timeout=900)
         assert resumed.returncode == 0, resumed.stderr[-2000:]

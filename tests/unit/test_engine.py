@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -487,7 +488,7 @@ def test_stop_after_n_batches_stops_clean_and_resume_goes_on_in_chunks() -> None
         assert [n.starts for n in cluster.nodes.values()] == [1, 0, 0, 0]
         assert cluster.settings == ORIGINAL, "nothing left raised or held between chunks"
         on_disk = Journal.load(journal.path)  # type: ignore[arg-type]
-        assert on_disk.state is RunState.ABORTED and "--stop-after 1" in on_disk.message
+        assert on_disk.state is RunState.STOPPED and "--stop-after 1" in on_disk.message
         second = engine(inv, cluster, on_disk, [])
         second.stop_after = 2  # resume's own --stop-after
         with pytest.raises(StoppedAfter, match="stopped after 2 batch"):
@@ -615,3 +616,39 @@ def test_a_failed_start_keeps_the_batch_setting_in_force_for_resume() -> None:
         assert not isinstance(err.value, HostDidNotReturn)
         assert cluster.settings == {("cluster", LIMIT): "raised", ("cluster", HELD): "held"}
         assert {u.key for u in journal.pending_undo()} == {LIMIT, HELD}
+
+
+def test_an_abandoned_run_puts_back_every_setting_releases_its_lock_and_lets_a_new_run_start() -> None:
+    from orchestrator.errors import JournalError, RunLocked
+    from orchestrator.restart.lock import LOCK_INDEX, RUN_DOC
+    from orchestrator.runs.restart import abandon_run, unfinished_run
+
+    with state_dir():
+        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        cluster.nodes["a"].start_fails = True
+        journal = new_journal(inv, cluster)
+        with pytest.raises(HostError):
+            run(inv, cluster, journal)
+        # The lock as a failed run keeps it (marked failed).
+        cluster.locks[(LOCK_INDEX, RUN_DOC)] = {"run_id": journal.run_id, "host": "elsewhere", "pid": 1,
+                                                "started": time.time(), "state": "failed"}
+        assert unfinished_run("fake") is not None and cluster.settings != ORIGINAL
+
+        events: list[Event] = []
+        abandon_run(journal, cluster, "fake", events.append)  # type: ignore[arg-type]
+        assert cluster.settings == ORIGINAL, "the batch's hold and the run's limit put back"
+        assert journal.state is RunState.ABANDONED and "NOT BACK: a" in journal.message
+        assert events[-1].data == {"result": "abandoned"}
+        assert cluster.read_lock(LOCK_INDEX, RUN_DOC) is None
+        assert unfinished_run("fake") is None, "a new run may start"
+        with pytest.raises(JournalError, match="nothing to abandon"):
+            abandon_run(journal, cluster, "fake", events.append)  # type: ignore[arg-type]
+
+        # A run alive elsewhere (its lock renewed a moment ago) is not abandoned, and nothing is changed.
+        live = new_journal(inv, cluster)
+        cluster.locks[(LOCK_INDEX, RUN_DOC)] = {"run_id": live.run_id, "host": "elsewhere", "pid": 1,
+                                                "started": time.time(), "renewed": time.time()}
+        cluster.settings[("cluster", HELD)] = "held"
+        with pytest.raises(RunLocked, match="still active"):
+            abandon_run(live, cluster, "fake", events.append)  # type: ignore[arg-type]
+        assert cluster.settings[("cluster", HELD)] == "held" and live.state is not RunState.ABANDONED

@@ -45,9 +45,9 @@ def test_a_run_s_lines_validate_and_carry_the_run_id_once_known() -> None:
         assert "kind" not in line and line["schema"] == 1
     assert "run_id" not in lines[0] and all(line["run_id"] == "r-1" for line in lines[1:])
     assert [line["event"] for line in lines] == ["warning", "run", "batch", "phase", "wait"]
-    validate(summary_line({"result": "succeeded", "run_id": "r-1", "cluster": "c", "journal": "/x.json",
+    validate(summary_line({"result": "succeeded", "exit_code": 0, "run_id": "r-1", "cluster": "c", "journal": "/x.json",
                            "batches": [], "nodes": [], "duration_s": 1.0, "options": {}}))
-    validate(summary_line({"result": "partial", "indices": [], "merged": 1}))
+    validate(summary_line({"result": "partial", "exit_code": 10, "indices": [], "merged": 1}))
 
 
 def test_every_event_kind_the_code_emits_is_in_the_schema() -> None:
@@ -70,3 +70,27 @@ def test_every_event_kind_the_code_emits_is_in_the_schema() -> None:
 def test_the_schema_refuses_what_it_should(bad: dict[str, Any]) -> None:
     with pytest.raises(jsonschema.ValidationError):
         validate(bad)
+
+
+@pytest.mark.parametrize("args", [
+    ("restart", "--cluster", "no-such-cluster", "--json"),  # a bad configuration: exit 2
+    ("restart", "--cluster", "no-such-cluster", "--no-such-flag", "--json"),  # a usage error: exit 2
+    ("plan", "--config", "/dev/zero", "--json"),  # a special file: exit 2
+    ("status", "--config", "{inventory}", "--json"),  # a cluster that does not answer: exit 4
+])
+def test_every_failure_under_json_ends_with_one_summary_with_its_exit_code_error_and_hint(
+        args: tuple[str, ...], tmp_path: Any) -> None:
+    from tests.helpers import orchestrate
+
+    inventory = tmp_path / "c.yaml"
+    inventory.write_text("cluster: {name: c, endpoints: ['http://127.0.0.1:9'], request_timeout_s: 2}\n"
+                         "ssh: {transport: local}\nnodes: [{name: a, host: h}]\n")
+    proc = orchestrate(*(a.format(inventory=inventory) for a in args), timeout=120)
+    assert proc.returncode in (2, 4), proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 1, proc.stdout
+    last = json.loads(lines[0])
+    validate(last)
+    assert last["result"] == "error" and last["exit_code"] == proc.returncode and last["error"]
+    if "no-such-cluster" in args and "--no-such-flag" not in args:
+        assert last["hint"] == "orchestrate sandbox up"
