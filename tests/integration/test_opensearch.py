@@ -6,6 +6,7 @@ upgraded to 3.8.0 with apt (an operator's changed opensearch.yml kept)."""
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import time
 from pathlib import Path
@@ -210,7 +211,7 @@ def test_a_packaged_opensearch_2_cluster_is_upgraded_to_3_with_apt_zone_by_zone(
     rest = os_rest(info)
     line = "# an operator's own line: kept across upgrades"
     for node in ("es-1", "es-2", "es-3"):
-        changed = ssh(info, node, f"echo '{line}' >> /etc/opensearch/opensearch.yml && "
+        changed = ssh(info, node, f"echo {shlex.quote(line)} >> /etc/opensearch/opensearch.yml && "
                                   "dpkg-query -W -f '${Version}' opensearch")
         assert changed.returncode == 0 and changed.stdout == "2.19.1", changed
     rest.request("index", "PUT", "/upgraded", body={"settings": {"number_of_shards": 3, "number_of_replicas": 1}})
