@@ -29,6 +29,14 @@ class SecretSource(Model):
     env: str | None = Field(None, max_length=128)
     file: Path | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def named_not_written(cls, value: object) -> object:
+        if isinstance(value, str | int | float):  # never echoed: it may be the secret itself
+            raise ValueError("a secret is not written in the file: give where it is, {env: VARIABLE} (an "
+                             "environment variable) or {file: PATH} (a file only its owner reads)")
+        return value
+
     @model_validator(mode="after")
     def exactly_one(self) -> SecretSource:
         if (self.env is None) == (self.file is None):

@@ -13,7 +13,7 @@ from elastic_transport import ConnectionTimeout, TlsError
 
 from orchestrator.errors import ClusterUnreachable
 from orchestrator.shards.connection import Connection
-from orchestrator.shards.rest import HttpError, WrongProduct, short
+from orchestrator.shards.rest import HttpError, WrongProduct, error_page, plain_reason, short, tls_failure
 
 
 def make_client(conn: Connection) -> elasticsearch.Elasticsearch:
@@ -41,17 +41,19 @@ def translated(what: str, endpoints: tuple[str, ...]) -> Iterator[None]:
     where = ", ".join(endpoints)
     try:
         yield
+    # Connection-level failures name the endpoint first: what was being asked matters less than where.
     except TlsError as exc:
-        raise ClusterUnreachable(
-            f"{what}: the TLS certificate of {where} is not trusted ({short(exc)}). "
-            "Set cluster.ca_file to the CA that signed it.") from exc
+        raise ClusterUnreachable(f"{tls_failure(where, detail(exc))} (while: {what})") from exc
     except ConnectionTimeout as exc:
-        raise ClusterUnreachable(f"{what}: {where} did not answer in time ({short(exc)})") from exc
+        raise ClusterUnreachable(f"{where} did not answer in time ({detail(exc)}; while: {what})") from exc
     except TransportConnectionError as exc:
-        raise ClusterUnreachable(f"{what}: cannot connect to {where} ({short(exc)})") from exc
+        raise ClusterUnreachable(f"cannot connect to {where}: {detail(exc)} (nothing listens there, or a "
+                                 f"firewall; while: {what})") from exc
     except elasticsearch.UnsupportedProductError as exc:  # an ApiError: caught first
-        raise WrongProduct(f"{what}: {where} is not an Elasticsearch 8.x/9.x cluster ({exc}); for an OpenSearch "
-                           "cluster, set cluster.product: opensearch in the inventory") from exc
+        page = error_page(exc.body, "Elasticsearch")
+        raise WrongProduct(f"{what}: {where} is not an Elasticsearch 8.x/9.x cluster ("
+                           f"{page or short(exc)}); for an OpenSearch cluster, set cluster.product: opensearch in "
+                           "the inventory") from exc
     except elasticsearch.AuthenticationException as exc:
         raise HttpError(f"{what}: {where} refused the credentials (HTTP 401). "
                         "Check the user/password or API key source in the inventory; if they are right, the cluster "
@@ -61,8 +63,15 @@ def translated(what: str, endpoints: tuple[str, ...]) -> Iterator[None]:
         raise HttpError(f"{what}: the user is not allowed to do this (HTTP 403): {_reason(exc)}", 403,
                         exc.body) from exc
     except elasticsearch.ApiError as exc:
-        raise HttpError(f"{what}: Elasticsearch answered HTTP {exc.meta.status}: {_reason(exc)}", exc.meta.status,
-                        exc.body) from exc
+        page = error_page(exc.body, "Elasticsearch")
+        said = f"{where} answered HTTP {exc.meta.status} with {page}" if page else \
+            f"Elasticsearch answered HTTP {exc.meta.status}: {_reason(exc)}"
+        raise HttpError(f"{what}: {said}", exc.meta.status, exc.body) from exc
+
+
+def detail(exc: Exception) -> str:
+    """The transport error's own words (its str() is a bare "TLS error" or "Connection error")."""
+    return plain_reason(str(getattr(exc, "message", None) or exc))
 
 
 def _reason(exc: elasticsearch.ApiError) -> str:

@@ -15,7 +15,7 @@ import opensearchpy
 
 from orchestrator.errors import ClusterUnreachable, ConfigError
 from orchestrator.shards.connection import Connection
-from orchestrator.shards.rest import HttpError, WrongProduct, short
+from orchestrator.shards.rest import HttpError, WrongProduct, error_page, plain_reason, short, tls_failure
 
 
 def make_client(conn: Connection) -> opensearchpy.OpenSearch:
@@ -45,18 +45,24 @@ def translated(what: str, endpoints: tuple[str, ...]) -> Iterator[None]:
     try:
         yield
     except opensearchpy.SSLError as exc:
-        raise ClusterUnreachable(f"{what}: the TLS certificate of {where} is not trusted or TLS failed "
-                                 f"({short(exc)}). Set cluster.ca_file to the CA that signed it.") from exc
+        raise ClusterUnreachable(f"{tls_failure(where, short(exc))} (while: {what})") from exc
     except opensearchpy.ConnectionTimeout as exc:
-        raise ClusterUnreachable(f"{what}: {where} did not answer in time ({short(exc)})") from exc
+        raise ClusterUnreachable(f"{where} did not answer in time ({plain_reason(str(exc))}; while: {what})") \
+            from exc
     except opensearchpy.ConnectionError as exc:
-        raise ClusterUnreachable(f"{what}: cannot connect to {where} ({short(exc)})") from exc
+        raise ClusterUnreachable(f"cannot connect to {where}: {plain_reason(str(exc))} (nothing listens there, or a "
+                                 f"firewall; while: {what})") from exc
     except opensearchpy.AuthenticationException as exc:
         raise HttpError(f"{what}: {where} refused the credentials (HTTP 401). "
                         "Check the user/password source in the inventory.", 401, exc.info) from exc
     except opensearchpy.TransportError as exc:
         status = exc.status_code if isinstance(exc.status_code, int) else 0
-        raise HttpError(f"{what}: OpenSearch answered HTTP {status}: {_reason(exc)}", status, exc.info) from exc
+        # opensearch-py keeps a body that is not JSON in `info`, or, without one, in `error`
+        page = None if isinstance(exc.info, dict) else \
+            error_page(exc.info, "OpenSearch") or error_page(exc.error, "OpenSearch")
+        said = f"{where} answered HTTP {status} with {page}" if page else \
+            f"OpenSearch answered HTTP {status}: {_reason(exc)}"
+        raise HttpError(f"{what}: {said}", status, exc.info) from exc
 
 
 def _reason(exc: opensearchpy.TransportError) -> str:

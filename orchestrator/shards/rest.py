@@ -9,6 +9,7 @@ provides a `Rest` over its client (es/connect.py, opensearch/connect.py); the ad
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -46,6 +47,45 @@ def short(exc: Exception) -> str:
     """A client error's text, cut for a message."""
     text = str(exc)
     return text if len(text) < 300 else text[:300] + "..."
+
+
+def plain_reason(text: str) -> str:
+    """The words that matter in a client library's nested error (`ConnectionError(... SSLError([SSL: X]
+    ...)) caused by ...`): the TLS or system error itself, where there is one."""
+    found = re.search(r"\[SSL: [A-Z_]+\][^()\n]*|\[Errno -?\d+\][^()\n]*", text)
+    return found.group().strip().rstrip(")") if found else short(Exception(text))
+
+
+def tls_failure(where: str, detail: str) -> str:
+    """What a failed TLS handshake means, and what to do, from the TLS library's words."""
+    detail = plain_reason(detail)
+    low = detail.lower()
+    if any(w in low for w in ("wrong_version_number", "wrong version number", "record layer failure",
+                              "http_request", "packet length too long")):
+        return (f"{where} does not answer in TLS: it looks like plain HTTP there. Write the endpoint as "
+                "http://, or turn TLS on for the cluster's HTTP layer")
+    if "mismatch" in low or "doesn't match" in low or "not valid for" in low:
+        return (f"the TLS certificate of {where} is not for that name ({detail}): use the name or address the "
+                "certificate names in the endpoint")
+    if "certificate verify failed" in low or "unable to get local issuer" in low or "self-signed" in low \
+            or "self signed" in low:
+        return (f"the TLS certificate of {where} is not trusted ({detail}): give the CA that signed it, as "
+                "cluster.ca_file in the inventory (`inventory discover --ca-file`)")
+    return f"TLS with {where} failed ({detail})"
+
+
+def error_page(body: Any, label: str) -> str | None:
+    """An answer that is not the cluster's JSON (an HTML page from a proxy or another server): its title
+    or first line, for a message; None when it is JSON."""
+    if isinstance(body, bytes):
+        body = body.decode(errors="replace")
+    if not isinstance(body, str) or not body.strip() or "<" not in body:
+        return None  # JSON, an error type (`index_not_found_exception`), or nothing
+    title = re.search(r"<title>(.*?)</title>", body, re.I | re.S)
+    first = title.group(1) if title else next((ln for ln in re.sub(r"<[^>]*>", " ", body).splitlines()
+                                               if ln.strip()), "")
+    return (f"a page that is not {label}'s JSON ({' '.join(first.split())[:100]!r}): is this endpoint the "
+            "cluster's HTTP port, with no proxy in between?")
 
 
 def part(*names: str) -> str:
