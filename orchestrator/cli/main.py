@@ -9,7 +9,16 @@ from typing import NoReturn
 import typer
 
 from orchestrator import __version__
-from orchestrator.cli import forcemerge_cmd, inventory_cmd, output, restart_cmd, sandbox_cmd, tune_cmd, upgrade_cmd
+from orchestrator.cli import (
+    docs_cmd,
+    forcemerge_cmd,
+    inventory_cmd,
+    output,
+    restart_cmd,
+    sandbox_cmd,
+    tune_cmd,
+    upgrade_cmd,
+)
 from orchestrator.cli.output import say
 from orchestrator.cli.render import EVENT_SCHEMA
 from orchestrator.errors import Aborted, OrchestratorError, StoppedAfter
@@ -59,6 +68,7 @@ upgrade_cmd.register(app)
 app.command()(tune_cmd.tune)
 app.command()(tune_cmd.sudoers)
 app.command()(forcemerge_cmd.forcemerge)
+app.command()(docs_cmd.docs)
 
 
 @app.command()

@@ -49,8 +49,9 @@ def up(
                                                             "By default the sandbox is secured as production is: "
                                                             "TLS with the sandbox's own CA, the `elastic` superuser, "
                                                             "and an `orchestrator` user and API key with the least "
-                                                            "privileges a run needs (docs/privileges.md). OpenSearch "
-                                                            "and Riak sandboxes are always insecure."),
+                                                            "privileges a run needs (`orchestrate docs "
+                                                            "privileges`). OpenSearch and Riak sandboxes are always "
+                                                            "insecure."),
     packages: bool = typer.Option(False, "--packages", help="Install Elasticsearch (or OpenSearch) on each test host "
                                                             "from a local apt repository of Debian packages built "
                                                             "from the assembled versions (official layout: "
@@ -64,8 +65,9 @@ def up(
     timeout: float = typer.Option(180, help="Seconds to wait for a green cluster."),
     product: Product = typer.Option(Product.elasticsearch, help="opensearch: OpenSearch nodes (--os-version) "
                                                                 "instead of Elasticsearch. riak: Riak test hosts "
-                                                                "running the Riak stand-in of tests/fixtures/riak "
-                                                                "(netns only)."),
+                                                                "running a Riak stand-in (netns only; it is in a "
+                                                                "source checkout, tests/fixtures/riak, not in the "
+                                                                "installed package)."),
     os_version: str = typer.Option("3.8.0", help="OpenSearch version, with --product opensearch: 3.8.0 (the last "
                                                  "with its netty module on Maven Central, on Java 21+) and 2.19.1 "
                                                  "(on a JDK 17-23: it needs the security manager) are tested."),

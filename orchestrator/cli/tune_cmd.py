@@ -130,5 +130,5 @@ def sudoers(
         raise HostError("cannot read every host, so the rules would be incomplete:\n  " + "\n  ".join(problems))
     who = user or inv.ssh.user
     typer.echo(render(who, rules, f"The commands orchestrator runs as root on the hosts of {inv.cluster.name}, "
-                                  f"for {who}\n(`orchestrate sudoers`; docs/privileges.md). Install as "
+                                  f"for {who}\n(`orchestrate sudoers`; `orchestrate docs privileges`). Install as "
                                   "/etc/sudoers.d/orchestrator, mode 0440."), nl=False)

@@ -53,7 +53,7 @@ def upgrade(to: str = ToOpt, cluster: str = ClusterOpt, config: Path = ConfigOpt
     master-eligible nodes, the elected master last. A yellow left by version (a newer primary's
     replica cannot go to an older node) passes when the allocation explain API says so. Nodes
     already on VERSION are left out. `orchestrate resume` finishes an interrupted upgrade; see
-    docs/upgrade.md.
+    `orchestrate docs upgrade`.
     """
     control = plans.control_options(nodes, exclude, canary, pause_between)
     target = open_target(cluster, config, upgrade=True)

@@ -40,7 +40,7 @@ def role_body() -> dict[str, Any]:
 def refusal(lacking: list[str] | tuple[str, ...]) -> str:
     """What the operator reads when privileges are missing: each one, and where the role is."""
     return (f"the user lacks privilege(s) the run needs: {', '.join(lacking)}. Grant the role in "
-            "docs/privileges.md (nothing was changed).")
+            "`orchestrate docs privileges` (nothing was changed).")
 
 
 def missing(answer: Mapping[str, Any]) -> list[str]:

@@ -80,3 +80,47 @@ def test_every_package_is_listed_for_the_wheel() -> None:
     found = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "orchestrator").rglob("*")
              if p.suffix in (".py", ".java", ".c") or p.parent.name == "host_files"}
     assert found - listed == set(), f"packages missing from pyproject.toml: {sorted(found - listed)}"
+
+
+def test_the_wheel_installs_under_its_own_name_and_its_command_runs_outside_the_checkout(tmp_path: Path) -> None:
+    """`pip install rolling-orchestrator` (a name free on PyPI: `orchestrator` is another project's) gives the
+    `orchestrate` command and the `orchestrator` package, shipped playbooks and profiles with it."""
+    import os
+    import subprocess
+    import sys
+
+    wheels, site, elsewhere = tmp_path / "wheels", tmp_path / "site", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(REPO)],
+                   check=True, timeout=600, cwd=elsewhere)
+    (wheel,) = wheels.glob("*.whl")
+    assert wheel.name.startswith("rolling_orchestrator-0.1.0-")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
+                   check=True, timeout=300, cwd=elsewhere)
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    version = subprocess.run([str(site / "bin" / "orchestrate"), "--version"], capture_output=True, text=True,
+                             cwd=elsewhere, env=env, timeout=60)
+    assert version.returncode == 0 and version.stdout.strip() == "orchestrator 0.1.0", version
+    shipped = subprocess.run([sys.executable, "-c", "import orchestrator, importlib.resources as r; "
+                              "print(orchestrator.__file__); "
+                              "print(r.files('orchestrator.shipped.playbooks').joinpath('elasticsearch-rolling.yaml')"
+                              ".is_file(), r.files('orchestrator.shipped.tuning').joinpath('elasticsearch.yaml')"
+                              ".is_file())"], capture_output=True, text=True, cwd=elsewhere, env=env, timeout=60)
+    where, found = shipped.stdout.splitlines()
+    assert where.startswith(str(site)) and found == "True True", shipped
+
+
+def test_the_guides_messages_point_to_are_shipped_and_shown_by_orchestrate_docs() -> None:
+    from tests.helpers import orchestrate
+
+    listed = orchestrate("docs", timeout=60)
+    assert listed.returncode == 0 and {"privileges", "upgrade", "safety"} <= set(listed.stdout.split())
+    shown = orchestrate("docs", "privileges", timeout=60)
+    assert shown.returncode == 0 and shown.stdout.startswith("# ") and "sudo_rules" in shown.stdout
+    unknown = orchestrate("docs", "nope", timeout=60)
+    assert unknown.returncode == 2 and "no guide named 'nope'" in unknown.stderr
+    import re
+
+    for source in (REPO / "orchestrator").rglob("*.py"):  # a message never names a file the wheel lacks
+        for found in re.findall(r"docs/([a-z-]+)\.md", source.read_text()):
+            assert (REPO / "docs" / f"{found}.md").is_file(), (source, found)
