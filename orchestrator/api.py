@@ -189,7 +189,7 @@ def tune(cluster: str | None = None, *, config: str | Path | None = None, apply:
     from orchestrator.tuning.apply import for_nodes, run_all
 
     inv, _ = load_inventory(cluster, Path(config) if config is not None else None)
-    targets = for_nodes(inv, list(nodes) or None)
+    targets = for_nodes(inv, tuple(nodes))
     transport = make_transport(inv)
     try:
         return list(run_all(inv, transport, targets, apply=apply))

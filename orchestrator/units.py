@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 
+def counted(n: int, word: str, plural: str | None = None) -> str:
+    """`1 batch`, `3 batches`: a count with its word, singular or plural."""
+    return f"{n} {word if n == 1 else plural or word + ('es' if word.endswith(('s', 'x', 'ch', 'sh')) else 's')}"
+
+
 def human_duration(seconds: float | None) -> str:
     if seconds is None:
         return "-"

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from orchestrator.cli.output import confirm, emit_json, emit_summary, err_console, exit_fields, out_console, say
 from orchestrator.cli.render import RunView, summary_line
-from orchestrator.cli.restart_cmd import run_and_report, show_and_confirm
+from orchestrator.cli.restart_cmd import ClusterOpt, run_and_report, show_and_confirm
 from orchestrator.forcemerge.decide import Decision, Verdict
 from orchestrator.restart.journal import Journal
 from orchestrator.restart.plan import Mode
@@ -24,7 +24,7 @@ EXIT = {"success": 0, "partial": 10, "failure": 1}
 
 
 def forcemerge(
-    cluster: str = typer.Option(None, "--cluster", "-c", help="Cluster name (configs/NAME.yaml)."),
+    cluster: str = ClusterOpt,
     config: Path = typer.Option(None, "--config", help="Inventory file, instead of --cluster."),
     indices: str = typer.Option(..., "--indices", "-i", help="Index pattern, e.g. 'logs-2026.11.*'."),
     max_segments: int = typer.Option(5, "--max-segments", min=1, max=100, help="Target segments per shard."),

@@ -32,6 +32,22 @@ EXIT_CODES_HELP = (
     "(settings restored)."
 )
 
+def flags_take_no_value() -> None:
+    """typer's help shows `<bool>` beside a flag (`--yes <bool>`), as if it took a value, which a flag never
+    does: no placeholder for flags; every other option keeps its own."""
+    from typer.core import TyperOption
+
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None or shown.__name__ == "flag_without_placeholder":
+        return  # a typer without it shows none, or this ran already
+
+    def flag_without_placeholder(self: TyperOption, ctx: object) -> str | None:
+        return None if self.is_flag else shown(self, ctx)
+
+    setattr(TyperOption, "display_type_rich", flag_without_placeholder)  # noqa: B010 (typed as the method it replaces)
+
+
+flags_take_no_value()
 app = typer.Typer(
     help="Safe rolling restarts and host tuning for Elasticsearch and Riak clusters.\n\n" + EXIT_CODES_HELP,
     no_args_is_help=True,

@@ -19,12 +19,13 @@ from orchestrator.cli.output import emit_json, err_console, terminal_safe
 from orchestrator.restart.events import Event
 from orchestrator.restart.plan import Plan
 from orchestrator.restart.product import Column
-from orchestrator.units import human_duration
+from orchestrator.units import counted, human_duration
 
 
 def plan_table(plan: Plan, steps: list[str], columns: Sequence[Column]) -> Group:
     verdict = Text("SAFE", style="bold green") if plan.safe else Text("UNSAFE", style="bold red")
-    head = Text.assemble(f"Plan for cluster {plan.cluster} ({plan.mode.value} mode): {len(plan.batches)} batches, "
+    batches = counted(len(plan.batches), "batch")
+    head = Text.assemble(f"Plan for cluster {plan.cluster} ({plan.mode.value} mode): {batches}, "
                          f"estimated {human_duration(plan.estimate_s)}  ", verdict)
     table = Table(show_edge=False, pad_edge=False)
     for col in ("#", "batch", "nodes", *(c.header for c in columns), "estimate"):

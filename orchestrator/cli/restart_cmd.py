@@ -5,6 +5,7 @@ Each command parses its options, calls one function of `orchestrator.runs`, and 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -13,6 +14,7 @@ import typer
 
 from orchestrator.cli.output import confirm, emit_json, emit_summary, err_console, exit_fields, out_console, say
 from orchestrator.cli.render import RunView, plan_table, report_table, summary_line
+from orchestrator.config.inventory import known_clusters
 from orchestrator.errors import JournalError, PreflightFailed, UnsafeToProceed
 from orchestrator.restart import journal as journals
 from orchestrator.restart.journal import Journal, RunFailed, RunOptions
@@ -23,10 +25,11 @@ from orchestrator.runs import restart as runs
 from orchestrator.runs.status import status as cluster_status
 from orchestrator.runs.status import summary as run_summary
 from orchestrator.runs.target import Target, open_target
+from orchestrator.units import counted
 
 ClusterOpt = typer.Option(None, "--cluster", "-c", help="Cluster name: configs/NAME.yaml, or clusters/NAME.yaml in "
                                                          "the user's config directory ('sandbox' after "
-                                                         "`orchestrate sandbox up`).")
+                                                         "`orchestrate sandbox up`).", autocompletion=known_clusters)
 ConfigOpt = typer.Option(None, "--config", help="Inventory file, instead of --cluster.")
 JsonOpt = typer.Option(False, "--json", help="JSON: one object per line, the last one the summary.")
 ByOpt = typer.Option(Mode.NODE, "--by", help="Batch by `node` (one at a time) or `zone` (one awareness "
@@ -45,8 +48,8 @@ UnavailableOpt = typer.Option(None, "--allow-unavailable", metavar="PATTERN",
                                    "batch is refused, in the plan and again just before its nodes stop.")
 
 NodesOpt = typer.Option(None, "--nodes", metavar="PATTERN", help="Restart only the nodes whose inventory name "
-                                                                 "matches (shell-style: es-data-*, may be "
-                                                                 "repeated); the batches keep their order.")
+                                                                 "matches (shell-style: es-data-*; repeated, or "
+                                                                 "comma-separated); the batches keep their order.")
 ExcludeOpt = typer.Option(None, "--exclude", metavar="PATTERN", help="Leave out the nodes whose name matches "
                                                                      "(may be repeated).")
 CanaryOpt = typer.Option(False, "--canary", help="After the first batch, pause until `orchestrate continue` (check "
@@ -195,13 +198,21 @@ def run_and_report(json_out: bool, nodes: list[str], action: Callable[[RunView],
 
 def resume(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool = JsonOpt,
            run_id: str = typer.Option(None, "--run", help="Run id (default: the latest run of the cluster)."),
-           yes: bool = typer.Option(False, "--yes", "-y", help="Resume even if the inventory changed since the "
-                                    "run started (the run's recorded procedure is kept)."),
+           yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation. Asked only when the "
+                                    "inventory changed since the run started: the changes are listed, and --yes "
+                                    "goes on with the new inventory (the run's recorded procedure is kept); off a "
+                                    "terminal without --yes, such a resume is refused."),
            allow_unavailable: list[str] = UnavailableOpt, stop_after: int = StopAfterOpt) -> None:
     """Continue an interrupted or failed run from its journal. A node already restarted (it runs as a
     new process) is never restarted again; pending temporary settings are restored at the end."""
     accepted = plans.patterns(allow_unavailable)
     target = open_target(cluster, config)
+    changed = runs.inventory_changes_since(target, run_id)
+    if changed and not yes and sys.stdin.isatty():
+        say("the inventory changed since the run started:\n" + "\n".join(f"  - {c}" for c in changed[:20]))
+        yes = typer.confirm("Resume with the new inventory (the run's recorded procedure is kept)?")
+        if not yes:
+            raise typer.Exit(1)
 
     def action(view: RunView) -> Journal:
         return runs.resume(target, view, run_id, accept_changes=yes, accept_unavailable=accepted,
@@ -223,7 +234,7 @@ def status(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool =
         out_console.print("no run recorded for this cluster")
     else:
         done = sum(1 for b in run["batches"] if b["state"] == "done")
-        out_console.print(f"run {run['run_id']}: {run['state']}, {done}/{len(run['batches'])} batches done"
+        out_console.print(f"run {run['run_id']}: {run['state']}, {done}/{counted(len(run['batches']), 'batch')} done"
                           + (f" - {run['message']}" if run["message"] else ""), markup=False)
         out_console.print(f"journal: {run['journal']}", markup=False)
     if info["pause"]:

@@ -10,20 +10,27 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.cli.output import confirm, emit_json, out_console, say
+from orchestrator.cli.restart_cmd import ClusterOpt
 from orchestrator.config.inventory import load_inventory
 from orchestrator.hosts.transport import make_transport
+from orchestrator.runs.plans import patterns
 from orchestrator.tuning.apply import NodeReport, fix_commands, for_nodes, run_all
 
 EXIT_DRIFT = 1
 
 
+NodesOpt = typer.Option(None, "--nodes", metavar="PATTERN", help="Only the nodes whose inventory name matches "
+                                                                 "(shell-style: es-data-*; repeated, or "
+                                                                 "comma-separated). Default: all.")
+
+
 def tune(
-    cluster: str = typer.Option(None, "--cluster", "-c", help="Cluster name (configs/NAME.yaml)."),
+    cluster: str = ClusterOpt,
     config: Path = typer.Option(None, "--config", help="Inventory file, instead of --cluster."),
     check: bool = typer.Option(False, "--check", help="Report drift only (the default)."),
     apply: bool = typer.Option(False, "--apply", help="Fix live values AND persist them, then check again."),
     dry_run: bool = typer.Option(False, "--dry-run", help="With --apply: print each host's commands, run none."),
-    nodes: str = typer.Option(None, "--nodes", help="Comma-separated node names (default: all)."),
+    nodes: list[str] = NodesOpt,
     json_out: bool = typer.Option(False, "--json", help="One JSON object per node."),
     yes: bool = typer.Option(False, "--yes", "-y", help="With --apply: do not ask for confirmation (needed off a "
                                                       "terminal)."),
@@ -37,7 +44,7 @@ def tune(
     if check and apply:
         raise typer.BadParameter("give --check or --apply, not both")
     inv, _ = load_inventory(cluster, config)
-    targets = for_nodes(inv, nodes.split(",") if nodes else None)
+    targets = for_nodes(inv, patterns(nodes, "--nodes"))
     if apply and not dry_run:
         confirm(yes, f"Change host tuning (live and persisted) on {len(targets)} host(s) of {inv.cluster.name}?",
                 "change host tuning")
@@ -93,11 +100,11 @@ def show(reports: list[NodeReport], applied: bool) -> None:
 SUDOERS_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 
 def sudoers(
-    cluster: str = typer.Option(None, "--cluster", "-c", help="Cluster name (configs/NAME.yaml)."),
+    cluster: str = ClusterOpt,
     config: Path = typer.Option(None, "--config", help="Inventory file, instead of --cluster."),
     user: str = typer.Option(None, "--user", help="The SSH user the rules are for (default: the inventory's "
                                                   "ssh.user)."),
-    nodes: str = typer.Option(None, "--nodes", help="Comma-separated node names (default: all)."),
+    nodes: list[str] = NodesOpt,
 ) -> None:
     """Print the exact sudo rules the tool needs on the hosts, for `ssh.sudo_rules: commands`.
 
@@ -120,7 +127,7 @@ def sudoers(
     if not product.exact_sudo_rules:
         raise ConfigError("inventory", [f"exact sudo rules are not available for {product.name} yet (its commands "
                                         "on the hosts need a root shell): keep ssh.sudo_rules `shell`"])
-    targets = for_nodes(inv, nodes.split(",") if nodes else None)
+    targets = for_nodes(inv, patterns(nodes, "--nodes"))
     transport = make_transport(inv)
     try:
         rules, problems = cluster_rules(inv, transport, targets)

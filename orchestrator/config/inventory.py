@@ -41,6 +41,12 @@ def inventory_path(cluster: str | None, config: Path | None) -> Path:
                                        "up` writes the sandbox's there)"])
 
 
+def known_clusters(incomplete: str = "") -> list[str]:
+    """The cluster names `--cluster` finds (for shell completion): every NAME.yaml in the inventory dirs."""
+    names = {p.stem for d in inventory_dirs() if d.is_dir() for p in d.glob("*.yaml")}
+    return sorted(n for n in names if n.startswith(incomplete))
+
+
 def load_inventory(cluster: str | None, config: Path | None) -> tuple[Inventory, Path]:
     path = inventory_path(cluster, config)
     inv = load_model(path, Inventory)

@@ -24,6 +24,7 @@ from orchestrator.restart.procedure import Procedure
 from orchestrator.restart.product import Product, RunStepFn
 from orchestrator.restart.steps import PER_NODE, StepFn
 from orchestrator.retry import Seen, wait_until
+from orchestrator.units import counted
 
 # Steps between these two leave a node down: an abort waits until the node is back.
 NODE_DOWN_FROM, NODE_BACK_AT = "stop_service", "wait_for_join"
@@ -67,7 +68,7 @@ class Engine:
             self.hooks("after_run", never_abort=True)
             upgrade = journal.plan.upgrade
             done = f"upgraded to {upgrade.to}" if upgrade else "rebooted" if ctx.options.reboot else "restarted"
-            self.finish(RunState.SUCCEEDED, f"all {len(journal.batches)} batches {done}")
+            self.finish(RunState.SUCCEEDED, f"all {counted(len(journal.batches), 'batch')} {done}")
         except Aborted as exc:
             stopped = self.stop_safely(exc)
             # A stop after the batches asked ends this part of the run as planned: `after_run` (expire
@@ -238,8 +239,8 @@ class Engine:
         if not left:
             return
         if self.stop_after and len(self.batch_seconds) >= self.stop_after:
-            raise StoppedAfter(f"stopped after {len(self.batch_seconds)} batch(es) as asked (--stop-after "
-                               f"{self.stop_after}); {left} batch(es) left")
+            raise StoppedAfter(f"stopped after {counted(len(self.batch_seconds), 'batch')} as asked (--stop-after "
+                               f"{self.stop_after}); {counted(left, 'batch')} left")
         if ctx.options.canary and batch.number == 1:
             reason = (f"canary: batch 1 ({batch.label}) is done; check it, then `orchestrate continue "
                       f"--cluster {ctx.journal.cluster}`")

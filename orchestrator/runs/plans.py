@@ -26,8 +26,10 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9_.*?+\-]{1,255}")
 
 
 def patterns(values: list[str] | None, option: str = "--allow-unavailable") -> tuple[str, ...]:
-    """Name patterns given to ``option``, checked: names, or shell-style patterns of them."""
-    bad = [p for p in values or () if not NAME_PATTERN.fullmatch(p)]
+    """Name patterns given to ``option``, checked: names, or shell-style patterns of them, the option
+    repeated or its values comma-separated (`--nodes es-1,es-2` as `--nodes es-1 --nodes es-2`)."""
+    values = [v for value in values or () for v in value.split(",")]
+    bad = [p for p in values if not NAME_PATTERN.fullmatch(p)]  # an empty part (`a,,b`, `,`) included
     if bad:
         raise ConfigError(option, [f"{p[:80]!r} is not a name or pattern (letters, digits, _ . + - and the "
                                    "wildcards * ?)" for p in bad[:5]])

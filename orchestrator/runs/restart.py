@@ -41,6 +41,7 @@ from orchestrator.runs.audit import audit_log
 from orchestrator.runs.metrics import metrics_sink
 from orchestrator.runs.target import Target
 from orchestrator.tuning.apply import make_tuner
+from orchestrator.units import counted
 
 
 def check_hosts(inv: Inventory, transport: Transport) -> list[str]:
@@ -235,7 +236,7 @@ def start(target: Target, plan: Plan, options: RunOptions, emit: EventSink,
         transport.close()
         raise PreflightFailed(problems)
     journal = new_journal(target, plan, options, prelude or {})
-    emit(Event("run", f"run {journal.run_id} started: {len(plan.batches)} batches, journal {journal.path}",
+    emit(Event("run", f"run {journal.run_id} started: {counted(len(plan.batches), 'batch')}, journal {journal.path}",
                data={"run_id": journal.run_id, "journal": str(journal.path)}))
     return execute(target, journal, target.playbook, transport, emit, takeover=False, abort=abort,
                    stop_after=stop_after)
@@ -249,6 +250,15 @@ def inventory_changes(recorded: Any, current: Any, where: str = "") -> list[str]
             out += inventory_changes(recorded.get(key), current.get(key), f"{where}.{key}" if where else str(key))
         return out
     return [] if recorded == current else [f"{where}: {recorded!r} -> {current!r}"]
+
+
+def inventory_changes_since(target: Target, run_id: str | None = None) -> list[str]:
+    """What changed in the inventory since the run `resume` would continue started (none without a run)."""
+    try:
+        journal = journals.latest(target.name, run_id)
+    except JournalError:
+        return []  # resume itself says what is wrong with the journal
+    return [] if journal is None else inventory_changes(journal.spec.inventory, target.inv.model_dump(mode="json"))
 
 
 def resume(target: Target, emit: EventSink, run_id: str | None = None, accept_changes: bool = False,
@@ -269,8 +279,8 @@ def resume(target: Target, emit: EventSink, run_id: str | None = None, accept_ch
     if changed and not accept_changes:
         raise PreflightFailed([f"the inventory changed since run {journal.run_id} started: " + "; ".join(changed[:10])
                                + (f" and {len(changed) - 10} more" if len(changed) > 10 else "")
-                               + ". Check it; `resume --yes` resumes with it (the run's own procedure, options "
-                               "and plan are kept as recorded)"])
+                               + ". Check it; `orchestrate resume --yes` resumes with it (the run's own procedure, "
+                               "options and plan are kept as recorded)"])
     transport = make_transport(target.inv)
     problems = check_hosts(target.inv, transport)
     if problems:

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from fnmatch import fnmatchcase
 from typing import Any
 
 from orchestrator.config.model import Inventory, NodeEntry
@@ -17,6 +18,7 @@ from orchestrator.hosts.transport import Transport
 from orchestrator.tuning.host import Host
 from orchestrator.tuning.knobs import KnobState, knobs_for
 from orchestrator.tuning.knobs.base import Fix
+from orchestrator.tuning.knobs.io_scheduler import SCHEDULER_NAMES
 from orchestrator.tuning.profile import Profile, load_profile
 
 
@@ -58,7 +60,10 @@ def profile_summary(inv: Inventory) -> tuple[str, ...]:
     if k.numad:
         lines.append("numad stopped and disabled")
     if k.io_scheduler:
-        lines.append(f"IO scheduler {k.io_scheduler.choice} on the data devices (udev rule)")
+        names = SCHEDULER_NAMES.get(k.io_scheduler.choice, [k.io_scheduler.choice])
+        # As the kernel names it: `none` on blk-mq kernels, where `noop` is gone (what `tune` shows).
+        lines.append(f"IO scheduler {' (or '.join(names[:2])}{')' if len(names) > 1 else ''} on the data devices "
+                     "(udev rule)")
     lines += [f"{key}={value} (sysctl.d)" for key, value in k.sysctl.items()]
     if k.erlang_schedulers:
         lines.append("Erlang schedulers from the CPU count (riak.conf)")
@@ -143,14 +148,14 @@ def run_in_order(transport: Transport, node: NodeEntry, fixes: list[Fix]) -> Non
         raise HostError(f"{node.name}: tuning command failed: {fix}\n  {said}")
 
 
-def for_nodes(inv: Inventory, names: list[str] | None) -> list[NodeEntry]:
-    if not names:
+def for_nodes(inv: Inventory, patterns: tuple[str, ...]) -> list[NodeEntry]:
+    """The nodes whose name matches one of ``patterns`` (shell-style, as `restart --nodes`); all without."""
+    if not patterns:
         return list(inv.nodes)
-    known = {n.name for n in inv.nodes}
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise ConfigError("command line", [f"--nodes: not in the inventory: {', '.join(unknown)}"])
-    return [inv.node(n) for n in names]
+    unmatched = [p for p in patterns if not any(fnmatchcase(n.name, p) for n in inv.nodes)]
+    if unmatched:
+        raise ConfigError("command line", [f"--nodes: no node of the inventory matches {', '.join(unmatched)}"])
+    return [n for n in inv.nodes if any(fnmatchcase(n.name, p) for p in patterns)]
 
 
 def run_all(inv: Inventory, transport: Transport, nodes: list[NodeEntry], apply: bool) -> list[NodeReport]:

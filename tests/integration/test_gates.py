@@ -292,7 +292,7 @@ def test_a_settled_yellow_passes_an_unexplained_one_does_not_and_stop_after_chun
         assert_no_traceback(stopped)
         events = json_lines(stopped.stdout)
         assert any(e.get("data", {}).get("settled_yellow") == {"too_few_nodes": ["by-design-1"]} for e in events)
-        assert "stopped after 1 batch(es) as asked (--stop-after 1); 1 batch(es) left" in stopped.stderr
+        assert "stopped after 1 batch as asked (--stop-after 1); 1 batch left" in stopped.stderr
         assert starts_logged(sandboxes.status()) == {**starts, order[0]: starts[order[0]] + 1}
         assert settings(es) == before, "nothing left set between two parts of the run"
         # A planned stop has a result of its own, not the "aborted" a Ctrl-C gets.

@@ -83,7 +83,7 @@ def test_user_lacking_manage_is_refused_at_preflight_with_nothing_changed(sandbo
         assert refused.returncode == 5, refused.stderr[-2000:]
         assert_no_traceback(refused)
         assert "lacks privilege(s) the run needs: cluster:manage" in refused.stderr
-        assert "docs/privileges.md" in refused.stderr
+        assert "`orchestrate docs privileges`" in refused.stderr
         plan = json.loads(orchestrate("plan", "--config", str(path), "--json").stdout)
         assert plan["safe"] is False and any("cluster:manage" in p for p in plan["problems"])
         assert settings(es) == before and starts_logged(info) == starts, "nothing changed"

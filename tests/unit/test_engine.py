@@ -482,7 +482,7 @@ def test_stop_after_n_batches_stops_clean_and_resume_goes_on_in_chunks() -> None
         journal = new_journal(inv, cluster)
         first = engine(inv, cluster, journal, [])
         first.stop_after = 1
-        with pytest.raises(StoppedAfter, match=r"stopped after 1 batch\(es\) as asked.*3 batch\(es\) left.*"
+        with pytest.raises(StoppedAfter, match=r"stopped after 1 batch as asked.*3 batches left.*"
                                                "temporary settings restored"):
             first.run()
         assert [n.starts for n in cluster.nodes.values()] == [1, 0, 0, 0]

@@ -86,7 +86,7 @@ def test_missing_privileges_are_named_and_refuse_the_run() -> None:
     assert missing(answer) == ["cluster:manage", "index orchestrator-locks:write"]
     assert missing({"has_all_requested": True, "cluster": {}, "index": {}}) == []
     problems, _ = preflight_findings(Preflight(missing_privileges=("cluster:manage",)), {})
-    assert any("lacks privilege(s) the run needs: cluster:manage" in p and "docs/privileges.md" in p
+    assert any("lacks privilege(s) the run needs: cluster:manage" in p and "`orchestrate docs privileges`" in p
                for p in problems)
     _, warnings = preflight_findings(Preflight(missing_privileges=None), {})
     assert any(w.startswith("privileges not checked") for w in warnings)
@@ -141,7 +141,7 @@ def test_a_user_who_cannot_read_the_state_hears_the_missing_privileges_first() -
     rest = PrivilegesOnlyRest(granted=set())
     with pytest.raises(PreflightFailed, match="cluster:monitor, cluster:manage") as refused:
         ShardClusterAdapter(rest).snapshot()  # type: ignore[arg-type]
-    assert "docs/privileges.md" in str(refused.value) and rest.asked == ["/_security/user/_has_privileges"]
+    assert "`orchestrate docs privileges`" in str(refused.value) and rest.asked == ["/_security/user/_has_privileges"]
     rest = PrivilegesOnlyRest(granted={"monitor"})
     with pytest.raises(PreflightFailed, match="cluster:manage"):
         plan_merges(ShardClusterAdapter(rest), "logs-*", 5, include_write=False)  # type: ignore[arg-type]
