@@ -24,7 +24,7 @@ from orchestrator.runs import plans, reports
 from orchestrator.runs import restart as runs
 from orchestrator.runs.status import status as cluster_status
 from orchestrator.runs.status import summary as run_summary
-from orchestrator.runs.target import Target, open_target
+from orchestrator.runs.target import Target, open_target, with_metrics
 from orchestrator.units import counted
 
 ClusterOpt = typer.Option(None, "--cluster", "-c", help="Cluster name: configs/NAME.yaml, or clusters/NAME.yaml in "
@@ -55,6 +55,12 @@ ExcludeOpt = typer.Option(None, "--exclude", metavar="PATTERN", help="Leave out 
 CanaryOpt = typer.Option(False, "--canary", help="After the first batch, pause until `orchestrate continue` (check "
                                                  "the canary node first).")
 PauseBetweenOpt = typer.Option(0.0, "--pause-between", metavar="SECONDS", help="Wait this long between batches.")
+MetricsFileOpt = typer.Option(None, "--metrics-textfile", metavar="PATH",
+                              help="Write the run's Prometheus metrics to PATH (node_exporter's textfile collector), "
+                                   "after each batch and at the end; over the inventory's metrics.textfile.")
+PushgatewayOpt = typer.Option(None, "--pushgateway", metavar="URL",
+                              help="Push the run's Prometheus metrics to this Pushgateway (grouped by cluster); over "
+                                   "the inventory's metrics.pushgateway.")
 RebootOpt = typer.Option(False, "--reboot", help="Reboot each host instead of only restarting the service (host "
                                                 "patching): the service stops, the tuning is applied, the host "
                                                 "reboots (inventory service.reboot), the run waits for a new boot "
@@ -146,7 +152,8 @@ def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOp
             json_out: bool = JsonOpt, allow_yellow: bool = YellowOpt,
             allow_unavailable: list[str] = UnavailableOpt, nodes: list[str] = NodesOpt,
             exclude: list[str] = ExcludeOpt, canary: bool = CanaryOpt,
-            pause_between: float = PauseBetweenOpt, stop_after: int = StopAfterOpt, reboot: bool = RebootOpt) -> None:
+            pause_between: float = PauseBetweenOpt, stop_after: int = StopAfterOpt, reboot: bool = RebootOpt,
+            metrics_textfile: Path = MetricsFileOpt, pushgateway: str = PushgatewayOpt) -> None:
     """Rolling restart: shows the plan, asks to confirm (unless --yes), then runs it batch by batch.
 
     Preflight checks everything before the first change (safe plan, every node matched, SSH with
@@ -155,10 +162,9 @@ def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOp
     leaves allocation restricted and the journal says what is pending: `orchestrate resume`.
     """
     control = replace(plans.control_options(nodes, exclude, canary, pause_between), reboot=reboot)
-    target = open_target(cluster, config, reboot=reboot)
+    target = with_metrics(open_target(cluster, config, reboot=reboot), metrics_textfile, pushgateway)
     run_options = options(target, allow_yellow, allow_unavailable, control)
-    question = "Reboot the hosts of {batches} batch(es) of {cluster}?" if reboot else \
-        "Restart {batches} batch(es) of {cluster}?"
+    question = "Reboot the hosts of {batches} of {cluster}?" if reboot else "Restart {batches} of {cluster}?"
     plan_confirm_and_run(target, by, run_options, json_out, yes, question, stop_after)
 
 
@@ -168,7 +174,7 @@ def plan_confirm_and_run(target: Target, by: Mode, run_options: RunOptions, json
     with runs.hosts_checked_early(target.inv, begin=yes) as early:
         the_plan = plans.make_plan(target, by, run_options)
         show_and_confirm(target, the_plan, json_out, yes,
-                         question.format(batches=len(the_plan.batches), cluster=target.name))
+                         question.format(batches=counted(len(the_plan.batches), "batch"), cluster=target.name))
         nodes = [n for b in the_plan.batches for n in b.nodes]
 
         def action(view: RunView) -> Journal:
@@ -202,11 +208,12 @@ def resume(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool =
                                     "inventory changed since the run started: the changes are listed, and --yes "
                                     "goes on with the new inventory (the run's recorded procedure is kept); off a "
                                     "terminal without --yes, such a resume is refused."),
-           allow_unavailable: list[str] = UnavailableOpt, stop_after: int = StopAfterOpt) -> None:
+           allow_unavailable: list[str] = UnavailableOpt, stop_after: int = StopAfterOpt,
+           metrics_textfile: Path = MetricsFileOpt, pushgateway: str = PushgatewayOpt) -> None:
     """Continue an interrupted or failed run from its journal. A node already restarted (it runs as a
     new process) is never restarted again; pending temporary settings are restored at the end."""
     accepted = plans.patterns(allow_unavailable)
-    target = open_target(cluster, config)
+    target = with_metrics(open_target(cluster, config), metrics_textfile, pushgateway)
     changed = runs.inventory_changes_since(target, run_id)
     if changed and not yes and sys.stdin.isatty():
         say("the inventory changed since the run started:\n" + "\n".join(f"  - {c}" for c in changed[:20]))

@@ -14,8 +14,10 @@ from orchestrator.cli.restart_cmd import (
     ConfigOpt,
     ExcludeOpt,
     JsonOpt,
+    MetricsFileOpt,
     NodesOpt,
     PauseBetweenOpt,
+    PushgatewayOpt,
     StopAfterOpt,
     UnavailableOpt,
     YellowOpt,
@@ -24,7 +26,7 @@ from orchestrator.cli.restart_cmd import (
 )
 from orchestrator.restart.plan import Mode
 from orchestrator.runs import plans
-from orchestrator.runs.target import open_target
+from orchestrator.runs.target import open_target, with_metrics
 
 ToOpt = typer.Option(..., "--to", metavar="VERSION", help="The version every node ends on (major.minor.patch, "
                                                           "e.g. 9.5.3).")
@@ -43,7 +45,8 @@ def upgrade(to: str = ToOpt, cluster: str = ClusterOpt, config: Path = ConfigOpt
             json_out: bool = JsonOpt, no_snapshot_check: bool = NoSnapshotCheckOpt, allow_yellow: bool = YellowOpt,
             allow_unavailable: list[str] = UnavailableOpt, nodes: list[str] = NodesOpt,
             exclude: list[str] = ExcludeOpt, canary: bool = CanaryOpt, pause_between: float = PauseBetweenOpt,
-            stop_after: int = StopAfterOpt) -> None:
+            stop_after: int = StopAfterOpt, metrics_textfile: Path = MetricsFileOpt,
+            pushgateway: str = PushgatewayOpt) -> None:
     """Rolling upgrade to VERSION: each node stopped, the version installed (the inventory's
     upgrade.install: package, switch or commands) with its plugins, started, checked to run VERSION.
 
@@ -56,8 +59,8 @@ def upgrade(to: str = ToOpt, cluster: str = ClusterOpt, config: Path = ConfigOpt
     `orchestrate docs upgrade`.
     """
     control = plans.control_options(nodes, exclude, canary, pause_between)
-    target = open_target(cluster, config, upgrade=True)
+    target = with_metrics(open_target(cluster, config, upgrade=True), metrics_textfile, pushgateway)
     run_options = plans.upgrade_options(options(target, allow_yellow, allow_unavailable, control), to,
                                         snapshot_check=not no_snapshot_check)
     plan_confirm_and_run(target, by, run_options, json_out, yes,
-                         f"Upgrade {{batches}} batch(es) of {{cluster}} to {to}?", stop_after)
+                         f"Upgrade {{batches}} of {{cluster}} to {to}?", stop_after)

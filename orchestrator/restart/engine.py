@@ -103,6 +103,7 @@ class Engine:
             self.preludes[name](self.ctx)
 
     def finish(self, state: RunState, message: str) -> None:
+        self.ctx.journal.calls(self.ctx.cluster.calls)  # before the end event: metrics publish on it
         self.ctx.journal.set_state(state, message)
         self.ctx.emit(Event("run", f"run {state.value}: {message}", data={"result": state.value}))
 
@@ -164,6 +165,7 @@ class Engine:
             for name, _ in todo:
                 ctx.journal.step_done(batch, name)
         ctx.journal.end_batch(batch)
+        ctx.journal.calls(ctx.cluster.calls)
         took = (batch.finished or 0) - (batch.started or batch.finished or 0)
         self.batch_seconds.append(took)
         ctx.emit(Event("batch", f"batch {batch.number} done in {took:.1f} s", batch=batch.number, eta_s=self.eta_s(),

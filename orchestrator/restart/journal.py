@@ -455,6 +455,19 @@ def latest(cluster: str, run_id: str | None = None) -> Journal | None:
     return Journal.load(paths[-1]) if paths else None
 
 
+def last_success(cluster: str, look_back: int = 50) -> float | None:
+    """When the newest succeeded run of ``cluster`` finished (among its last ``look_back`` runs)."""
+    directory = runs_dir(cluster)
+    for path in reversed(sorted(directory.glob("*.json"))[-look_back:] if directory.is_dir() else []):
+        try:
+            journal = Journal.load(path)
+        except JournalError:
+            continue
+        if journal.state is RunState.SUCCEEDED and journal.finished:
+            return journal.finished
+    return None
+
+
 def measured_batch_seconds(cluster: str, mode: str, before: str, look_back: int = 5) -> float | None:
     """Mean batch duration of the newest succeeded run of ``cluster`` in ``mode`` older than run
     ``before``: the first ETA of a run, before any of its own batches is measured."""

@@ -8,53 +8,73 @@ a run: a problem is one warning event.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
 from orchestrator.config.model import MetricsSection
 from orchestrator.paths import write_atomically
 from orchestrator.restart.events import Event, EventSink
-from orchestrator.restart.journal import Journal, RunState
+from orchestrator.restart.journal import Journal, RunState, last_success
 
 STATES = tuple(s.value for s in RunState)
 
 
-def registry_of(journal: Journal) -> Any:
-    """A registry holding the run's figures (pure: the journal in, metrics out)."""
+def registry_of(journal: Journal, last_success_at: float | None = None) -> Any:
+    """A registry holding the run's figures (pure: the journal in, metrics out). Series are labelled by
+    cluster (and node), never by run: a label of the run id would make new series at every run; the run
+    id is the value of `orchestrator_run_info`. ``last_success_at``: when the cluster's newest succeeded
+    run ended (this one included)."""
     from prometheus_client import CollectorRegistry, Gauge
 
     registry = CollectorRegistry()
-    run = {"cluster": journal.cluster, "run_id": journal.run_id}
-    state = Gauge("orchestrator_run_state", "1 for the run's current state", [*run, "state"], registry=registry)
+    cluster = {"cluster": journal.cluster}
+
+    def gauge(name: str, what: str, labels: tuple[str, ...] = ()) -> Any:
+        return Gauge(name, what, ["cluster", *labels], registry=registry)
+
+    gauge("orchestrator_run_info", "the cluster's latest run: 1, with its id, mode and product as labels",
+          ("run_id", "mode", "product")).labels(**cluster, run_id=journal.run_id, mode=journal.mode,
+                                                 product=journal.product).set(1)
+    state = gauge("orchestrator_run_state", "1 for the latest run's current state", ("state",))
     for s in STATES:
-        state.labels(**run, state=s).set(1 if journal.state.value == s else 0)
-    Gauge("orchestrator_run_started_timestamp_seconds", "when the run started", list(run),
-          registry=registry).labels(**run).set(journal.created)
-    batches = Gauge("orchestrator_batches", "batches of the run, by state", [*run, "state"], registry=registry)
+        state.labels(**cluster, state=s).set(1 if journal.state.value == s else 0)
+    gauge("orchestrator_run_started_timestamp_seconds", "when the latest run started").labels(**cluster).set(
+        journal.created)
+    end = journal.finished if journal.state is not RunState.RUNNING and journal.finished else None
+    if end is not None:
+        gauge("orchestrator_run_finished_timestamp_seconds", "when the latest run ended (absent while it "
+              "runs)").labels(**cluster).set(end)
+    gauge("orchestrator_run_duration_seconds", "how long the latest run took, or has taken so far").labels(
+        **cluster).set(round((end or time.time()) - journal.created, 3))
+    if last_success_at is not None:
+        gauge("orchestrator_last_success_timestamp_seconds", "when the cluster's newest succeeded run ended: "
+              "alert when it is too old").labels(**cluster).set(last_success_at)
+    batches = gauge("orchestrator_batches", "batches of the latest run, by state", ("state",))
     for s in ("pending", "running", "done"):
-        batches.labels(**run, state=s).set(sum(1 for b in journal.batches if b.state == s))
-    phase = Gauge("orchestrator_node_phase_seconds", "time a node spent in each phase of its restart",
-                  [*run, "node", "phase"], registry=registry)
-    recovered = Gauge("orchestrator_node_recovery_bytes", "bytes a node's shards recovered, copied from peers or "
-                      "reused from its own disk", [*run, "node", "source"], registry=registry)
-    restarted = Gauge("orchestrator_node_restarted", "1 once the node runs as a new process", [*run, "node"],
-                      registry=registry)
+        batches.labels(**cluster, state=s).set(sum(1 for b in journal.batches if b.state == s))
+    phase = gauge("orchestrator_node_phase_seconds", "time a node spent in each phase of its restart",
+                  ("node", "phase"))
+    recovered = gauge("orchestrator_node_recovery_bytes", "bytes a node's shards recovered, copied from peers or "
+                      "reused from its own disk", ("node", "source"))
+    restarted = gauge("orchestrator_node_restarted", "1 once the node runs as a new process", ("node",))
     for name, record in journal.nodes.items():
-        restarted.labels(**run, node=name).set(1 if record.restarted else 0)
+        restarted.labels(**cluster, node=name).set(1 if record.restarted else 0)
         for key, seconds in record.phases.items():
-            phase.labels(**run, node=name, phase=key).set(seconds)
+            phase.labels(**cluster, node=name, phase=key).set(seconds)
         for source, key in (("peers", "bytes_from_peers"), ("reused", "bytes_reused")):
             if key in record.recovery:
-                recovered.labels(**run, node=name, source=source).set(record.recovery[key])
-    Gauge("orchestrator_cluster_calls", "requests made to the cluster by the run", list(run),
-          registry=registry).labels(**run).set(journal.cluster_calls)
+                recovered.labels(**cluster, node=name, source=source).set(record.recovery[key])
+    gauge("orchestrator_cluster_calls", "requests the latest run made to the cluster").labels(**cluster).set(
+        journal.cluster_calls)
     return registry
 
 
 def publish(journal: Journal, cfg: MetricsSection) -> None:
     from prometheus_client import generate_latest, push_to_gateway
 
-    registry = registry_of(journal)
+    succeeded = journal.finished if journal.state is RunState.SUCCEEDED else last_success(journal.cluster)
+    registry = registry_of(journal, succeeded)
     if cfg.textfile is not None:
         # Written to a new file of an unpredictable name beside it (O_EXCL: never through a planted link),
         # then renamed: never read half-written. The client's own writer uses a predictable name.

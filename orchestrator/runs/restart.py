@@ -242,11 +242,15 @@ def start(target: Target, plan: Plan, options: RunOptions, emit: EventSink,
                    stop_after=stop_after)
 
 
+# How a run reports (its metrics outputs, which the command line may set) is not what it does.
+NOT_A_CHANGE = {"metrics"}
+
+
 def inventory_changes(recorded: Any, current: Any, where: str = "") -> list[str]:
     """What differs between two inventories (as dumped), one line per changed key."""
     if isinstance(recorded, dict) and isinstance(current, dict):
         out = []
-        for key in sorted(set(recorded) | set(current), key=str):
+        for key in sorted((set(recorded) | set(current)) - (NOT_A_CHANGE if not where else set()), key=str):
             out += inventory_changes(recorded.get(key), current.get(key), f"{where}.{key}" if where else str(key))
         return out
     return [] if recorded == current else [f"{where}: {recorded!r} -> {current!r}"]

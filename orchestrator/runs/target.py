@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+from pydantic import ValidationError
 
 from orchestrator import products
 from orchestrator.config.inventory import load_inventory
-from orchestrator.config.model import Inventory
+from orchestrator.config.loader import problems_of
+from orchestrator.config.model import Inventory, MetricsSection
 from orchestrator.config.playbook import Playbook, load_playbook
 from orchestrator.errors import ConfigError
 from orchestrator.restart.adapter import ClusterAdapter
@@ -56,3 +59,15 @@ def open_target(cluster: str | None, config: Path | None, upgrade: bool = False,
     if reboot:
         procedure = resolve(with_reboot(procedure.playbook), product)
     return Target(inv, path, product, procedure, product.connect(inv))
+
+
+def with_metrics(target: Target, textfile: Path | None, pushgateway: str | None) -> Target:
+    """The target with the command line's metrics outputs over the inventory's (checked as the inventory's)."""
+    if textfile is None and pushgateway is None:
+        return target
+    given = {k: v for k, v in (("textfile", textfile), ("pushgateway", pushgateway)) if v is not None}
+    try:
+        metrics = MetricsSection.model_validate({**target.inv.metrics.model_dump(), **given})
+    except ValidationError as exc:
+        raise ConfigError("command line", problems_of(exc, None)) from None
+    return replace(target, inv=target.inv.model_copy(update={"metrics": metrics}))

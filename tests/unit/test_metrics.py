@@ -15,8 +15,13 @@ from tests.unit.test_engine import ORIGINAL, engine, inventory, new_journal, sta
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    return {(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k not in ("cluster", "run_id")))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    """Every sample, read by Prometheus's own parser; the cluster label checked and left out of the key."""
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            assert s.labels.get("cluster") == "fake", s
+            found[(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "cluster")))] = s.value
+    return found
 
 
 def test_a_run_writes_its_figures_to_a_textfile_and_pushes_them(tmp_path: Path) -> None:
@@ -30,6 +35,13 @@ def test_a_run_writes_its_figures_to_a_textfile_and_pushes_them(tmp_path: Path) 
         eng.run()
         found = samples((tmp_path / "orchestrator.prom").read_text())
         pushes = [c for c in gateway.calls if c["method"] == "PUT"]
+    assert not any(dict(labels).get("run_id") for name, labels in found if name != "orchestrator_run_info"), \
+        "the run id is no label of a series (a new series every run)"
+    assert found[("orchestrator_run_info", (("mode", "node"), ("product", "fake"), ("run_id", journal.run_id)))] == 1
+    assert found[("orchestrator_cluster_calls", ())] == journal.cluster_calls > 0, "the run's calls, counted"
+    assert found[("orchestrator_run_finished_timestamp_seconds", ())] == journal.finished
+    assert found[("orchestrator_last_success_timestamp_seconds", ())] == journal.finished
+    assert 0 <= found[("orchestrator_run_duration_seconds", ())] < 60
     assert found[("orchestrator_run_state", (("state", "succeeded"),))] == 1
     assert found[("orchestrator_run_state", (("state", "running"),))] == 0
     assert found[("orchestrator_batches", (("state", "done"),))] == 3
@@ -76,3 +88,40 @@ def test_the_textfile_is_never_written_through_a_link_planted_at_a_predictable_n
         eng.run()
     assert victim.read_text() == "keep me\n"
     assert "orchestrator_batches" in textfile.read_text() and not textfile.is_symlink()
+
+
+def test_a_failed_run_keeps_the_last_success_of_an_earlier_run(tmp_path: Path) -> None:
+    import pytest
+
+    from orchestrator.errors import HostError
+
+    with state_dir():
+        inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        earlier = new_journal(inv, cluster)
+        engine(inv, cluster, earlier, []).run()
+        cluster.nodes["a"].start_fails = True
+        failing = new_journal(inv, cluster)
+        eng = engine(inv, cluster, failing, [])
+        eng.ctx.emit = metrics_sink(failing, MetricsSection(textfile=tmp_path / "m.prom"), lambda e: None)
+        with pytest.raises(HostError):
+            eng.run()
+        found = samples((tmp_path / "m.prom").read_text())
+    assert found[("orchestrator_run_state", (("state", "failed"),))] == 1
+    assert found[("orchestrator_last_success_timestamp_seconds", ())] == earlier.finished
+
+
+def test_the_command_line_sets_the_metrics_outputs_and_a_resume_does_not_call_it_a_changed_inventory(
+        tmp_path: Path) -> None:
+    import pytest
+
+    from orchestrator.errors import ConfigError
+    from orchestrator.runs.restart import inventory_changes
+    from orchestrator.runs.target import Target, with_metrics
+
+    inv = inventory(["a"])
+    target = Target(inv=inv, inventory_path=tmp_path, product=None, procedure=None, cluster=None)  # type: ignore[arg-type]
+    given = with_metrics(target, tmp_path / "x.prom", "http://gw:9091")
+    assert given.inv.metrics.textfile == tmp_path / "x.prom" and given.inv.metrics.pushgateway == "http://gw:9091"
+    assert inventory_changes(inv.model_dump(mode="json"), given.inv.model_dump(mode="json")) == []
+    with pytest.raises(ConfigError):
+        with_metrics(target, None, "not a url")
