@@ -22,7 +22,8 @@ from orchestrator.restart.product import Column
 from orchestrator.units import counted, human_duration
 
 
-def plan_table(plan: Plan, steps: list[str], columns: Sequence[Column]) -> Group:
+def plan_table(plan: Plan, steps: list[str], columns: Sequence[Column], problems: bool = True) -> Group:
+    """The plan as `plan` shows it. ``problems``: its UNSAFE lines too (a refusal says them itself, once)."""
     verdict = Text("SAFE", style="bold green") if plan.safe else Text("UNSAFE", style="bold red")
     batches = counted(len(plan.batches), "batch")
     head = Text.assemble(f"Plan for cluster {plan.cluster} ({plan.mode.value} mode): {batches}, "
@@ -46,7 +47,7 @@ def plan_table(plan: Plan, steps: list[str], columns: Sequence[Column]) -> Group
         lines.append(Text(f"Before each batch: {plan.figures['gate_stable_samples']:.0f} healthy sample(s) in a row; "
                           f"the run stops after {human_duration(plan.figures['gate_unhealthy_s'])} unhealthy"))
     lines += [Text(f"Note: {n}") for n in plan.notes]
-    for p in plan.all_problems():
+    for p in plan.all_problems() if problems else ():
         lines.append(Text(f"UNSAFE: {p}", style="red"))
     return Group(*lines)
 

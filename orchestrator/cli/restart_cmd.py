@@ -185,8 +185,9 @@ def plan_confirm_and_run(target: Target, by: Mode, run_options: RunOptions, json
 
 def show_and_confirm(target: Target, the_plan: Plan, json_out: bool, yes: bool, question: str) -> None:
     """Show the plan, refuse an unsafe one, and ask (unless --yes; never silently off a terminal)."""
-    if not json_out:
-        out_console.print(plan_table(the_plan, step_names(target), target.product.plan_columns))
+    if not json_out:  # a refused plan's reasons are the error's, said once (not in the table too)
+        out_console.print(plan_table(the_plan, step_names(target), target.product.plan_columns,
+                                     problems=the_plan.safe))
     if not the_plan.safe:
         raise PreflightFailed(runs.other_runs(target) + the_plan.all_problems())
     confirm(yes, question, "restart")

@@ -89,9 +89,18 @@ def unavailability(snap: ClusterSnapshot, node_ids: list[str], label: str,
     replicas = replica_counts(snap)
     no_replicas = [i for i in indices if replicas.get(i, 0) == 0]
     shown = ", ".join(refused[:5]) + (f" and {len(refused) - 5} more" if len(refused) > 5 else "")
-    hint = (f"index(es) {', '.join(no_replicas[:5])} have 0 replicas: add a replica "
-            f"(index.number_of_replicas: 1) before the restart, or accept it with --allow-unavailable PATTERN"
-            if no_replicas else "every copy of these shards is in this batch: check allocation awareness")
+    # Why no other copy is started: none exists, the other copies are away (a node down, a recovery not
+    # done), or every copy sits in this batch (a placement awareness would have spread).
+    away = {f"[{c.index}][{c.shard}]" for c in snap.shards if c.state != "STARTED"}
+    waiting = [sh for sh in refused if sh in away]
+    if no_replicas:
+        hint = (f"index(es) {', '.join(no_replicas[:5])} have 0 replicas: add a replica "
+                "(index.number_of_replicas: 1) before the restart, or accept it with --allow-unavailable PATTERN")
+    elif waiting:
+        hint = ("their other copies are not started (unassigned or recovering: a node away, or a recovery not "
+                "done): wait until the cluster is green, or bring the missing node back")
+    else:
+        hint = "every copy of these shards is in this batch: check allocation awareness"
     return [f"{label}: restarting it leaves shard(s) {shown} of index(es) {', '.join(indices[:10])} with no "
             f"started copy; {hint}."], notes
 

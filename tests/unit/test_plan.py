@@ -202,3 +202,42 @@ def test_nodes_and_exclude_choose_a_subset_in_the_plans_order() -> None:
     assert select_nodes(full, RunOptions()) is full
     with pytest.raises(ConfigError, match="no node is left"):
         select_nodes(full, RunOptions(nodes=("x*",)))
+
+
+def test_a_shard_whose_other_copy_is_away_says_wait_not_check_awareness() -> None:
+    """A node down leaves the replicas it held unassigned: restarting the node with the primaries would
+    leave no started copy. The refusal says why (the other copy is away), not that placement is wrong."""
+    nodes = [node("a"), node("b"), node("c")]
+    down_replica = ShardCopy("logs", 0, False, "UNASSIGNED", None, 1000)
+    snap = snapshot(nodes, [*copies("logs", 0, ["a"]), down_replica, *copies("kept", 0, ["a", "c"])], "c",
+                    status="yellow")
+    said = " ".join(batch_problems(snap, ["id-a"], "a"))
+    assert "[logs][0]" in said and "their other copies are not started" in said, said
+    assert "allocation awareness" not in said
+    together = snapshot(nodes, copies("logs", 0, ["a", "b"]), "c")
+    assert "check allocation awareness" in " ".join(batch_problems(together, ["id-a", "id-b"], "a+b"))
+
+
+def test_a_refused_plan_says_each_reason_once(capsys: pytest.CaptureFixture[str], tmp_path: object,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """`restart` shows the plan, then refuses it: each UNSAFE reason is in the error, not also in the table."""
+    from types import SimpleNamespace
+
+    from orchestrator.cli.restart_cmd import show_and_confirm
+    from orchestrator.errors import PreflightFailed
+    from orchestrator.shards.product import ShardProduct
+    from orchestrator.testing.fake import FakeCluster
+
+    nodes = [node("a"), node("b"), node("c")]
+    snap = snapshot(nodes, copies("logs", 0, ["a"]), "c")  # no replica: restarting a is refused
+    unsafe = build_plan(inventory(["a", "b", "c"]), snap, Mode.NODE)
+    assert not unsafe.safe
+    target = SimpleNamespace(name="c-empty-state", product=ShardProduct(), cluster=FakeCluster.of(["a"]),
+                             procedure=SimpleNamespace(batch=[("stop_service", None)]))
+    monkeypatch.setenv("ORCHESTRATOR_STATE", str(tmp_path))
+    with pytest.raises(PreflightFailed) as err:
+        show_and_confirm(target, unsafe, json_out=False, yes=True, question="?")  # type: ignore[arg-type]
+    shown = capsys.readouterr().out + str(err.value)
+    reason = next(p for p in unsafe.all_problems() if "[logs][0]" in p)
+    assert shown.count(reason) == 1, shown
+    assert "Plan for cluster" in shown and "UNSAFE" in shown
