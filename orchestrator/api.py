@@ -86,15 +86,31 @@ def _finished(journal: Journal) -> RunResult:
     from orchestrator.runs.status import summary as run_summary
 
     summary = run_summary(journal)
+    report = _report(journal)
+    if report is not None:
+        summary["report"] = str(report)
     return RunResult(run_id=journal.run_id, cluster=journal.cluster, result=summary["result"],
                      journal=Path(summary["journal"]), summary=summary)
+
+
+def _report(journal: Journal) -> Path | None:
+    """The report page beside the journal, as the CLI writes it for every run; a page that cannot be
+    written never hides the run's own outcome."""
+    from orchestrator.errors import OrchestratorError
+    from orchestrator.runs import reports
+
+    try:
+        return reports.write_beside_journal(journal)
+    except OrchestratorError:
+        return None
 
 
 def _run(action: Callable[[], Journal]) -> RunResult:
     try:
         return _finished(action())
     except RunFailed as exc:
-        raise exc.cause from None  # the documented error; its journal is in `status`
+        _report(exc.journal)
+        raise exc.cause from None  # the documented error; its journal (and report) in `status`
 
 
 def restart(cluster: str | None = None, *, config: str | Path | None = None, by: str = "node",

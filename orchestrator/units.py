@@ -8,9 +8,12 @@ def counted(n: int, word: str, plural: str | None = None) -> str:
     return f"{n} {word if n == 1 else plural or word + ('es' if word.endswith(('s', 'x', 'ch', 'sh')) else 's')}"
 
 
-def human_duration(seconds: float | None) -> str:
+def human_duration(seconds: float | None, fine: bool = False) -> str:
+    """`2m06s`; ``fine``: a short phase to the tenth or hundredth (`0.24s`, `3.1s`), not `0s`."""
     if seconds is None:
         return "-"
+    if fine and seconds < 10:
+        return f"{seconds:.2f}s" if seconds < 1 else f"{seconds:.1f}s"
     seconds = round(seconds)
     if seconds < 60:
         return f"{seconds}s"

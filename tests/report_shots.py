@@ -11,11 +11,11 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from orchestrator.es.product import PRODUCT as ELASTICSEARCH
-from orchestrator.restart.journal import Journal, NodeRecord, RunState, UndoRecord, UndoState
+from orchestrator.restart.journal import HistoryEntry, Journal, NodeRecord, RunState, UndoRecord, UndoState
 from orchestrator.restart.report import html
 from tests.unit.journals import journal_of, plan_of
 
@@ -61,7 +61,22 @@ def sample_journals() -> dict[str, Journal]:
     failed.undo = [settings[0], UndoRecord(3, "cluster.routing.allocation.enable", "persistent", None, "primaries",
                                            UndoState.APPLIED, 2), settings[1]]
     failed.cluster_calls = 233
-    return {"succeeded": ok, "failed": failed}
+    # The failed run, resumed with a changed inventory, then stopped by an operator at its end: es-2 back
+    # (joined), es-3 stopped near the picture's right edge.
+    resumed = journal_of(plan_of([["es-1"], ["es-2"], ["es-3"]]), state=RunState.ABORTED, created=t0,
+                         finished=t0 + 400, run_id="20261122-085000-resumed", message="interrupted; temporary "
+                         "settings restored. `orchestrate resume` continues the remaining batches")
+    back = node("es-2", 2, t0 + 78, done=False)
+    resumed.nodes = {"es-1": node("es-1", 1, t0 + 2, peers=int(0.4 * GiB), reused=int(9.6 * GiB)),
+                     "es-2": replace(back, phase="joined"),
+                     "es-3": NodeRecord("es-3", 3, phase="stopping", started_at={"stopping": t0 + 395})}
+    resumed.batches[0].state, resumed.batches[1].state = "done", "done"
+    resumed.history = [HistoryEntry(t0 + 160, "failed", failed.message),
+                       HistoryEntry(t0 + 300, "resumed", "resumed from failed; inventory changed: ssh.user: "
+                                                         "'root' -> 'deploy'"),
+                       HistoryEntry(t0 + 400, "aborted", resumed.message)]
+    resumed.undo, resumed.cluster_calls = list(settings), 301
+    return {"succeeded": ok, "failed": failed, "resumed": resumed}
 
 
 @dataclass(frozen=True)

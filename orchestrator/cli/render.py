@@ -149,5 +149,5 @@ def report_table(summary: dict[str, Any], columns: Sequence[Column]) -> Table:
         p = n["phases"]
         shown = (c.value(n["recovery"]) for c in columns)
         table.add_row(Text(str(n["name"])), "yes" if n["restarted"] else "no",
-                      *(human_duration(p.get(k)) if k in p else "-" for k in phases), *shown)
+                      *(human_duration(p.get(k), fine=True) if k in p else "-" for k in phases), *shown)
     return table

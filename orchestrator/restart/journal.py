@@ -120,6 +120,15 @@ class UndoRecord:
     batch: int | None = None
 
 
+@dataclass(frozen=True)
+class HistoryEntry:
+    """A turn in a run's life, for its report: how it ended each time, and each resume."""
+
+    at: float
+    event: str  # a RunState's value, or "resumed"
+    message: str
+
+
 @dataclass
 class NodeRecord:
     name: str
@@ -198,6 +207,7 @@ class Journal:
     cluster_calls: int = 0
     paused: str | None = None  # why the run is holding at a batch boundary, while it is
     hook_values: dict[str, str] = field(default_factory=dict)  # saved by hooks for later ones (a silence id)
+    history: list[HistoryEntry] = field(default_factory=list)  # each end and each resume, oldest first
     format: int = FORMAT_VERSION
     path: Path | None = field(default=None, compare=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, compare=False, repr=False)
@@ -238,6 +248,15 @@ class Journal:
             self.state = state
             self.message = message
             self.finished = None if state is RunState.RUNNING else time.time()
+            if state is not RunState.RUNNING:
+                self.history = [*self.history, HistoryEntry(self.finished or time.time(), state.value, message)]
+
+    def resumed(self, changes: list[str]) -> None:
+        """A resume begins (``changes``: what it accepted of a changed inventory)."""
+        said = f"resumed from {self.state.value}" + (f"; inventory changed: {'; '.join(changes[:10])}" if changes
+                                                     else "")
+        with self.change():
+            self.history = [*self.history, HistoryEntry(time.time(), "resumed", said)]
 
     def save_hook_values(self, values: dict[str, str]) -> None:
         with self.change():
@@ -355,7 +374,7 @@ class Journal:
             "state": self.state.value, "created": self.created, "updated": self.updated, "finished": self.finished,
             "message": self.message, "run_setup_done": self.run_setup_done, "preludes_done": self.preludes_done,
             "prelude_reports": self.prelude_reports, "cluster_calls": self.cluster_calls, "paused": self.paused,
-            "hook_values": self.hook_values,
+            "hook_values": self.hook_values, "history": [asdict(h) for h in self.history],
             "batches": [asdict(b) for b in self.batches], "nodes": {k: asdict(v) for k, v in self.nodes.items()},
             "undo": [asdict(u) for u in self.undo],
         }
@@ -391,7 +410,8 @@ class Journal:
                 run_setup_done=raw["run_setup_done"], preludes_done=raw["preludes_done"],
                 prelude_reports=raw["prelude_reports"], cluster_calls=raw["cluster_calls"],
                 paused=None if raw.get("paused") is None else str(raw["paused"]),
-                hook_values={str(k): str(v) for k, v in dict(raw.get("hook_values", {})).items()})
+                hook_values={str(k): str(v) for k, v in dict(raw.get("hook_values", {})).items()},
+                history=[HistoryEntry(**h) for h in raw.get("history", [])])
             journal.check_consistent()
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise JournalError(f"journal {path} is damaged ({str(exc)[:200]}); it was not written by this tool "
@@ -402,7 +422,7 @@ class Journal:
     def check_consistent(self) -> None:
         """Progress that matches the plan: the same batches of the same nodes, a record per node, each
         field of the type it is written with (a timestamp that is text would crash a report later)."""
-        for record in (self, *self.batches, *self.nodes.values()):
+        for record in (self, *self.batches, *self.nodes.values(), *self.history):
             check_field_types(record)
         planned = [(b.number, list(b.nodes)) for b in self.spec.plan.batches]
         if [(b.number, b.nodes) for b in self.batches] != planned:

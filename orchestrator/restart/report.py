@@ -26,6 +26,7 @@ PHASES = (
 )
 FAILED_COLOUR = "#b00020"
 TIMELINE_WIDTH, LABEL_WIDTH, ROW_HEIGHT = 860, 150, 26
+LABEL_ROOM = 90  # pixels a state's label needs ("not reached", "recovering") at 12 px
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,8 @@ def totals(journal: Journal) -> dict[str, Any]:
 
 
 def node_state(journal: Journal, rec: NodeRecord) -> str:
-    """done, failed (the run failed with it under way), stopped (an abort), not reached, or in progress."""
+    """done, not reached, failed (the run failed with it under way), stopped (an abort while it was away),
+    its phase when an abort found it back (joined, recovering: as the CLI says it), or in progress."""
     if rec.phase == "done":
         return "done"
     if rec.phase == "pending":
@@ -72,12 +74,26 @@ def node_state(journal: Journal, rec: NodeRecord) -> str:
     if journal.state is RunState.FAILED:
         return "failed"
     if journal.state in (RunState.ABORTED, RunState.STOPPED, RunState.ABANDONED):
-        return "stopped"
+        # A node that came back before the run stopped is back: its phase, as the CLI says it.
+        return rec.phase if rec.phase in ("joined", "recovering") else "stopped"
     return "in progress"
 
 
-def wall_clock(at: float) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(at))
+def wall_clock(at: float, tenths: bool = False) -> str:
+    shown = time.strftime("%H:%M:%S", time.localtime(at))
+    return f"{shown}.{int(at * 10) % 10}" if tenths else shown
+
+
+TICK_STEPS = (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200,
+              86400)
+
+
+def even_ticks(origin: float, span: float, most: int = 8) -> list[tuple[float, float]]:
+    """(time, step) of each axis tick: a round step (1 s, 5 s, 1 min, 15 min, ...), on round times."""
+    step = next((s for s in TICK_STEPS if span / s <= most), TICK_STEPS[-1] * (span // (TICK_STEPS[-1] * most) + 1))
+    first = -(-origin // step) * step  # the first round time at or after the origin
+    count = int((origin + span - first) // step) + 1
+    return [(first + k * step, step) for k in range(max(count, 0))]
 
 
 def time_zone(at: float) -> str:
@@ -100,19 +116,23 @@ def model(journal: Journal, columns: Sequence[Column] = ()) -> dict[str, Any]:
     for i, rec in enumerate(records):
         state = node_state(journal, rec)
         drawn = [{"x": x(b.start), "w": max(round((b.end - b.start) / span * TIMELINE_WIDTH, 1), 2.0),
-                  "colour": b.colour, "title": f"{rec.name} {b.phase}: {human_duration(b.end - b.start)} "
+                  "colour": b.colour, "title": f"{rec.name} {b.phase}: {human_duration(b.end - b.start, fine=True)} "
                                                f"({wall_clock(b.start)}-{wall_clock(b.end)})"}
                  for b in bars if b.node == rec.name]
         failure = None
         if state in ("failed", "stopped"):
             since = max(rec.started_at.values(), default=end)
-            failure = {"x": x(since), "w": max(round((end - since) / span * TIMELINE_WIDTH, 1), 6.0),
-                       "title": f"{rec.name} {state} here: {journal.message}"}
+            left, width = x(since), max(round((end - since) / span * TIMELINE_WIDTH, 1), 6.0)
+            # Its label after the mark, or before it where it would run past the picture's edge.
+            after = LABEL_WIDTH + TIMELINE_WIDTH + 40 - (left + width + 4) >= LABEL_ROOM
+            failure = {"x": left, "w": width, "title": f"{rec.name} {state} here: {journal.message}",
+                       "label_x": left + width + 4 if after else left - 4, "anchor": "start" if after else "end"}
         rows.append({"name": rec.name, "batch": rec.batch, "state": state, "y": 30 + i * ROW_HEIGHT, "bars": drawn,
                      "failure": failure, "restarted": rec.restarted,
-                     "phases": [human_duration(rec.phases[p]) if p in rec.phases else "-" for p, *_ in PHASES],
+                     "phases": [human_duration(rec.phases[p], fine=True) if p in rec.phases else "-"
+                                for p, *_ in PHASES],
                      "figures": [c.value(rec.recovery) for c in columns]})
-    ticks = [{"x": x(origin + span * k / 6), "label": wall_clock(origin + span * k / 6)} for k in range(7)]
+    ticks = [{"x": x(at), "label": wall_clock(at, step < 1)} for at, step in even_ticks(origin, span)]
     peers_reused = [(r.name, r.recovery.get("bytes_from_peers", 0), r.recovery.get("bytes_reused", 0))
                     for r in records]
     most = max([p + u for _, p, u in peers_reused] + [1])
@@ -144,6 +164,8 @@ def model(journal: Journal, columns: Sequence[Column] = ()) -> dict[str, Any]:
         "phases": [(p, c) for p, *_, c in PHASES], "columns": [c.header for c in columns],
         "recovery": recovery, "settings": settings, "failed_colour": FAILED_COLOUR,
         "not_persisted": not_persisted(journal),
+        "history": [{"at": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(h.at)), "event": h.event,
+                     "message": h.message} for h in journal.history],
         "width": LABEL_WIDTH + TIMELINE_WIDTH + 40, "height": 60 + len(rows) * ROW_HEIGHT,
         "recovery_height": 30 + len(recovery) * ROW_HEIGHT, "label_width": LABEL_WIDTH,
     }

@@ -290,6 +290,7 @@ def resume(target: Target, emit: EventSink, run_id: str | None = None, accept_ch
     if problems:
         transport.close()
         raise PreflightFailed(problems)
+    journal.resumed(changed)
     done = sum(1 for b in journal.batches if b.state == "done")
     emit(Event("run", f"resuming run {journal.run_id} ({journal.state.value}): {done} of {len(journal.batches)} "
                       "batches done" + (f"; inventory changed: {'; '.join(changed[:3])}" if changed else ""),

@@ -1,5 +1,6 @@
-"""The run report in a real headless browser (Chromium, no network): a succeeded and a failed run
-render without a console error, with every element the page promises (tests/report_shots.py)."""
+"""The run report in a real headless browser (Chromium, no network): a succeeded, a failed, and a
+resumed-then-stopped run render without a console error, with every element the page promises
+(tests/report_shots.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ def png_size(path: Path) -> tuple[int, int]:
     return width, height
 
 
-def test_the_report_of_a_succeeded_and_a_failed_run_renders_in_chromium(tmp_path: Path) -> None:
+def test_the_report_of_a_succeeded_a_failed_and_a_resumed_run_renders_in_chromium(tmp_path: Path) -> None:
     # Control: the console check sees what a page says (this one has a script; the report has none).
     noisy = tmp_path / "noisy.html"
     noisy.write_text('<!doctype html><p>x</p><script>console.error("report-check-42")</script>')
@@ -37,3 +38,10 @@ def test_the_report_of_a_succeeded_and_a_failed_run_renders_in_chromium(tmp_path
     assert 'data-node="es-3" data-state="not reached"' in failed
     assert 'data-node="es-2" data-state="failed"' in failed and 'class="failure"' in failed
     assert "STILL SET" in failed, "a setting left changed is listed"
+    assert "0.50s" in ok and ">0s<" not in ok, "a short phase to the hundredth, never 0s"
+    resumed = shots["resumed"].dom
+    assert 'id="history"' in resumed and "inventory changed: ssh.user" in resumed, "the resume and its changes"
+    assert resumed.count("<td class=\"name\">failed</td>") == 1 and "<td class=\"name\">resumed</td>" in resumed
+    assert 'data-node="es-2" data-state="joined"' in resumed, "a node that came back, as the CLI says it"
+    assert 'text-anchor="end"' in resumed, "the stopped mark's label kept inside the picture"
+    assert 'id="history"' not in ok, "a run with one ending has no history table"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from orchestrator.es.product import PRODUCT as ELASTICSEARCH
@@ -59,3 +60,32 @@ def test_every_node_has_a_row_failures_are_drawn_and_settings_listed() -> None:
     page = html(journal, ELASTICSEARCH.report_columns)
     assert 'class="failure" id="failure"' in page and 'data-state="not reached"' in page
     assert '<td class="still-set">STILL SET</td>' in page
+
+
+def test_short_phases_are_shown_to_the_tenth_ticks_are_round_and_labels_stay_in_the_picture() -> None:
+    from orchestrator.restart.journal import HistoryEntry
+    from orchestrator.restart.report import LABEL_WIDTH, TIMELINE_WIDTH, even_ticks
+
+    journal = finished_journal()
+    journal.nodes["es-1"].phases = {"stop": 0.24, "tune": 1.14, "start": 0.05, "join": 6.6, "recovery": 31.0}
+    m = model(journal, ELASTICSEARCH.report_columns)
+    assert m["rows"][0]["phases"][:5] == ["0.24s", "1.1s", "0.05s", "6.6s", "31s"], "never 0s for a short phase"
+    # Ticks on round times at an even step, whatever the run's own start.
+    ticks = even_ticks(1000.3, 95.0)
+    steps = {round(b[0] - a[0], 6) for a, b in itertools.pairwise(ticks)}
+    assert steps == {15.0} and all(at % 15 == 0 for at, _ in ticks) and 3 <= len(ticks) <= 8
+    assert len({t["x"] for t in m["ticks"]}) == len(m["ticks"])
+    # A run aborted with a node back: its phase as the CLI says it, not "stopped"; a mark's label never
+    # runs past the picture's right edge (it goes before the mark instead).
+    journal.state = RunState.ABORTED
+    journal.nodes["es-1"].phase = "joined"
+    journal.nodes["es-<2>"].phase = "stopping"
+    journal.nodes["es-<2>"].started_at = {"stopping": 119.0}
+    journal.history = [HistoryEntry(110.0, "failed", "timed out"), HistoryEntry(111.0, "resumed", "resumed from "
+                       "failed; inventory changed: ssh.user"), HistoryEntry(120.0, "aborted", "interrupted")]
+    m = model(journal, ELASTICSEARCH.report_columns)
+    assert [(r["name"], r["state"]) for r in m["rows"]] == [("es-1", "joined"), ("es-<2>", "stopped")]
+    mark = m["rows"][1]["failure"]
+    assert mark["anchor"] == "end" and mark["label_x"] < LABEL_WIDTH + TIMELINE_WIDTH
+    page = html(journal, ELASTICSEARCH.report_columns)
+    assert 'id="history"' in page and "inventory changed: ssh.user" in page and page.count("<tr><td") >= 3
