@@ -69,6 +69,11 @@ class Product(Protocol):
         """The snapshot with what an upgrade's plan checks besides (read through ``adapter``)."""
         ...
 
+    def node_logs(self, adapter: ClusterAdapter) -> dict[str, str]:
+        """Each node's log file on its host, by the product's node id, where the node logs its stops and
+        starts (restart/durations.py) for a first plan's estimate; empty where there is none to read."""
+        ...
+
     def load_snapshot(self, path: Path) -> object:
         """A snapshot saved by `plan --save-snapshot` (ConfigError where the product has none)."""
         ...

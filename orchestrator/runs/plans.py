@@ -5,7 +5,9 @@ from __future__ import annotations
 import gc
 import json
 import re
+import shlex
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
 from fnmatch import fnmatchcase
@@ -14,8 +16,10 @@ from pathlib import Path
 from orchestrator import products
 from orchestrator.config.inventory import load_inventory
 from orchestrator.config.model import Inventory
-from orchestrator.errors import ConfigError
+from orchestrator.errors import ConfigError, OrchestratorError
+from orchestrator.hosts.transport import make_transport
 from orchestrator.paths import write_atomically
+from orchestrator.restart.durations import WANTED, LastRestart, last_restart, with_measured_restarts
 from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.plan import Batch, Mode, Plan
 from orchestrator.runs.target import Target, load_procedure
@@ -98,7 +102,42 @@ def make_plan(target: Target, mode: Mode, options: RunOptions, save_snapshot: Pa
                                                                f"{getattr(exc, 'strerror', None) or exc}"]) from None
     with gc_paused():
         plan = target.product.plan(target.inv, snapshot, mode, options, profile_summary(target.inv))
+    plan = with_measured_restarts(plan, last_restarts(target, plan))
     return with_gate(select_nodes(plan, options), target.inv)
+
+
+LOGS_READ = 24  # nodes whose log a plan reads (in parallel); the others are estimated by their median
+
+
+def last_restarts(target: Target, plan: Plan) -> dict[str, LastRestart]:
+    """Inventory name -> the node's last restart, from its own log on its host (restart/durations.py).
+    Only what can be read quickly: a host or log that does not answer is left to the median, or to the
+    fixed figures; reading never fails a plan."""
+    try:
+        files = target.product.node_logs(target.cluster)
+    except OrchestratorError:
+        return {}
+    wanted = [(n, files[i]) for n, i in plan.node_ids.items() if i in files][:LOGS_READ]
+    if not wanted:
+        return {}
+    transport = make_transport(target.inv)
+    timeout_s = target.inv.ssh.connect_timeout_s + 5
+
+    def read(item: tuple[str, str]) -> tuple[str, LastRestart | None]:
+        name, path = item
+        try:
+            result = transport.run(target.inv.node(name), f"grep -aE {shlex.quote(WANTED)} {shlex.quote(path)} "
+                                                          "| tail -n 40", timeout_s)
+        except OrchestratorError:
+            return name, None
+        return name, last_restart(result.stdout) if result.ok else None
+
+    try:
+        with ThreadPoolExecutor(max_workers=min(len(wanted), 16)) as pool:
+            found = dict(pool.map(read, wanted))
+    finally:
+        transport.close()
+    return {name: times for name, times in found.items() if times is not None}
 
 
 @contextmanager

@@ -198,6 +198,19 @@ class ShardClusterAdapter:
         persistent, transient, defaults = self.cluster_settings(include_defaults=True)
         return Facts.from_answers(name, info, {**defaults, **persistent, **transient})
 
+    def node_log_files(self) -> dict[str, str]:
+        """node id -> its main log file (`path.logs`/`cluster.name`.log, as both products name it)."""
+        raw = self._do("read the nodes' log paths", "GET", "/_nodes/settings",
+                       {"filter_path": "nodes.*.settings.path.logs,nodes.*.settings.cluster.name"})
+        out = {}
+        for node_id, n in ((raw or {}).get("nodes") or {}).items():
+            settings = n.get("settings") if isinstance(n, dict) else None
+            path = settings.get("path", {}).get("logs") if isinstance(settings, dict) else None
+            cluster = settings.get("cluster", {}).get("name") if isinstance(settings, dict) else None
+            if isinstance(path, str) and isinstance(cluster, str) and path.startswith("/"):
+                out[str(node_id)] = f"{path.rstrip('/')}/{cluster}.log"
+        return out
+
     def upgrade_facts(self) -> UpgradeFacts:
         """What an upgrade's plan checks besides the restart's: plugins, the newest successful snapshot,
         critical deprecations (three requests, once per plan)."""

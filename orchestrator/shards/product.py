@@ -56,6 +56,12 @@ class ShardProduct:
                           allow_unavailable=options.allow_unavailable, upgrade_to=options.upgrade_to,
                           snapshot_check=options.snapshot_check, paths=self.upgrade_paths)
 
+    def node_logs(self, adapter: ClusterAdapter) -> dict[str, str]:
+        from orchestrator.shards.adapter import ShardClusterAdapter
+
+        assert isinstance(adapter, ShardClusterAdapter)
+        return adapter.node_log_files()
+
     def with_upgrade_facts(self, adapter: ClusterAdapter, snapshot: object) -> ClusterSnapshot:
         from orchestrator.shards.adapter import ShardClusterAdapter
 

@@ -302,6 +302,9 @@ class FakeProduct:
         raise ConfigError("upgrade", [f"`orchestrate upgrade` is not available for {self.name} clusters yet: roll "
                                       "with `orchestrate restart` and a command step that installs the version"])
 
+    def node_logs(self, adapter: ClusterAdapter) -> dict[str, str]:
+        return {}  # its log says nothing the first estimate reads
+
     def load_snapshot(self, path: Path) -> FakeSnapshot:
         raise ConfigError(str(path), ["the fake product has no saved snapshots"])
 

@@ -75,6 +75,7 @@ def run_restart_and_verify(sandboxes: SandboxManager, shape: Shape, by: str,
     before_pids = {n["name"]: n["pid"] for n in info["nodes"]}
     master_before = es.cat.master(format="json")[0]["node"]
 
+    planned = json.loads(orchestrate("plan", "--cluster", "sandbox", "--by", by, "--json").stdout)
     proc = orchestrate("restart", "--cluster", "sandbox", "--by", by, "--yes", "--json", timeout=900)
     if load is not None:
         load.mark("after")
@@ -90,6 +91,12 @@ def run_restart_and_verify(sandboxes: SandboxManager, shape: Shape, by: str,
     lines = json_lines(proc.stdout)
     summary = lines[-1]
     assert summary["event"] == "summary" and summary["result"] == "succeeded"
+    # The first estimate, from each node's last restart in its own log (not fixed figures: 2m06s for a run
+    # of 31-46 s before): printed, and far from the old error (the goal is 30 %; figures in the test log).
+    ratio = planned["estimate_s"] / summary["duration_s"]
+    print(f"{by}-mode estimate {planned['estimate_s']} s, actual {summary['duration_s']} s, ratio {ratio:.2f}")
+    assert any("last restart in its own log" in n for n in planned["notes"]), planned["notes"]
+    assert 0.5 <= ratio <= 1.5, (planned["estimate_s"], summary["duration_s"])
     assert {n["name"] for n in summary["nodes"]} == set(before_pids)
     for n in summary["nodes"]:
         assert n["restarted"] is True
