@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,9 @@ class RiakProduct:
 
     def plan(self, inv: Inventory, snapshot: object, mode: Mode, options: RunOptions,
              tuning: tuple[str, ...]) -> Plan:
-        return build_riak_plan(inv, _snap(snapshot), mode, tuning=tuning)
+        plan = build_riak_plan(inv, _snap(snapshot), mode, tuning=tuning)
+        refused = unsupported_options(options, inv)
+        return replace(plan, problems=(*plan.problems, *refused)) if refused else plan
 
     def stop_check(self, snapshot: object, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
         # Riak keeps n_val replicas and hands a down node's writes to fallbacks: the gate's ring and
@@ -77,3 +80,15 @@ class RiakProduct:
 
 
 PRODUCT = RiakProduct()
+
+
+def unsupported_options(options: RunOptions, inv: Inventory) -> list[str]:
+    """Options of the shard products that mean nothing to Riak: refused, never ignored without a word."""
+    said = []
+    if options.allow_yellow or inv.allow_yellow:
+        said.append("--allow-yellow (or allow_yellow) is for Elasticsearch and OpenSearch: a Riak cluster has no "
+                    "yellow; its gate waits for valid members, a ready ring and no handoffs. Leave it out")
+    if options.allow_unavailable:
+        said.append("--allow-unavailable is for Elasticsearch and OpenSearch indices: Riak keeps n_val replicas "
+                    "and hands a down node's writes to fallbacks, so nothing becomes unavailable. Leave it out")
+    return said

@@ -351,3 +351,15 @@ def test_two_inventories_of_one_riak_cluster_keep_the_run_lock_on_the_same_host_
         adapter.read_lock("orchestrator-locks", "run")
         seen.append(set(hosts.where))
     assert seen == [{"10.0.1.101"}, {"10.0.1.101"}], "riak@10.0.1.101, the smallest node name, keeps it"
+
+
+def test_options_that_mean_nothing_to_riak_are_refused_not_ignored(tmp_path: Path) -> None:
+    from orchestrator.restart.journal import RunOptions
+    from orchestrator.riak.product import PRODUCT as RIAK
+
+    inv = inventory(tmp_path)
+    assert RIAK.plan(inv, snapshot(), Mode.NODE, RunOptions(), ()).safe
+    yellow = RIAK.plan(inv, snapshot(), Mode.NODE, RunOptions(allow_yellow=True), ())
+    unavailable = RIAK.plan(inv, snapshot(), Mode.NODE, RunOptions(allow_unavailable=("logs-*",)), ())
+    assert not yellow.safe and "--allow-yellow (or allow_yellow) is for Elasticsearch" in yellow.problems[-1]
+    assert not unavailable.safe and "--allow-unavailable is for Elasticsearch" in unavailable.problems[-1]
