@@ -1,9 +1,10 @@
-"""The one interface between the restart engine and a product's cluster (Elasticsearch, Riak).
+"""The one interface between the restart engine and a product's cluster (Elasticsearch, OpenSearch,
+Riak, or another plug-in's).
 
 The engine and the generic steps (stop, tune, start, rejoin, command steps), status, the lock
 and the report only call what is here. What differs per product (allocation and recovery for
-Elasticsearch, handoffs for Riak) lives in that product's own steps, which use its concrete
-adapter.
+Elasticsearch and OpenSearch, handoffs for Riak) lives in that product's own steps, which use its
+concrete adapter.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """A product plug-in: what the engine needs to restart one kind of cluster.
 
-Elasticsearch (`orchestrator.es.product`) and Riak (`orchestrator.riak.product`) implement
-this; the registry (`orchestrator.products`) finds them by the inventory's `cluster.product`.
-The engine knows no product: a new one (OpenSearch, say) is a new package with a `PRODUCT`.
+Elasticsearch (`orchestrator.es.product`), OpenSearch (`orchestrator.opensearch.product`, both on the
+shared shard model of `orchestrator.shards`) and Riak (`orchestrator.riak.product`) implement this;
+the registry (`orchestrator.products`) finds them by the inventory's `cluster.product`. The engine
+knows no product: another one is a package of its own with a `PRODUCT` (docs/architecture.md).
 
 Decisions are pure: `plan` and `gate` read a snapshot that the product's adapter took.
 """

@@ -21,7 +21,6 @@ class Connection:
     password: str | None = None
     api_key: str | None = None
     request_timeout_s: float = 30.0
-    awareness_attribute: str = "zone"  # the node attribute read as a node's zone
 
     def __repr__(self) -> str:  # never show secrets, even in a traceback
         return f"Connection(endpoints={self.endpoints!r}, ca_file={self.ca_file!r})"
@@ -48,9 +47,9 @@ def connection_of(c: ClusterSection) -> Connection:
             else:
                 api_key = value
     if c.ca_file is not None and not Path(c.ca_file).is_file():
-        problems.append(f"cluster.ca_file: {c.ca_file} not found")
+        problems.append(f"cluster.ca_file: {c.ca_file} is not a file (missing, or a directory, device or pipe)")
     if problems:
         raise ConfigError("inventory", problems)
     return Connection(endpoints=tuple(c.endpoints), ca_file=str(c.ca_file) if c.ca_file else None,
                       verify_certs=c.verify_certs, username=c.username, password=password, api_key=api_key,
-                      request_timeout_s=c.request_timeout_s, awareness_attribute=c.awareness_attribute)
+                      request_timeout_s=c.request_timeout_s)

@@ -23,13 +23,13 @@ from orchestrator.shards.safety import (
     yellow_settlement,
 )
 from orchestrator.shards.snapshot import ClusterSnapshot, EsNode
+from orchestrator.shards.upgrade_order import upgrade_order
 from orchestrator.shards.versions import (
     ELASTICSEARCH_PATHS,
     UpgradePaths,
     facts_findings,
     parse_version,
     path_problems,
-    upgrade_order,
 )
 from orchestrator.units import parse_size
 

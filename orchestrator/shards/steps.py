@@ -1,4 +1,5 @@
-"""The Elasticsearch steps of a batch: allocation, flush, and waiting for shard recovery.
+"""The shard model's steps of a batch, for Elasticsearch and OpenSearch alike: allocation, flush,
+retention leases, and waiting for shard recovery (an upgrade's plugins and version check too).
 
 Settings are changed through ``set_temporarily`` (undo record first), in the scope that is in
 effect for the key (a transient value wins over a persistent one).

@@ -1,10 +1,6 @@
-"""Versions in a rolling upgrade of Elasticsearch or OpenSearch: which paths each supports, in which
-order nodes go, and what the upgrade's preflight found (plugins, the newest snapshot, deprecations). Pure.
-
-Order, as Elasticsearch documents it: data nodes tier by tier (frozen, cold, warm, hot and other
-data nodes), then nodes that hold no data (ingest, ML, coordinating-only), then master-eligible
-nodes, the elected master last. Newer nodes can hold copies older nodes cannot read, never the
-reverse, so the old side keeps working while the new one grows.
+"""Versions in a rolling upgrade of Elasticsearch or OpenSearch: which paths each supports, and what the
+upgrade's preflight found (plugins, the newest snapshot, deprecations). Pure. The order nodes go in is
+shards/upgrade_order.py.
 """
 
 from __future__ import annotations
@@ -13,12 +9,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from orchestrator.shards.plugins import plugin_problems
-
-if TYPE_CHECKING:  # the snapshot holds this module's UpgradeFacts
-    from orchestrator.shards.snapshot import EsNode
 
 VERSION = re.compile(r"(\d{1,4})\.(\d{1,4})\.(\d{1,4})")
 
@@ -46,7 +39,6 @@ ELASTICSEARCH_PATHS = UpgradePaths("Elasticsearch", MappingProxyType({8: {0: (7,
 # 1.3 -> 2.x; 2.19 -> 3.x (OpenSearch's documented rolling-upgrade paths).
 OPENSEARCH_PATHS = UpgradePaths("OpenSearch", MappingProxyType({2: {0: (1, 3)}, 3: {0: (2, 19)}}),
                                 "1.3 -> 2.x, 2.19 -> 3.x")
-TIERS = ("data_frozen", "data_cold", "data_warm")  # colder first; every other data role is "hot or other"
 
 
 class Version(NamedTuple):
@@ -91,22 +83,6 @@ def path_problems(versions: dict[str, str], target: Version, paths: UpgradePaths
                             f"{oldest.major}.x, and the oldest node runs {oldest}: upgrade every node to "
                             f"{source[0]}.{source[1]} first")
     return problems
-
-
-def upgrade_rank(node: EsNode, master_id: str | None) -> tuple[int, int]:
-    """(group, tier) of a node in the upgrade order; lower goes first."""
-    if node.id == master_id:
-        return (3, 0)
-    tiers = [TIERS.index(r) for r in node.roles if r in TIERS]
-    hotter = node.is_data and any(r not in TIERS for r in node.roles if r == "data" or r.startswith("data_"))
-    tier = len(TIERS) if hotter or not tiers else max(tiers)  # a node in several tiers goes with its hottest
-    if node.is_master_eligible:
-        return (2, tier)
-    return (0, tier) if node.is_data else (1, 0)
-
-
-def upgrade_order(names: list[str], nodes: dict[str, EsNode], master_id: str | None) -> list[str]:
-    return sorted(names, key=lambda n: (upgrade_rank(nodes[n], master_id), n))
 
 
 @dataclass(frozen=True)
