@@ -17,7 +17,7 @@ from orchestrator.restart import steps
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
 from orchestrator.restart.hooks import run_hooks
-from orchestrator.restart.journal import BatchRecord, RunState, measured_batch_seconds
+from orchestrator.restart.journal import BatchRecord, BatchState, RunState, measured_batch_seconds
 from orchestrator.restart.lock import pause_request, request_pause
 from orchestrator.restart.phases import Phase, reached
 from orchestrator.restart.procedure import Procedure
@@ -59,8 +59,8 @@ class Engine:
                     run_step(ctx)
                 journal.setup_done()
             for batch in journal.batches:
-                if batch.state != "done":
-                    if batch.state == "pending":
+                if batch.state != BatchState.DONE:
+                    if batch.state == BatchState.PENDING:
                         self.honour_pause(batch)
                     self.run_batch(batch)
                     self.after_batch(batch)
@@ -132,7 +132,7 @@ class Engine:
                     "pending, `orchestrate resume` restores it")
         journal = self.ctx.journal
         for batch in journal.batches:
-            if batch.state == "running" and not self.any_node_stopping(batch):
+            if batch.state == BatchState.RUNNING and not self.any_node_stopping(batch):
                 journal.reopen_batch(batch)
         journal.setup_undone()
         return f"{exc}; temporary settings restored. {then}"
@@ -143,7 +143,7 @@ class Engine:
     # --- a batch ---------------------------------------------------------------------------------
     def run_batch(self, batch: BatchRecord) -> None:
         ctx = self.ctx
-        if batch.state == "pending":
+        if batch.state == BatchState.PENDING:
             if any(name == "tune_host" for name, _ in self.procedure.batch):
                 steps.read_hosts_ahead(ctx, batch)  # during the gate and the stop
             self.wait_until_safe(batch)
@@ -237,7 +237,7 @@ class Engine:
     # --- between batches: the operator's control ----------------------------------------------
     def after_batch(self, batch: BatchRecord) -> None:
         ctx = self.ctx
-        left = sum(1 for b in ctx.journal.batches if b.state != "done")
+        left = sum(1 for b in ctx.journal.batches if b.state != BatchState.DONE)
         if not left:
             return
         if self.stop_after and len(self.batch_seconds) >= self.stop_after:
@@ -330,7 +330,7 @@ class Engine:
     def eta_s(self) -> float:
         """Remaining time: measured batch times once there are some; before, those of the cluster's
         previous run in the same mode; without one, the plan's estimate."""
-        remaining = [b for b in self.ctx.journal.batches if b.state != "done"]
+        remaining = [b for b in self.ctx.journal.batches if b.state != BatchState.DONE]
         if self.batch_seconds:
             return round(len(remaining) * sum(self.batch_seconds) / len(self.batch_seconds), 1)
         if self.prior_batch_s is not None:

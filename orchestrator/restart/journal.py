@@ -177,12 +177,18 @@ PLAIN_TYPES: dict[object, Callable[[object], bool]] = {
 }
 
 
+class BatchState(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+
+
 @dataclass
 class BatchRecord:
     number: int
     label: str
     nodes: list[str]
-    state: str = "pending"  # pending, running, done
+    state: BatchState = BatchState.PENDING
     steps_done: list[str] = field(default_factory=list)
     started: float | None = None
     finished: float | None = None
@@ -282,13 +288,13 @@ class Journal:
 
     def begin_batch(self, batch: BatchRecord) -> None:
         with self.change():
-            batch.state = "running"
+            batch.state = BatchState.RUNNING
             batch.started = time.time()
 
     def reopen_batch(self, batch: BatchRecord) -> None:
         """A batch refused at its last check, before any of its nodes stopped: it starts over."""
         with self.change():
-            batch.state = "pending"
+            batch.state = BatchState.PENDING
             batch.steps_done.clear()
             batch.started = None
 
@@ -305,7 +311,7 @@ class Journal:
 
     def end_batch(self, batch: BatchRecord) -> None:
         with self.change():
-            batch.state = "done"
+            batch.state = BatchState.DONE
             batch.finished = time.time()
 
     def record_undo(self, key: str, scope: str, before: Any, applied: Any, batch: int | None) -> UndoRecord:
@@ -402,7 +408,7 @@ class Journal:
         try:
             journal = cls(
                 run_id=raw["run_id"], cluster=raw["cluster"], spec=RunSpec.from_json(raw["spec"]),
-                batches=[BatchRecord(**b) for b in raw["batches"]],
+                batches=[BatchRecord(**{**b, "state": BatchState(b["state"])}) for b in raw["batches"]],
                 nodes={k: NodeRecord(**v) for k, v in raw["nodes"].items()},
                 state=RunState(raw["state"]), undo=[UndoRecord(**{**u, "state": UndoState(u["state"])})
                                                     for u in raw["undo"]],

@@ -21,7 +21,7 @@ from orchestrator.hosts.transport import LocalTransport
 from orchestrator.restart.adapter import ClusterAdapter
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event, EventSink
-from orchestrator.restart.journal import REBOOTED, BatchRecord, Journal, UndoRecord, UndoState
+from orchestrator.restart.journal import REBOOTED, BatchRecord, BatchState, Journal, UndoRecord, UndoState
 from orchestrator.restart.phases import Phase, reached
 from orchestrator.retry import Seen, wait_until
 
@@ -170,7 +170,8 @@ def tune_host(ctx: RunContext, batch: BatchRecord) -> None:
         ctx.set_phase(name, Phase.TUNED)
 
     for_each_node(ctx, batch, tune)
-    following = next((b for b in ctx.journal.batches if b.number > batch.number and b.state == "pending"), None)
+    following = next((b for b in ctx.journal.batches
+                      if b.number > batch.number and b.state == BatchState.PENDING), None)
     if following is not None:
         read_hosts_ahead(ctx, following)  # while this batch boots and recovers
 

@@ -29,7 +29,16 @@ from orchestrator.restart.context import AbortFlag, RunContext
 from orchestrator.restart.engine import Engine
 from orchestrator.restart.events import Event, EventSink
 from orchestrator.restart.install import install_problems
-from orchestrator.restart.journal import BatchRecord, Journal, NodeRecord, RunFailed, RunOptions, RunSpec, RunState
+from orchestrator.restart.journal import (
+    BatchRecord,
+    BatchState,
+    Journal,
+    NodeRecord,
+    RunFailed,
+    RunOptions,
+    RunSpec,
+    RunState,
+)
 from orchestrator.restart.lock import RunLock, read_holder
 from orchestrator.restart.phases import Phase, reached
 from orchestrator.restart.plan import Plan
@@ -291,7 +300,7 @@ def resume(target: Target, emit: EventSink, run_id: str | None = None, accept_ch
         transport.close()
         raise PreflightFailed(problems)
     journal.resumed(changed)
-    done = sum(1 for b in journal.batches if b.state == "done")
+    done = sum(1 for b in journal.batches if b.state == BatchState.DONE)
     emit(Event("run", f"resuming run {journal.run_id} ({journal.state.value}): {done} of {len(journal.batches)} "
                       "batches done" + (f"; inventory changed: {'; '.join(changed[:3])}" if changed else ""),
                data={"run_id": journal.run_id, "journal": str(journal.path)}))
