@@ -3,8 +3,9 @@
 Before a cluster has had a run of its own (whose journal says how long its batches took), the plan
 estimated every batch with fixed figures (10 s to stop, 30 s to start and join): a 3-node sandbox
 restart that took 31-46 s was planned at 2m06s. Each node's log says better: Elasticsearch and
-OpenSearch log `stopping ...`, `closed` when a node stops and `starting ...`, `started` when it
-starts (once it has joined its cluster). Pure: the log lines in, seconds out.
+OpenSearch log `stopping ...`, `closed` when a node stops, and a new process's first line
+(`version[...]`) then `started` (once it has joined its cluster) when it starts. Pure: the log lines
+in, seconds out.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from datetime import datetime
 
 from orchestrator.restart.plan import EST_START_TO_JOIN_S, EST_STOP_S, Plan
 
-# `[2026-11-24T19:39:05,857][INFO ][o.e.n.Node               ] [es-1] started ...`
+# `[2026-11-24T19:39:05,857][INFO ][o.e.n.Node               ] [es-1] started ...`; a node process's first
+# line is `version[9.5.3], pid[535], ...` (most of a start is before `starting ...`: loading its modules).
 LINE = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)[,.](\d{3})[^\]]*\]\[[A-Z]+ *\]\[[^\]]*\] ?\[[^\]]*\] "
-                  r"(starting \.\.\.|started|stopping \.\.\.|closed)(?:\s|$)")
-LAUNCH_S = 2.0  # the JVM and its launcher, before the node logs `starting ...`
-WANTED = r"\] (starting \.\.\.|started|stopping \.\.\.|closed)"  # for grep on the host: only these lines
+                  r"(version\[|started|stopping \.\.\.|closed)(?:\S*)(?:\s|$)")
+LAUNCH_S = 1.0  # the JVM and its launcher, before the node's first line
+UNSEEN_STOP_S = 3.0  # a graceful stop, for a node whose log shows none yet (the next plan reads the real one)
+WANTED = r"\] (version\[|started|stopping \.\.\.|closed)"  # for grep on the host: only these lines
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,7 @@ class LastRestart:
 
     @property
     def total_s(self) -> float:
-        return (EST_STOP_S if self.stop_s is None else self.stop_s) + self.start_s
+        return (UNSEEN_STOP_S if self.stop_s is None else self.stop_s) + self.start_s
 
 
 def last_restart(lines: str) -> LastRestart | None:
@@ -41,7 +44,7 @@ def last_restart(lines: str) -> LastRestart | None:
         if m:
             at = datetime.strptime(m[1], "%Y-%m-%dT%H:%M:%S").timestamp() + int(m[2]) / 1000
             marks.append((m[3], at))
-    start = span(marks, "starting ...", "started")
+    start = span(marks, "version[", "started")
     if start is None:
         return None
     return LastRestart(stop_s=span(marks, "stopping ...", "closed"), start_s=LAUNCH_S + start)
