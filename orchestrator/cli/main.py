@@ -136,7 +136,7 @@ def end(as_json: bool, code: int, result: str, error: BaseException | str | None
     if as_json and not (output.SUMMARY_SENT or output.RESULT_SENT) and code != 0:
         failure = error if isinstance(error, BaseException) else None if error is None else Exception(error)
         output.emit_summary({"schema": EVENT_SCHEMA, "event": "summary", "result": result,
-                             **output.exit_fields(failure, code), "exit_code": code})
+                             **output.exit_fields(failure, code)})
     sys.exit(code)
 
 

@@ -22,7 +22,6 @@ import os
 import re
 import shutil
 import socket
-import stat
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,12 +90,9 @@ class SshConfig:
         allow = cfg.allow_local_commands
         if cfg.config_file is not None:
             path = Path(cfg.config_file).expanduser()
-            try:
-                mode = path.stat().st_mode
-            except OSError as exc:
-                raise ConfigError("inventory", [f"ssh.config_file: cannot read {path}: {exc.strerror}"]) from None
-            if not stat.S_ISREG(mode):  # a FIFO or a device would hang the reader or never end
-                raise ConfigError("inventory", [f"ssh.config_file: {path} is not a regular file"])
+            if not path.exists():
+                raise ConfigError("inventory", [f"ssh.config_file: cannot read {path}: No such file or directory"])
+            refuse_special_file(path, "ssh.config_file")  # a FIFO or a device would hang the reader or never end
             return cls(path, True, allow)
         if shutil.which("ssh") is None:
             if Path("~/.ssh/config").expanduser().exists():

@@ -78,20 +78,16 @@ class Engine:
         except OrchestratorError as exc:
             # Temporary settings stay in force (allocation restricted), kept by the journal for `resume`,
             # unless the error says the node is lost for longer than planned (errors.py).
-            if not exc.restores_settings:
-                self.finish(RunState.FAILED, str(exc))
-                self.hooks("on_failure", never_abort=True)
-                raise
-            failed = self.restore_after_failure(exc)
+            failed = self.restore_after_failure(exc) if exc.restores_settings else exc
             self.finish(RunState.FAILED, str(failed))
             self.hooks("on_failure", never_abort=True)
+            if failed is exc:
+                raise
             raise failed from exc
         except BaseException as exc:
             # Not ours (a bug, or the interpreter stopping): the journal must not say "running" forever.
             self.finish(RunState.FAILED, f"internal error: {type(exc).__name__}: {exc}")
             raise
-        finally:
-            journal.calls(ctx.cluster.calls)
 
     def run_preludes(self) -> None:
         """Work the run carries before batch 1 (a force-merge): done once, skipped on resume."""
@@ -116,10 +112,8 @@ class Engine:
     def restore_after_failure(self, exc: OrchestratorError) -> OrchestratorError:
         """After a failure whose error asks it (errors.py): every temporary setting put back; the error,
         its message saying so."""
-        failed = exc.__class__(self.restore_everything(exc, "Once the cause is fixed, `orchestrate resume` "
-                                                            "finishes the run"))
-        failed.restores_settings = exc.restores_settings
-        return failed
+        return exc.__class__(self.restore_everything(exc, "Once the cause is fixed, `orchestrate resume` "
+                                                          "finishes the run"))
 
     def restore_everything(self, exc: OrchestratorError, then: str) -> str:
         """Every temporary setting put back, and what `resume` needs made again: a batch whose nodes have

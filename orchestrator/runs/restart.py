@@ -309,14 +309,6 @@ def resume(target: Target, emit: EventSink, run_id: str | None = None, accept_ch
                    accept_unavailable=accept_unavailable, stop_after=stop_after)
 
 
-def abandon(target: Target, emit: EventSink, run_id: str | None = None) -> Journal:
-    """`orchestrate abandon`: give up an unfinished run (see abandon_run)."""
-    journal = journals.latest(target.name, run_id)
-    if journal is None:
-        raise JournalError(f"no run of cluster {target.name} to abandon")
-    return abandon_run(journal, target.cluster, target.inv.cluster.name, emit)
-
-
 def abandon_run(journal: Journal, cluster: ClusterAdapter, name: str, emit: EventSink) -> Journal:
     """Give up ``journal``'s run: every temporary setting it still holds in force is put back (its undo
     records), it is marked abandoned (never resumed), and its lock released, so that a new run may start.

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from orchestrator.config.loader import problems_of
 from orchestrator.errors import ClusterError, ConfigError
 
 AWARENESS = "cluster.routing.allocation.awareness.attributes"
@@ -34,9 +35,9 @@ def valid_port(port: int) -> int:
 
 
 def first_problems(exc: ValidationError, limit: int = 5) -> list[str]:
-    """A validation error's first problems, each with where it is; never the offending value (it may be huge
-    or hostile)."""
-    return [f"{'.'.join(str(p) for p in e['loc'])[:200]}: {e['msg'][:200]}" for e in exc.errors()[:limit]]
+    """A validation error's first problems, as the config's are said (never the offending value), each cut:
+    a cluster or a listing can name a key of any size."""
+    return [p[:400] for p in problems_of(exc, None)[:limit]]
 
 
 class _Answer(BaseModel):
