@@ -7,7 +7,7 @@ so `--help` and a Riak run never load the Elasticsearch client.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import ConfigError
 
@@ -25,9 +25,9 @@ def names() -> tuple[str, ...]:
     return tuple(PLUGINS)
 
 
-def get(name: str) -> Product:
+def get(name: str) -> Product[Any, Any]:
     """The plug-in of ``name``, the inventory's `cluster.product`."""
     if name not in PLUGINS:
         raise ConfigError("inventory", [f"cluster.product: unknown product {name!r}; known: {', '.join(PLUGINS)}"])
-    product: Product = importlib.import_module(PLUGINS[name]).PRODUCT
+    product: Product[Any, Any] = importlib.import_module(PLUGINS[name]).PRODUCT
     return product

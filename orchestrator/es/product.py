@@ -5,18 +5,19 @@ from __future__ import annotations
 
 from orchestrator.config.model import Inventory
 from orchestrator.errors import ConfigError
-from orchestrator.restart.adapter import ClusterAdapter
+from orchestrator.restart.product import Product
+from orchestrator.shards.adapter import ShardClusterAdapter
 from orchestrator.shards.product import ShardProduct
+from orchestrator.shards.snapshot import ClusterSnapshot
 
 
-class ElasticsearchProduct(ShardProduct):
+class ElasticsearchProduct(ShardProduct[ShardClusterAdapter]):
     name = "elasticsearch"
     default_playbook = "elasticsearch-rolling"
     upgrade_playbook: str | None = "elasticsearch-upgrade"
 
-    def connect(self, inv: Inventory) -> ClusterAdapter:
+    def connect(self, inv: Inventory) -> ShardClusterAdapter:
         from orchestrator.es.connect import ElasticsearchRest
-        from orchestrator.shards.adapter import ShardClusterAdapter
         from orchestrator.shards.connection import connection
 
         if not inv.cluster.endpoints:
@@ -24,4 +25,4 @@ class ElasticsearchProduct(ShardProduct):
         return ShardClusterAdapter(ElasticsearchRest(connection(inv)), inv.cluster.awareness_attribute)
 
 
-PRODUCT = ElasticsearchProduct()
+PRODUCT: Product[ClusterSnapshot, ShardClusterAdapter] = ElasticsearchProduct()

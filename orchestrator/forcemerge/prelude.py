@@ -7,9 +7,9 @@ run before any node is touched.
 from __future__ import annotations
 
 from orchestrator.errors import Aborted, UnsafeToProceed
+from orchestrator.forcemerge.cluster import shard_cluster
 from orchestrator.forcemerge.run import plan_merges, run_merges
 from orchestrator.restart.context import RunContext
-from orchestrator.shards.adapter import ShardClusterAdapter
 
 NAME = "forcemerge"
 
@@ -21,9 +21,7 @@ def spec(indices: str, max_segments: int, concurrency: int, include_write_indice
 
 
 def run_prelude(ctx: RunContext) -> None:
-    cluster = ctx.cluster
-    if not isinstance(cluster, ShardClusterAdapter):
-        raise UnsafeToProceed("a force-merge runs on Elasticsearch and OpenSearch clusters only")
+    cluster = shard_cluster(ctx.cluster, ctx.journal.cluster, ctx.journal.product)
     wanted = ctx.journal.spec.prelude[NAME]
     decisions = plan_merges(cluster, str(wanted["indices"]), int(wanted["max_segments"]),
                             bool(wanted["include_write_indices"]))

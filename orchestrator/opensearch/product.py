@@ -11,25 +11,28 @@ from types import MappingProxyType
 from orchestrator.config.model import Inventory
 from orchestrator.errors import ConfigError
 from orchestrator.opensearch import routing
-from orchestrator.opensearch.adapter import weights_key
-from orchestrator.restart.adapter import ClusterAdapter
+from orchestrator.opensearch.adapter import OpenSearchAdapter, weights_key
 from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.plan import Mode, Plan
+from orchestrator.restart.product import Product
 from orchestrator.restart.steps import StepFn
+from orchestrator.shards import steps as shard_steps
 from orchestrator.shards.product import ShardProduct
+from orchestrator.shards.snapshot import ClusterSnapshot
 from orchestrator.shards.versions import OPENSEARCH_PATHS
 
 
-class OpenSearchProduct(ShardProduct):
+class OpenSearchProduct(ShardProduct[OpenSearchAdapter]):
     name = "opensearch"
     default_playbook = "opensearch-rolling"
     upgrade_playbook: str | None = "opensearch-upgrade"
     upgrade_paths = OPENSEARCH_PATHS
-    batch_steps: Mapping[str, StepFn] = MappingProxyType({**ShardProduct.batch_steps, **routing.STEPS})
+    batch_steps: Mapping[str, StepFn[OpenSearchAdapter]] = MappingProxyType({**shard_steps.STEPS,
+                                                                             **routing.STEPS})
     order_rules = (*ShardProduct.order_rules, ("weigh_away_searches", "stop_service"),
                    ("wait_for_recovery", "restore_search_weights"))
 
-    def plan(self, inv: Inventory, snapshot: object, mode: Mode, options: RunOptions,
+    def plan(self, inv: Inventory, snapshot: ClusterSnapshot, mode: Mode, options: RunOptions,
              tuning: tuple[str, ...]) -> Plan:
         plan = super().plan(inv, snapshot, mode, options, tuning)
         if mode != Mode.ZONE:
@@ -39,8 +42,7 @@ class OpenSearchProduct(ShardProduct):
                                                  f"({weights_key(attribute)}: weight 0 for it, the others kept), "
                                                  "and the weights from before the run are put back exactly"))
 
-    def connect(self, inv: Inventory) -> ClusterAdapter:
-        from orchestrator.opensearch.adapter import OpenSearchAdapter
+    def connect(self, inv: Inventory) -> OpenSearchAdapter:
         from orchestrator.opensearch.connect import OpenSearchRest
         from orchestrator.shards.connection import connection
 
@@ -49,4 +51,4 @@ class OpenSearchProduct(ShardProduct):
         return OpenSearchAdapter(OpenSearchRest(connection(inv)), inv.cluster.awareness_attribute)
 
 
-PRODUCT = OpenSearchProduct()
+PRODUCT: Product[ClusterSnapshot, OpenSearchAdapter] = OpenSearchProduct()

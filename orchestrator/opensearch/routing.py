@@ -14,20 +14,15 @@ from orchestrator.restart.steps import restore_settings, set_temporarily
 from orchestrator.shards.discover import AWARENESS, awareness_in_force
 
 
-def adapter(ctx: RunContext) -> OpenSearchAdapter:
-    assert isinstance(ctx.cluster, OpenSearchAdapter), "an OpenSearch step in a run of another product"
-    return ctx.cluster
-
-
 def weights_without(zones: list[str], leaving: set[str], current: dict[str, str] | None) -> dict[str, str]:
     """The weights that send no search to ``leaving`` and keep the others as they are (1 where unset)."""
     return {z: "0.0" if z in leaving else (current or {}).get(z, "1.0") for z in zones}
 
 
-def weigh_away_searches(ctx: RunContext, batch: BatchRecord) -> None:
+def weigh_away_searches(ctx: RunContext[OpenSearchAdapter], batch: BatchRecord) -> None:
     if ctx.journal.plan.mode != Mode.ZONE:
         return  # one node at a time: its copies' peers serve the searches
-    os = adapter(ctx)
+    os = ctx.cluster
     attribute = ctx.inv.cluster.awareness_attribute
     persistent, transient, defaults = os.cluster_settings(include_defaults=True)
     if attribute not in awareness_in_force({**defaults, **persistent, **transient}):
@@ -43,7 +38,7 @@ def weigh_away_searches(ctx: RunContext, batch: BatchRecord) -> None:
                     batch.number)
 
 
-def restore_search_weights(ctx: RunContext, batch: BatchRecord) -> None:
+def restore_search_weights(ctx: RunContext[OpenSearchAdapter], batch: BatchRecord) -> None:
     restore_settings(ctx, {weights_key(ctx.inv.cluster.awareness_attribute)})
 
 

@@ -12,17 +12,24 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any, Protocol
 
+from typing_extensions import TypeVar
+
 from orchestrator.restart.plan import Plan
 
+SnapshotT_co = TypeVar("SnapshotT_co", covariant=True)
 
-class ClusterAdapter(Protocol):
+
+class ClusterAdapter(Protocol[SnapshotT_co]):
+    """Generic over the product's snapshot type: its plan, gate and stop check read what its adapter
+    took, and mypy checks that they agree (restart/product.py)."""
+
     calls: int  # requests or admin commands sent to the cluster, for the run's figures
 
-    def snapshot(self) -> object:
+    def snapshot(self) -> SnapshotT_co:
         """Everything the product's plan is made from (an immutable snapshot)."""
         ...
 
-    def gate_snapshot(self, restarting: Collection[str]) -> object:
+    def gate_snapshot(self, restarting: Collection[str]) -> SnapshotT_co:
         """What the product's batch gate reads, asked of nodes other than ``restarting`` first."""
         ...
 
@@ -57,3 +64,9 @@ class ClusterAdapter(Protocol):
     def renew_lock(self, index: str, doc_id: str, run_id: str, update: dict[str, Any]) -> bool:
         """Update the lock's fields (`renewed`, `state`) if ``run_id`` still holds it; False when it does not."""
         ...
+
+
+# A product's adapter type. Generic code (the engine, the steps every product shares) names no
+# product: it sees `ClusterAdapter[Any]`, the default; a product's own steps see its concrete adapter.
+AdapterT = TypeVar("AdapterT", bound="ClusterAdapter[Any]", default="ClusterAdapter[Any]")
+AdapterT_co = TypeVar("AdapterT_co", bound="ClusterAdapter[Any]", default="ClusterAdapter[Any]", covariant=True)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol
 
 from orchestrator.config.model import Inventory, NodeEntry
 from orchestrator.hosts.service import ServiceControl
 from orchestrator.hosts.transport import Transport
-from orchestrator.restart.adapter import ClusterAdapter
+from orchestrator.restart.adapter import AdapterT_co
 from orchestrator.restart.events import Event, EventSink
 from orchestrator.restart.journal import Journal, NodeRecord, RunOptions
 from orchestrator.restart.phases import Phase
@@ -48,9 +48,12 @@ class Tuner(Protocol):
 
 
 @dataclass
-class RunContext:
+class RunContext(Generic[AdapterT_co]):
+    """Generic over the product's adapter: a product's own step takes `RunContext[ItsAdapter]` and
+    calls what only its adapter has, checked by mypy; a generic step takes a bare `RunContext`."""
+
     inv: Inventory
-    cluster: ClusterAdapter
+    cluster: AdapterT_co
     transport: Transport
     service: ServiceControl
     journal: Journal

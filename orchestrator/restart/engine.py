@@ -11,9 +11,11 @@ restores every temporary setting. It knows no product: everything particular is 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Generic
 
 from orchestrator.errors import Aborted, OrchestratorError, StoppedAfter, UnsafeToProceed
 from orchestrator.restart import steps
+from orchestrator.restart.adapter import AdapterT
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
 from orchestrator.restart.hooks import run_hooks
@@ -21,7 +23,7 @@ from orchestrator.restart.journal import BatchRecord, BatchState, RunState, meas
 from orchestrator.restart.lock import pause_request, request_pause
 from orchestrator.restart.phases import Phase, reached
 from orchestrator.restart.procedure import Procedure
-from orchestrator.restart.product import Product, RunStepFn
+from orchestrator.restart.product import Product, RunStepFn, SnapshotT
 from orchestrator.restart.steps import PER_NODE, StepFn
 from orchestrator.retry import Seen, wait_until
 from orchestrator.units import counted
@@ -36,9 +38,13 @@ PAUSE_POLL_S = 2.0  # how often a paused run looks for `continue`
 MAX_PAUSE_S = 7 * 24 * 3600.0  # a pause older than a week ends the run (resume goes on)
 
 
-class Engine:
-    def __init__(self, ctx: RunContext, product: Product, procedure: Procedure,
-                 preludes: Mapping[str, RunStepFn] | None = None, stop_after: int = 0) -> None:
+class Engine(Generic[SnapshotT, AdapterT]):
+    """Runs a product's procedure over its adapter: generic, so that the product's steps, its adapter
+    and its decisions are checked to agree (restart/product.py)."""
+
+    def __init__(self, ctx: RunContext[AdapterT], product: Product[SnapshotT, AdapterT],
+                 procedure: Procedure[AdapterT], preludes: Mapping[str, RunStepFn] | None = None,
+                 stop_after: int = 0) -> None:
         self.ctx = ctx
         self.stop_after = stop_after  # batches this invocation does before it stops (0: all); not recorded
         self.product = product
@@ -171,10 +177,10 @@ class Engine:
         """The step after which a batch's nodes are back: the rejoin, or the start without one."""
         return NODE_BACK_AT if any(name == NODE_BACK_AT for name, _ in self.procedure.batch) else "start_service"
 
-    def batch_steps(self) -> list[tuple[str, StepFn]]:
+    def batch_steps(self) -> list[tuple[str, StepFn[AdapterT]]]:
         """The playbook's steps with the engine's own around them: hooks, and the last look before the stop."""
         back = self.back_at
-        out: list[tuple[str, StepFn]] = [(BEFORE_BATCH, self.batch_hooks("before_batch"))]
+        out: list[tuple[str, StepFn[AdapterT]]] = [(BEFORE_BATCH, self.batch_hooks("before_batch"))]
         for name, step in self.procedure.batch:
             if name == NODE_DOWN_FROM:
                 out += [(LAST_LOOK, lambda ctx, batch: self.check_before_stop(batch)),
@@ -184,11 +190,11 @@ class Engine:
                 out.append((AFTER_START, self.node_hooks("after_start")))
         return [*out, (AFTER_BATCH, self.batch_hooks("after_batch"))]
 
-    def stages(self, batch: BatchRecord) -> list[list[tuple[str, StepFn]]]:
+    def stages(self, batch: BatchRecord) -> list[list[tuple[str, StepFn[AdapterT]]]]:
         """The batch's steps in stages, each run before the next begins: one step each, except that
         from the stop to the rejoin a run of per-node steps is one stage when the batch has several
         nodes (see `each_node_through`)."""
-        out: list[list[tuple[str, StepFn]]] = []
+        out: list[list[tuple[str, StepFn[AdapterT]]]] = []
         node_down = False
         back = self.back_at
         for name, step in self.batch_steps():
@@ -200,7 +206,7 @@ class Engine:
             node_down = node_down and name != back
         return out
 
-    def each_node_through(self, batch: BatchRecord, todo: list[tuple[str, StepFn]]) -> None:
+    def each_node_through(self, batch: BatchRecord, todo: list[tuple[str, StepFn[AdapterT]]]) -> None:
         """Each node of the batch through the steps at its own pace, all at once: a node whose stop is
         quick starts while another still stops. Each step looks only at its node's records (which say
         how far a node got, for a resume); the batch's steps are journaled done when every node is."""

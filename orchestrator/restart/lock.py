@@ -130,13 +130,13 @@ class LockHolder:
                 f"{STALE_S:.0f} s without renewal)")
 
 
-def read_holder(adapter: ClusterAdapter) -> LockHolder | None:
+def read_holder(adapter: ClusterAdapter[Any]) -> LockHolder | None:
     doc = adapter.read_lock(LOCK_INDEX, RUN_DOC)
     return None if doc is None else LockHolder.from_document(doc)
 
 
 class RunLock:
-    def __init__(self, adapter: ClusterAdapter, cluster: str, run_id: str) -> None:
+    def __init__(self, adapter: ClusterAdapter[Any], cluster: str, run_id: str) -> None:
         self.adapter = adapter
         self.cluster = cluster  # the inventory's name, for messages
         self.doc_id = RUN_DOC
@@ -204,15 +204,15 @@ class RunLock:
 
 
 # --- a pause request: a document beside the lock, so `pause` works from any machine ------------------
-def request_pause(adapter: ClusterAdapter, reason: str) -> bool:
+def request_pause(adapter: ClusterAdapter[Any], reason: str) -> bool:
     """Ask the cluster's run to pause at its next batch boundary; False when a pause is already asked."""
     body = {"reason": reason, "host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
     return adapter.create_lock(LOCK_INDEX, PAUSE_DOC, body)
 
 
-def pause_request(adapter: ClusterAdapter) -> dict[str, Any] | None:
+def pause_request(adapter: ClusterAdapter[Any]) -> dict[str, Any] | None:
     return adapter.read_lock(LOCK_INDEX, PAUSE_DOC)
 
 
-def clear_pause(adapter: ClusterAdapter) -> None:
+def clear_pause(adapter: ClusterAdapter[Any]) -> None:
     adapter.delete_lock(LOCK_INDEX, PAUSE_DOC)

@@ -8,10 +8,12 @@ Done when the playbook is loaded, so a wrong step name is refused before anythin
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Generic
 
 from orchestrator.config.playbook import Playbook
 from orchestrator.errors import ConfigError
 from orchestrator.restart import steps
+from orchestrator.restart.adapter import AdapterT
 from orchestrator.restart.install import install_version
 from orchestrator.restart.product import Product, RunStepFn
 from orchestrator.restart.reboot import check_tuning, reboot_host
@@ -24,19 +26,21 @@ ENGINE_STEPS = {"install_version": install_version, "reboot_host": reboot_host, 
 
 
 @dataclass(frozen=True)
-class Procedure:
+class Procedure(Generic[AdapterT]):
+    """A product's steps (over its adapter type) and the generic ones, in the playbook's order."""
+
     playbook: Playbook
-    batch: tuple[tuple[str, steps.StepFn], ...]  # (step name, function), in order
-    before_run: tuple[tuple[str, RunStepFn], ...]
+    batch: tuple[tuple[str, steps.StepFn[AdapterT]], ...]  # (step name, function), in order
+    before_run: tuple[tuple[str, RunStepFn[AdapterT]], ...]
 
 
-def resolve(playbook: Playbook, product: Product) -> Procedure:
+def resolve(playbook: Playbook, product: Product[Any, AdapterT]) -> Procedure[AdapterT]:
     where = f"playbook {playbook.name}"
     if playbook.product != product.name:
         raise ConfigError(where, [f"it is for {playbook.product}; the cluster is {product.name}"])
-    known = {**steps.GENERIC, **ENGINE_STEPS, **product.batch_steps}
+    known: dict[str, steps.StepFn[AdapterT]] = {**steps.GENERIC, **ENGINE_STEPS, **product.batch_steps}
     problems: list[str] = []
-    batch: list[tuple[str, steps.StepFn]] = []
+    batch: list[tuple[str, steps.StepFn[AdapterT]]] = []
     for step in playbook.steps():
         if step.command is not None:
             batch.append((step.name, steps.command_step(step.command)))
@@ -49,7 +53,7 @@ def resolve(playbook: Playbook, product: Product) -> Procedure:
     for first, then in (*ENGINE_ORDER, *product.order_rules):
         if first in names and then in names and names.index(first) > names.index(then):
             problems.append(f"batch: {first} must come before {then}")
-    before_run: list[tuple[str, RunStepFn]] = []
+    before_run: list[tuple[str, RunStepFn[AdapterT]]] = []
     for name in playbook.before_run:
         if name in product.run_steps:
             before_run.append((name, product.run_steps[name]))
@@ -61,7 +65,7 @@ def resolve(playbook: Playbook, product: Product) -> Procedure:
     return Procedure(playbook, tuple(batch), tuple(before_run))
 
 
-def require_install(procedure: Procedure) -> None:
+def require_install(procedure: Procedure[Any]) -> None:
     """An upgrade's procedure must install something: without install_version it would only restart."""
     if "install_version" not in [name for name, _ in procedure.batch]:
         raise ConfigError(f"playbook {procedure.playbook.name}", [

@@ -13,16 +13,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from orchestrator.config.model import Inventory
-from orchestrator.restart.adapter import ClusterAdapter
+from orchestrator.restart.adapter import AdapterT
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.plan import Mode, Plan
 from orchestrator.restart.steps import StepFn
 
-RunStepFn = Callable[[RunContext], None]
+RunStepFn = Callable[[RunContext[AdapterT]], None]  # a `before_run` step of a product whose adapter is AdapterT
+SnapshotT = TypeVar("SnapshotT")
 
 
 @dataclass(frozen=True)
@@ -34,50 +35,71 @@ class Column:
     value: Callable[[Mapping[str, Any]], str]
 
 
-class Product(Protocol):
-    name: str
-    default_playbook: str
-    upgrade_playbook: str | None  # the procedure of `orchestrate upgrade`; None: the product has none yet
-    batch_steps: Mapping[str, StepFn]  # besides the generic ones (stop, tune, start, rejoin)
-    run_steps: Mapping[str, RunStepFn]  # for `before_run`
-    order_rules: tuple[tuple[str, str], ...]  # (first, then) among its steps and the generic ones
-    checks_before_stop: bool  # whether `stop_check` can refuse (if not, no snapshot is taken for it)
-    # Whether its adapter needs no root shell on the hosts, so exact sudo rules (`ssh.sudo_rules:
-    # commands`) are enough for a run.
-    exact_sudo_rules: bool
-    plan_columns: tuple[Column, ...]
-    report_columns: tuple[Column, ...]
+class Product(Protocol[SnapshotT, AdapterT]):
+    """Generic over the product's snapshot and adapter types, so that mypy checks each plug-in's
+    `PRODUCT: Product[ItsSnapshot, ItsAdapter]` against this interface and no decision or step checks
+    a type at run time. The engine and the registry see `Product[Any, Any]`: they name no product."""
 
-    def connect(self, inv: Inventory) -> ClusterAdapter:
+    # Read-only (properties here; plain class attributes in a plug-in), so that a plug-in may give a
+    # narrower type: a dict for a Mapping, a tuple of two for a tuple of any length.
+    @property
+    def name(self) -> str: ...
+    @property
+    def default_playbook(self) -> str: ...
+    @property
+    def upgrade_playbook(self) -> str | None:
+        """The procedure of `orchestrate upgrade`; None: the product has none yet."""
+    @property
+    def batch_steps(self) -> Mapping[str, StepFn[AdapterT]]:
+        """Its own batch steps, besides the generic ones (stop, tune, start, rejoin)."""
+    @property
+    def run_steps(self) -> Mapping[str, RunStepFn[AdapterT]]:
+        """Its steps for `before_run`."""
+    @property
+    def order_rules(self) -> tuple[tuple[str, str], ...]:
+        """(first, then) among its steps and the generic ones."""
+    @property
+    def checks_before_stop(self) -> bool:
+        """Whether `stop_check` can refuse (if not, no snapshot is taken for it)."""
+    @property
+    def exact_sudo_rules(self) -> bool:
+        """Whether its adapter needs no root shell on the hosts, so exact sudo rules (`ssh.sudo_rules:
+        commands`) are enough for a run."""
+    @property
+    def plan_columns(self) -> tuple[Column, ...]: ...
+    @property
+    def report_columns(self) -> tuple[Column, ...]: ...
+
+    def connect(self, inv: Inventory) -> AdapterT:
         """The adapter to the inventory's cluster (secrets resolved here, never kept in the plan)."""
         ...
 
-    def plan(self, inv: Inventory, snapshot: object, mode: Mode, options: RunOptions,
+    def plan(self, inv: Inventory, snapshot: SnapshotT, mode: Mode, options: RunOptions,
              tuning: tuple[str, ...]) -> Plan:
         """The restart plan: pure."""
         ...
 
-    def gate(self, snapshot: object, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
+    def gate(self, snapshot: SnapshotT, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
         """Why the batch of ``nodes`` must not start now, from a gate snapshot; empty when it may. Pure."""
         ...
 
-    def stop_check(self, snapshot: object, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
+    def stop_check(self, snapshot: SnapshotT, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
         """Why the batch of ``nodes`` must not stop at this very moment, from a gate snapshot taken just
         before (data whose only available copy is on them, not accepted in ``options``). Pure."""
         ...
 
-    def with_upgrade_facts(self, adapter: ClusterAdapter, snapshot: object) -> object:
+    def with_upgrade_facts(self, adapter: AdapterT, snapshot: SnapshotT) -> SnapshotT:
         """The snapshot with what an upgrade's plan checks besides (read through ``adapter``)."""
         ...
 
-    def node_logs(self, adapter: ClusterAdapter) -> dict[str, str]:
+    def node_logs(self, adapter: AdapterT) -> dict[str, str]:
         """Each node's log file on its host, by the product's node id, where the node logs its stops and
         starts (restart/durations.py) for a first plan's estimate; empty where there is none to read."""
         ...
 
-    def load_snapshot(self, path: Path) -> object:
+    def load_snapshot(self, path: Path) -> SnapshotT:
         """A snapshot saved by `plan --save-snapshot` (ConfigError where the product has none)."""
         ...
 
-    def dump_snapshot(self, snapshot: object) -> dict[str, Any]:
+    def dump_snapshot(self, snapshot: SnapshotT) -> dict[str, Any]:
         ...

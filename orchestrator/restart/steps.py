@@ -11,25 +11,27 @@ import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from orchestrator.config.model import NodeEntry
 from orchestrator.config.playbook import CommandStep
 from orchestrator.errors import HostError, OrchestratorError
 from orchestrator.hosts.service import render
 from orchestrator.hosts.transport import LocalTransport
-from orchestrator.restart.adapter import ClusterAdapter
+from orchestrator.restart.adapter import AdapterT, ClusterAdapter
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event, EventSink
 from orchestrator.restart.journal import REBOOTED, BatchRecord, BatchState, Journal, UndoRecord, UndoState
 from orchestrator.restart.phases import Phase, reached
 from orchestrator.retry import Seen, wait_until
 
-StepFn = Callable[[RunContext, BatchRecord], None]
-PER_NODE: set[StepFn] = set()  # the steps marked by `per_node`
+# A batch step of a product whose adapter is AdapterT; bare `StepFn`: a step any product can run.
+StepFn = Callable[[RunContext[AdapterT], BatchRecord], None]
+PER_NODE: set[Callable[..., None]] = set()  # the steps marked by `per_node`
+StepT = TypeVar("StepT", bound=Callable[..., None])
 
 
-def per_node(step: StepFn) -> StepFn:
+def per_node(step: StepT) -> StepT:
     """Marks a step whose work is each node's own (done through `for_each_node`, looking only at that
     node's records): between its stop and its rejoin, each node of a batch goes through a run of such
     steps at its own pace, so that one node's slow stop does not hold back the others' start."""
@@ -94,7 +96,7 @@ def restore_settings(ctx: RunContext, keys: set[str] | None = None, batch: int |
     put_back(ctx.journal, ctx.cluster, ctx.emit, keys, batch)
 
 
-def put_back(journal: Journal, cluster: ClusterAdapter, emit: EventSink, keys: set[str] | None = None,
+def put_back(journal: Journal, cluster: ClusterAdapter[Any], emit: EventSink, keys: set[str] | None = None,
              batch: int | None = None) -> None:
     """restore_settings without a run's context (`orchestrate abandon` has none)."""
     chosen = [r for r in journal.pending_undo()

@@ -9,18 +9,13 @@ from typing import Any
 
 from orchestrator.config.model import Inventory
 from orchestrator.errors import ConfigError
-from orchestrator.restart.adapter import ClusterAdapter
 from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.plan import Mode, Plan
-from orchestrator.restart.product import Column
+from orchestrator.restart.product import Column, Product
 from orchestrator.riak import steps
+from orchestrator.riak.adapter import RiakAdapter
 from orchestrator.riak.plan import build_riak_plan
 from orchestrator.riak.status import RiakSnapshot, cluster_problems
-
-
-def _snap(snapshot: object) -> RiakSnapshot:
-    assert isinstance(snapshot, RiakSnapshot), "a Riak decision over another product's snapshot"
-    return snapshot
 
 
 class RiakProduct:
@@ -39,47 +34,46 @@ class RiakProduct:
                              if "handoff_partitions" in f else "-"),
                       Column("objects", lambda f: str(int(f["handoff_objects"])) if "handoff_objects" in f else "-"))
 
-    def connect(self, inv: Inventory) -> ClusterAdapter:
+    def connect(self, inv: Inventory) -> RiakAdapter:
         from orchestrator.hosts.transport import make_transport
-        from orchestrator.riak.adapter import RiakAdapter
 
         return RiakAdapter(inv, make_transport(inv))
 
-    def plan(self, inv: Inventory, snapshot: object, mode: Mode, options: RunOptions,
+    def plan(self, inv: Inventory, snapshot: RiakSnapshot, mode: Mode, options: RunOptions,
              tuning: tuple[str, ...]) -> Plan:
-        plan = build_riak_plan(inv, _snap(snapshot), mode, tuning=tuning)
+        plan = build_riak_plan(inv, snapshot, mode, tuning=tuning)
         refused = unsupported_options(options, inv)
         return replace(plan, problems=(*plan.problems, *refused)) if refused else plan
 
-    def stop_check(self, snapshot: object, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
+    def stop_check(self, snapshot: RiakSnapshot, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
         # Riak keeps n_val replicas and hands a down node's writes to fallbacks: the gate's ring and
         # member checks are all there is to look at, and they were just passed.
         return []
 
-    def gate(self, snapshot: object, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
-        snap = _snap(snapshot)
+    def gate(self, snapshot: RiakSnapshot, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
+        snap = snapshot
         problems = cluster_problems(snap)
         missing = [member for member in plan.node_ids.values() if snap.member(member) is None]
         if missing:
             problems.append(f"no longer member(s) of the cluster: {', '.join(missing)}")
         return problems
 
-    def with_upgrade_facts(self, adapter: ClusterAdapter, snapshot: object) -> object:
+    def with_upgrade_facts(self, adapter: RiakAdapter, snapshot: RiakSnapshot) -> RiakSnapshot:
         raise ConfigError("upgrade", [f"`orchestrate upgrade` is not available for {self.name} clusters yet: roll "
                                       "with `orchestrate restart` and a command step that installs the version"])
 
-    def node_logs(self, adapter: ClusterAdapter) -> dict[str, str]:
+    def node_logs(self, adapter: RiakAdapter) -> dict[str, str]:
         return {}  # its log says nothing the first estimate reads
 
     def load_snapshot(self, path: Path) -> RiakSnapshot:
         raise ConfigError(str(path), ["--snapshot plans from a saved Elasticsearch cluster state; this cluster is "
                                       "riak: plan from the live cluster instead"])
 
-    def dump_snapshot(self, snapshot: object) -> dict[str, Any]:
+    def dump_snapshot(self, snapshot: RiakSnapshot) -> dict[str, Any]:
         raise ConfigError("command line", ["--save-snapshot saves Elasticsearch cluster states; this cluster is riak"])
 
 
-PRODUCT = RiakProduct()
+PRODUCT: Product[RiakSnapshot, RiakAdapter] = RiakProduct()
 
 
 def unsupported_options(options: RunOptions, inv: Inventory) -> list[str]:

@@ -17,30 +17,23 @@ from orchestrator.riak.adapter import RiakAdapter
 from orchestrator.riak.handoffs import HandoffWatch
 from orchestrator.riak.plan import TRANSFER_LIMIT
 
-
-def riak(ctx: RunContext) -> RiakAdapter:
-    """The run's adapter, as the Riak one (a playbook is checked against its product)."""
-    assert isinstance(ctx.cluster, RiakAdapter), "a Riak step in a run of another product"
-    return ctx.cluster
-
-
 SERVICE_PROBE_S = 10  # one `wait-for-service` call blocks at most this long; the step retries up to join_s
 
 
-def raise_handoff_limit(ctx: RunContext) -> None:
+def raise_handoff_limit(ctx: RunContext[RiakAdapter]) -> None:
     changes = [c for c in ctx.journal.plan.settings if c.when == "for the run"]
     if not changes:
         return
-    live = riak(ctx).limits()
+    live = ctx.cluster.limits()
     for change in changes:
         set_temporarily(ctx, change.key, change.scope, live.get(change.scope), change.during, None)
 
 
-def note_handoffs_due(ctx: RunContext, batch: BatchRecord) -> None:
+def note_handoffs_due(ctx: RunContext[RiakAdapter], batch: BatchRecord) -> None:
     """While the batch's node is down, every partition waiting to be handed off is waiting for it (one
     node per batch, and the gate saw no transfer before the batch): record that count. Read later,
     after the node is back, the handoffs may already be over: a quick handoff is never seen active."""
-    transfers = riak(ctx).transfers(avoid=set(batch.nodes))
+    transfers = ctx.cluster.transfers(avoid=set(batch.nodes))
     due = sum(transfers.waiting.values()) + sum(1 for t in transfers.active if t.target in batch.nodes)
     for name in batch.nodes:
         ctx.journal.recovered(name, {"handoffs_due": due})
@@ -48,9 +41,9 @@ def note_handoffs_due(ctx: RunContext, batch: BatchRecord) -> None:
                        batch=batch.number))
 
 
-def wait_for_service(ctx: RunContext, batch: BatchRecord) -> None:
+def wait_for_service(ctx: RunContext[RiakAdapter], batch: BatchRecord) -> None:
     def one(name: str) -> None:
-        node, admin = ctx.node(name), riak(ctx)
+        node, admin = ctx.node(name), ctx.cluster
         service = ctx.inv.riak.service
         started = ctx.clock.monotonic()
 
@@ -78,7 +71,7 @@ def wait_for_service(ctx: RunContext, batch: BatchRecord) -> None:
     for_each_node(ctx, batch, one)
 
 
-def wait_for_handoffs(ctx: RunContext, batch: BatchRecord) -> None:
+def wait_for_handoffs(ctx: RunContext[RiakAdapter], batch: BatchRecord) -> None:
     for name in batch.nodes:
         if ctx.record(name).phase == Phase.JOINED:
             ctx.set_phase(name, Phase.RECOVERING, f"{name}: waiting for handoffs to finish")
@@ -86,7 +79,7 @@ def wait_for_handoffs(ctx: RunContext, batch: BatchRecord) -> None:
     started = ctx.clock.monotonic()
 
     def drained(seen: Seen[bool]) -> bool | None:
-        transfers = riak(ctx).transfers()
+        transfers = ctx.cluster.transfers()
         stalled = watch.observe(transfers, ctx.clock.monotonic())
         if stalled:
             raise UnsafeToProceed(
@@ -109,7 +102,7 @@ def wait_for_handoffs(ctx: RunContext, batch: BatchRecord) -> None:
 
 
 RUN_STEPS = {"raise_handoff_limit": raise_handoff_limit}
-STEPS: dict[str, StepFn] = {
+STEPS: dict[str, StepFn[RiakAdapter]] = {
     "note_handoffs_due": note_handoffs_due,
     "wait_for_service": wait_for_service,
     "wait_for_handoffs": wait_for_handoffs,

@@ -110,7 +110,7 @@ def hosts_checked_early(inv: Inventory, begin: bool = True) -> Iterator[EarlyHos
             early.close()
 
 
-def sudo_rules_problems(inv: Inventory, product: Product) -> list[str]:
+def sudo_rules_problems(inv: Inventory, product: Product[Any, Any]) -> list[str]:
     """Exact sudo rules are enough only for a product whose commands on the hosts need no root shell."""
     if inv.ssh.sudo and inv.ssh.sudo_rules == "commands" and not product.exact_sudo_rules:
         return [f"ssh.sudo_rules `commands` is not available for {product.name} yet (its commands on "
@@ -309,7 +309,7 @@ def resume(target: Target, emit: EventSink, run_id: str | None = None, accept_ch
                    accept_unavailable=accept_unavailable, stop_after=stop_after)
 
 
-def abandon_run(journal: Journal, cluster: ClusterAdapter, name: str, emit: EventSink) -> Journal:
+def abandon_run(journal: Journal, cluster: ClusterAdapter[Any], name: str, emit: EventSink) -> Journal:
     """Give up ``journal``'s run: every temporary setting it still holds in force is put back (its undo
     records), it is marked abandoned (never resumed), and its lock released, so that a new run may start.
     Refused while the run is alive, here or on another machine (its lock is live). Host tuning is kept: it

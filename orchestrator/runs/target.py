@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -23,9 +24,9 @@ from orchestrator.restart.reboot import with_reboot
 class Target:
     inv: Inventory
     inventory_path: Path
-    product: Product
+    product: Product[Any, Any]
     procedure: Procedure
-    cluster: ClusterAdapter
+    cluster: ClusterAdapter[Any]
 
     @property
     def playbook(self) -> Playbook:
@@ -36,7 +37,7 @@ class Target:
         return self.inv.cluster.name
 
 
-def load_procedure(inv: Inventory, product: Product, upgrade: bool = False) -> Procedure:
+def load_procedure(inv: Inventory, product: Product[Any, Any], upgrade: bool = False) -> Procedure:
     """The inventory's playbook (or the product's default), checked against the product; for an upgrade,
     the inventory's `upgrade.playbook` or the product's upgrade procedure."""
     if not upgrade:

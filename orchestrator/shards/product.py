@@ -7,34 +7,35 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from orchestrator.config.loader import read_bytes_of, strict_json
 from orchestrator.config.model import Inventory
 from orchestrator.errors import ConfigError
-from orchestrator.restart.adapter import ClusterAdapter
 from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.plan import Mode, Plan
-from orchestrator.restart.product import Column
+from orchestrator.restart.product import Column, RunStepFn
 from orchestrator.restart.steps import StepFn
 from orchestrator.shards import safety, steps
+from orchestrator.shards.adapter import ShardClusterAdapter
 from orchestrator.shards.plan import build_plan
 from orchestrator.shards.snapshot import ClusterSnapshot
 from orchestrator.shards.versions import ELASTICSEARCH_PATHS, UpgradePaths
 from orchestrator.units import human_bytes
 
-
-def snap(snapshot: object) -> ClusterSnapshot:
-    assert isinstance(snapshot, ClusterSnapshot), "a shard-model decision over another product's snapshot"
-    return snapshot
-
-
 MAX_SNAPSHOT_BYTES = 2_000_000_000  # 5,000 nodes and 1,000,000 shard copies take about 150 MB
 
 
-class ShardProduct:
-    batch_steps: Mapping[str, StepFn] = steps.STEPS
-    run_steps = steps.RUN_STEPS
+# The adapter of a product on the shard model: Elasticsearch's is the shared one, OpenSearch's adds its
+# weighted routing.
+ShardAdapterT = TypeVar("ShardAdapterT", bound=ShardClusterAdapter)
+
+
+class ShardProduct(Generic[ShardAdapterT]):
+    """Implements `Product[ClusterSnapshot, ShardAdapterT]` for each product on the shard model."""
+
+    batch_steps: Mapping[str, StepFn[ShardAdapterT]] = steps.STEPS
+    run_steps: Mapping[str, RunStepFn[ShardAdapterT]] = steps.RUN_STEPS
     checks_before_stop = True
     exact_sudo_rules = True  # the adapter speaks HTTP; on the hosts only the generic steps run
     upgrade_paths: UpgradePaths = ELASTICSEARCH_PATHS
@@ -50,29 +51,23 @@ class ShardProduct:
                              if "bytes_from_peers" in f else "-"),
                       Column("reused", lambda f: human_bytes(int(f["bytes_reused"])) if "bytes_reused" in f else "-"))
 
-    def plan(self, inv: Inventory, snapshot: object, mode: Mode, options: RunOptions,
+    def plan(self, inv: Inventory, snapshot: ClusterSnapshot, mode: Mode, options: RunOptions,
              tuning: tuple[str, ...]) -> Plan:
-        return build_plan(inv, snap(snapshot), mode, tuning=tuning, allow_yellow=options.allow_yellow,
+        return build_plan(inv, snapshot, mode, tuning=tuning, allow_yellow=options.allow_yellow,
                           allow_unavailable=options.allow_unavailable, upgrade_to=options.upgrade_to,
                           snapshot_check=options.snapshot_check, paths=self.upgrade_paths)
 
-    def node_logs(self, adapter: ClusterAdapter) -> dict[str, str]:
-        from orchestrator.shards.adapter import ShardClusterAdapter
-
-        assert isinstance(adapter, ShardClusterAdapter)
+    def node_logs(self, adapter: ShardAdapterT) -> dict[str, str]:
         return adapter.node_log_files()
 
-    def with_upgrade_facts(self, adapter: ClusterAdapter, snapshot: object) -> ClusterSnapshot:
-        from orchestrator.shards.adapter import ShardClusterAdapter
+    def with_upgrade_facts(self, adapter: ShardAdapterT, snapshot: ClusterSnapshot) -> ClusterSnapshot:
+        return replace(snapshot, upgrade=adapter.upgrade_facts())
 
-        assert isinstance(adapter, ShardClusterAdapter)
-        return replace(snap(snapshot), upgrade=adapter.upgrade_facts())
+    def gate(self, snapshot: ClusterSnapshot, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
+        return safety.gate(snapshot, plan, tuple(nodes), options)
 
-    def gate(self, snapshot: object, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
-        return safety.gate(snap(snapshot), plan, tuple(nodes), options)
-
-    def stop_check(self, snapshot: object, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
-        return safety.stop_check(snap(snapshot), plan, tuple(nodes), options)
+    def stop_check(self, snapshot: ClusterSnapshot, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
+        return safety.stop_check(snapshot, plan, tuple(nodes), options)
 
     def load_snapshot(self, path: Path) -> ClusterSnapshot:
         data = read_bytes_of(path, limit=MAX_SNAPSHOT_BYTES)
@@ -82,5 +77,5 @@ class ShardProduct:
             raise ConfigError(str(path), [f"not a cluster snapshot written by --save-snapshot: "
                                           f"{type(exc).__name__}: {str(exc)[:200]}"]) from None
 
-    def dump_snapshot(self, snapshot: object) -> dict[str, Any]:
-        return snap(snapshot).to_json()
+    def dump_snapshot(self, snapshot: ClusterSnapshot) -> dict[str, Any]:
+        return snapshot.to_json()

@@ -28,17 +28,11 @@ from orchestrator.shards.settled import blocking_text, settle
 from orchestrator.units import human_bytes, parse_size
 
 
-def es(ctx: RunContext) -> ShardClusterAdapter:
-    """The run's adapter, as the Elasticsearch one (a playbook is checked against its product)."""
-    assert isinstance(ctx.cluster, ShardClusterAdapter), "an Elasticsearch step in a run of another product"
-    return ctx.cluster
-
-
-def change_settings(ctx: RunContext, values: dict[str, Any], batch: int | None) -> None:
+def change_settings(ctx: RunContext[ShardClusterAdapter], values: dict[str, Any], batch: int | None) -> None:
     """Set each key temporarily in the scope in force for it, the settings read once."""
     if not values:
         return  # nothing to raise (every limit already as high): not even a read
-    persistent, transient = es(ctx).cluster_settings()
+    persistent, transient = ctx.cluster.cluster_settings()
     changes = []
     for key, value in values.items():
         scope = "transient" if key in transient else "persistent"
@@ -46,27 +40,27 @@ def change_settings(ctx: RunContext, values: dict[str, Any], batch: int | None) 
     set_all_temporarily(ctx, changes, batch)
 
 
-def raise_recovery_limits(ctx: RunContext) -> None:
+def raise_recovery_limits(ctx: RunContext[ShardClusterAdapter]) -> None:
     change_settings(ctx, {c.key: c.during for c in ctx.journal.plan.settings if c.when == "for the run"}, None)
 
 
-def restrict_allocation(ctx: RunContext, batch: BatchRecord) -> None:
+def restrict_allocation(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) -> None:
     change_settings(ctx, {ALLOCATION_ENABLE: "primaries"}, batch.number)
 
 
-def restore_allocation(ctx: RunContext, batch: BatchRecord) -> None:
+def restore_allocation(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) -> None:
     restore_settings(ctx, {ALLOCATION_ENABLE})
 
 
-def flush(ctx: RunContext, batch: BatchRecord) -> None:
+def flush(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) -> None:
     try:
-        es(ctx).flush()
+        ctx.cluster.flush()
     except OrchestratorError as exc:
         # A failed flush costs recovery time (files copied instead of reused), never data.
         ctx.emit(Event("warning", f"flush failed, going on: {exc}", batch=batch.number))
 
 
-def wait_for_retention_leases(ctx: RunContext, batch: BatchRecord) -> None:
+def wait_for_retention_leases(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) -> None:
     """Before the batch stops: wait until the copies that stay hold current retention leases for the
     batch's copies, so those recover from their own files (see shards/leases.py). Elasticsearch renews
     leases every 30 s; the wait is bounded by ``timeouts.lease_wait_s`` and skipped when the copies
@@ -77,7 +71,7 @@ def wait_for_retention_leases(ctx: RunContext, batch: BatchRecord) -> None:
     names = {node_id: name for name, node_id in node_ids.items()}
 
     def at_risk() -> list[LeaseAtRisk]:
-        return leases_at_risk(es(ctx).shard_lease_stats(), stopping)
+        return leases_at_risk(ctx.cluster.shard_lease_stats(), stopping)
 
     try:
         risks = at_risk()
@@ -119,7 +113,7 @@ def wait_for_retention_leases(ctx: RunContext, batch: BatchRecord) -> None:
                    data={"leases_behind": [r.text(names) for r in risks], "bytes_at_risk": bytes_at_risk(risks)}))
 
 
-def wait_for_recovery(ctx: RunContext, batch: BatchRecord) -> None:
+def wait_for_recovery(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) -> None:
     for name in batch.nodes:
         if ctx.record(name).phase == Phase.JOINED:
             ctx.set_phase(name, Phase.RECOVERING, f"{name}: waiting for its shards to recover")
@@ -140,7 +134,7 @@ def wait_for_recovery(ctx: RunContext, batch: BatchRecord) -> None:
     def show_progress() -> None:
         """The live view: per node of the batch, what its recoveries have copied of what they must."""
         try:
-            rows = es(ctx).recoveries(active_only=True)
+            rows = ctx.cluster.recoveries(active_only=True)
         except OrchestratorError:
             return  # the progress shown is a courtesy: a failed read must not fail the wait
         late = ctx.clock.monotonic() - started > expected_s
@@ -160,7 +154,7 @@ def wait_for_recovery(ctx: RunContext, batch: BatchRecord) -> None:
         remaining = limit - (ctx.clock.monotonic() - started)
         # A server-side wait (one request per up to 10 s, not one per poll): until green, or until
         # nothing moves and the cluster is at least yellow. Then green is done, and a yellow is judged.
-        h = es(ctx).health(wait_for_status=until, until_still=True, timeout_s=max(min(remaining, 10), 1))
+        h = ctx.cluster.health(wait_for_status=until, until_still=True, timeout_s=max(min(remaining, 10), 1))
         missing = f", only {h['number_of_nodes']} of {expected} nodes in the cluster" \
             if h["number_of_nodes"] < expected else ""
         seen.text = (f"health {h['status']}{missing}, {h['initializing_shards']} initializing, "
@@ -175,7 +169,7 @@ def wait_for_recovery(ctx: RunContext, batch: BatchRecord) -> None:
         if allow_yellow:
             return None if unassigned_beyond_accepted(h["unassigned_shards"], ctx.journal.plan) else True
         planned = set(ctx.journal.plan.node_ids.values())
-        settlement = settle(h["unassigned_shards"], es(ctx).explain_unassigned(es(ctx).shards(), planned),
+        settlement = settle(h["unassigned_shards"], ctx.cluster.explain_unassigned(ctx.cluster.shards(), planned),
                             ctx.journal.plan.node_ids.values())
         if settlement.settled:
             ctx.emit(Event("step", f"batch {batch.number}: yellow, settled: {settlement.accepted_text()}",
@@ -244,9 +238,9 @@ def progress_text(p: dict[str, int]) -> str:
             f"copied ({p['percent']}%), {human_bytes(p['bytes_reused'])} reused")
 
 
-def recovery_stats(ctx: RunContext, batch: BatchRecord) -> dict[str, dict[str, Any]]:
+def recovery_stats(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) -> dict[str, dict[str, Any]]:
     """Bytes copied from peers vs reused locally, for the shard copies recovered onto each node."""
-    rows, copies = read_together(es(ctx).recoveries, es(ctx).shards)  # the batch waits for them
+    rows, copies = read_together(ctx.cluster.recoveries, ctx.cluster.shards)  # the batch waits for them
     sizes_by_node: dict[str, dict[tuple[str, int], int]] = {}
     for c in copies:  # one pass: a zone's batch may hold many nodes, the cluster many copies
         if c.node_id is not None:
@@ -290,7 +284,7 @@ def recovery_figures(rows: list[dict[str, Any]], node: str, since_ms: int,
 
 # --- upgrade ---------------------------------------------------------------------------------------
 @per_node
-def upgrade_plugins(ctx: RunContext, batch: BatchRecord) -> None:
+def upgrade_plugins(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) -> None:
     """Each plugin the node had when planned, installed again for the new version (Elasticsearch refuses
     to start with a plugin built for another version). Removing first makes it idempotent."""
     version = target_version(ctx)
@@ -318,7 +312,7 @@ def upgrade_plugins(ctx: RunContext, batch: BatchRecord) -> None:
     for_each_node(ctx, batch, reinstall)
 
 
-def check_version(ctx: RunContext, batch: BatchRecord) -> None:
+def check_version(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) -> None:
     """The node that rejoined runs the target version: a package that did not install, or a link that
     points elsewhere, is caught here, before the next node goes down. Node info can lag the join by a
     moment, so an unknown version is read again (within the join timeout); a wrong one fails at once."""
@@ -326,7 +320,7 @@ def check_version(ctx: RunContext, batch: BatchRecord) -> None:
     wrong: dict[str, str] = {}
 
     def versions_seen(seen: Seen[bool]) -> bool | None:
-        running = {n.id: n.version for n in es(ctx).nodes()}
+        running = {n.id: n.version for n in ctx.cluster.nodes()}
         found = {name: running.get(ctx.journal.plan.node_ids.get(name, ""), "") for name in batch.nodes}
         wrong.update({n: v for n, v in found.items() if v and v != version})
         if wrong:
@@ -345,7 +339,7 @@ def check_version(ctx: RunContext, batch: BatchRecord) -> None:
 
 
 RUN_STEPS = {"raise_recovery_limits": raise_recovery_limits}
-STEPS: dict[str, StepFn] = {
+STEPS: dict[str, StepFn[ShardClusterAdapter]] = {
     "restrict_allocation": restrict_allocation,
     "flush": flush,
     "wait_for_retention_leases": wait_for_retention_leases,

@@ -15,11 +15,10 @@ from typing import Any, ClassVar
 from orchestrator.config.model import Inventory, NodeEntry
 from orchestrator.errors import ConfigError
 from orchestrator.hosts.transport import CommandResult
-from orchestrator.restart.adapter import ClusterAdapter
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.journal import BatchRecord, RunOptions
 from orchestrator.restart.plan import Batch, Mode, Plan, SettingChange
-from orchestrator.restart.product import Column, RunStepFn
+from orchestrator.restart.product import Column, Product, RunStepFn
 from orchestrator.restart.steps import StepFn, restore_settings, set_temporarily
 from orchestrator.retry import Clock
 
@@ -232,44 +231,38 @@ class FakeTransport:
 
 
 # --- the product -------------------------------------------------------------------------------------
-def hold(ctx: RunContext, batch: BatchRecord) -> None:
+def hold(ctx: RunContext[FakeCluster], batch: BatchRecord) -> None:
     set_temporarily(ctx, HELD, "cluster", ctx.cluster.live_settings([("cluster", HELD)])[0], "held", batch.number)
 
 
-def release(ctx: RunContext, batch: BatchRecord) -> None:
+def release(ctx: RunContext[FakeCluster], batch: BatchRecord) -> None:
     restore_settings(ctx, {HELD})
 
 
-def raise_limit(ctx: RunContext) -> None:
+def raise_limit(ctx: RunContext[FakeCluster]) -> None:
     for change in ctx.journal.plan.settings:
         if change.when == "for the run":
             live = ctx.cluster.live_settings([(change.scope, change.key)])[0]
             set_temporarily(ctx, change.key, change.scope, live, change.during, None)
 
 
-def _snap(snapshot: object) -> FakeSnapshot:
-    assert isinstance(snapshot, FakeSnapshot)
-    return snapshot
-
-
 class FakeProduct:
     name = "fake"
     default_playbook = "fake-rolling"
     upgrade_playbook: str | None = None
-    batch_steps: ClassVar[dict[str, StepFn]] = {"hold_setting": hold, "release_setting": release}
-    run_steps: ClassVar[dict[str, RunStepFn]] = {"raise_limit": raise_limit}
+    batch_steps: ClassVar[dict[str, StepFn[FakeCluster]]] = {"hold_setting": hold, "release_setting": release}
+    run_steps: ClassVar[dict[str, RunStepFn[FakeCluster]]] = {"raise_limit": raise_limit}
     checks_before_stop = True
     exact_sudo_rules = True
     order_rules = (("hold_setting", "stop_service"), ("wait_for_join", "release_setting"))
     plan_columns = (Column("nodes", lambda f: str(int(f.get("nodes", 0)))),)
     report_columns: tuple[Column, ...] = ()
 
-    def connect(self, inv: Inventory) -> ClusterAdapter:
+    def connect(self, inv: Inventory) -> FakeCluster:
         raise ConfigError("inventory", ["the fake product is built by tests, not from an inventory"])
 
-    def plan(self, inv: Inventory, snapshot: object, mode: Mode, options: RunOptions,
+    def plan(self, inv: Inventory, snap: FakeSnapshot, mode: Mode, options: RunOptions,
              tuning: tuple[str, ...]) -> Plan:
-        snap = _snap(snapshot)
         names = [n.name for n in inv.nodes]
         if mode is Mode.ZONE:
             zones: dict[str, list[str]] = {}
@@ -289,28 +282,27 @@ class FakeProduct:
     def problems(snap: FakeSnapshot) -> list[str]:
         return [f"node(s) not in the cluster: {', '.join(sorted(snap.down))}"] if snap.down else []
 
-    def gate(self, snapshot: object, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
-        return self.problems(_snap(snapshot))
+    def gate(self, snapshot: FakeSnapshot, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
+        return self.problems(snapshot)
 
-    def stop_check(self, snapshot: object, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
-        sole = _snap(snapshot).sole_copies
+    def stop_check(self, snapshot: FakeSnapshot, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
+        sole = snapshot.sole_copies
         lost = sorted(i for n in nodes for i in sole.get(n, ())
                       if not any(fnmatchcase(i, p) for p in options.allow_unavailable))
         return [f"stopping it leaves index(es) {', '.join(lost)} with no copy."] if lost else []
 
-    def with_upgrade_facts(self, adapter: ClusterAdapter, snapshot: object) -> object:
+    def with_upgrade_facts(self, adapter: FakeCluster, snapshot: FakeSnapshot) -> FakeSnapshot:
         raise ConfigError("upgrade", [f"`orchestrate upgrade` is not available for {self.name} clusters yet: roll "
                                       "with `orchestrate restart` and a command step that installs the version"])
 
-    def node_logs(self, adapter: ClusterAdapter) -> dict[str, str]:
+    def node_logs(self, adapter: FakeCluster) -> dict[str, str]:
         return {}  # its log says nothing the first estimate reads
 
     def load_snapshot(self, path: Path) -> FakeSnapshot:
         raise ConfigError(str(path), ["the fake product has no saved snapshots"])
 
-    def dump_snapshot(self, snapshot: object) -> dict[str, Any]:
-        snap = _snap(snapshot)
-        return {"down": sorted(snap.down)}
+    def dump_snapshot(self, snapshot: FakeSnapshot) -> dict[str, Any]:
+        return {"down": sorted(snapshot.down)}
 
 
-PRODUCT = FakeProduct()
+PRODUCT: Product[FakeSnapshot, FakeCluster] = FakeProduct()

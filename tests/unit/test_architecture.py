@@ -114,3 +114,21 @@ def test_no_config_pattern_counts_a_long_repetition() -> None:
     long = {name: p for name, found in patterns.items() for p in found
             if any(int(n) > 300 for n in re.findall(r"\{\d*,?(\d+)\}", p))}
     assert long == {}
+
+
+def test_the_plug_in_boundary_is_typed_not_checked_at_run_time() -> None:
+    """Each plug-in's PRODUCT is declared as a `Product[ItsSnapshot, ItsAdapter]`, so mypy checks it against
+    the interface, and no decision or step asserts the type of the adapter or snapshot it was given. The one
+    run-time check left is of the operator's input: a force-merge asked of a cluster of another product."""
+    from orchestrator import products
+
+    for name, module in products.PLUGINS.items():
+        path = REPO / (module.replace(".", "/") + ".py")
+        declared = [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.AnnAssign)
+                    and isinstance(n.target, ast.Name) and n.target.id == "PRODUCT"]
+        assert declared and ast.unparse(declared[0].annotation).startswith("Product["), (name, path)
+    checked = re.compile(r"isinstance\([^)]*(Adapter|Snapshot|ClusterAdapter)\b")
+    found = [f"{p.relative_to(REPO)}:{n}" for p in PACKAGE.rglob("*.py") if "sandbox" not in p.parts
+             for n, line in enumerate(p.read_text().splitlines(), start=1)
+             if "assert isinstance" in line or checked.search(line)]
+    assert found == ["orchestrator/forcemerge/cluster.py:16"], found
