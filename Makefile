@@ -10,6 +10,7 @@ demo: setup
 lint: setup
 	.venv/bin/ruff check orchestrator tests
 	.venv/bin/mypy
+	MYPYPATH=tests/toy .venv/bin/mypy -p toy_product  # a plug-in outside the package, checked against the interface
 
 test: lint
 	.venv/bin/pytest -ra --durations=15 tests

@@ -66,6 +66,11 @@ class ClusterUnreachable(ClusterError):
     pass
 
 
+class WrongProduct(ClusterError):
+    """The server is another product than the client's (Elasticsearch vs OpenSearch): the inventory's
+    `cluster.product` is wrong, and the message says which to set. Discovery then asks the next product."""
+
+
 class HostError(OrchestratorError):
     exit_code = 4
 

@@ -1,33 +1,79 @@
 """The product registry: which plug-in restarts which `cluster.product`.
 
-The only place that maps product names to code. Plug-ins are imported when first asked for,
-so `--help` and a Riak run never load the Elasticsearch client.
+The only place that maps product names to code: the built-in plug-ins below, those another package
+installs under the entry-point group `rolling_orchestrator.products` (name = module holding `PRODUCT`),
+and those `register` adds at run time. Plug-ins are imported when first asked for, so `--help` and a
+Riak run never load the Elasticsearch client.
 """
 
 from __future__ import annotations
 
 import importlib
+from functools import cache
+from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.errors import ConfigError
+from orchestrator.errors import ConfigError, WrongProduct
 
 if TYPE_CHECKING:
+    from orchestrator.config.discovered import Facts
+    from orchestrator.config.model import ClusterSection
     from orchestrator.restart.product import Product
 
-PLUGINS = {
+ENTRY_POINTS = "rolling_orchestrator.products"
+BUILT_IN = {
     "elasticsearch": "orchestrator.es.product",
     "opensearch": "orchestrator.opensearch.product",
     "riak": "orchestrator.riak.product",
 }
+PLUGINS: dict[str, str] = dict(BUILT_IN)  # name -> module; the installed ones are added when first asked for
+NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,40}$"  # as the inventory's cluster.product
+
+
+@cache
+def _installed() -> None:
+    """Adds the plug-ins other packages declare (a built-in name is never taken over)."""
+    for ep in entry_points(group=ENTRY_POINTS):
+        PLUGINS.setdefault(ep.name, ep.value)
+
+
+def register(name: str, module: str) -> None:
+    """Adds a plug-in at run time: ``module`` holds its `PRODUCT` (a `Product[ItsSnapshot, ItsAdapter]`)."""
+    from orchestrator.config.model import Inventory
+
+    if name in BUILT_IN or name in Inventory.model_fields:
+        raise ConfigError("products", [f"{name!r} is taken (a built-in product, or a section of the inventory)"])
+    PLUGINS[name] = module
 
 
 def names() -> tuple[str, ...]:
+    _installed()
     return tuple(PLUGINS)
 
 
 def get(name: str) -> Product[Any, Any]:
     """The plug-in of ``name``, the inventory's `cluster.product`."""
-    if name not in PLUGINS:
+    if name not in names():
         raise ConfigError("inventory", [f"cluster.product: unknown product {name!r}; known: {', '.join(PLUGINS)}"])
     product: Product[Any, Any] = importlib.import_module(PLUGINS[name]).PRODUCT
     return product
+
+
+def discover(section: ClusterSection) -> tuple[Facts, str]:
+    """What the cluster at the section's endpoint says of itself, and which product it is: each plug-in
+    that discovers asks in turn (Elasticsearch first), until one recognises the server."""
+    refused: WrongProduct | None = None
+    for name in names():
+        product = get(name)
+        if not product.discovers:
+            continue
+        try:
+            return product.discover(section), name
+        except WrongProduct as exc:
+            refused = exc
+    raise refused or ConfigError("inventory discover", ["no product plug-in can discover a cluster"])
+
+
+def client_loggers() -> tuple[str, ...]:
+    """Every plug-in's client request loggers, for `-v` before a product is known."""
+    return tuple(dict.fromkeys(logger for name in names() for logger in get(name).client_loggers))

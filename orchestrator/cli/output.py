@@ -26,9 +26,9 @@ def set_verbosity(verbose: bool, quiet: bool) -> None:
     if verbose:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s audit   %(message)s", "%H:%M:%S"))
-        from orchestrator.runs.audit import AUDITED_LOGGERS
+        from orchestrator import products
 
-        for name in AUDITED_LOGGERS:
+        for name in ("orchestrator", *products.client_loggers()):
             logging.getLogger(name).addHandler(handler)
             logging.getLogger(name).setLevel(logging.INFO)
 

@@ -7,11 +7,11 @@ import re
 from collections import Counter
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 
-from orchestrator.config.loader import read_bytes_of
+from orchestrator.config.loader import problems_of, read_bytes_of
 from orchestrator.config.model_base import ABSOLUTE_PATH, Model
 from orchestrator.config.upgrade import UpgradeSection
 from orchestrator.errors import ConfigError
@@ -181,12 +181,6 @@ class NodeEntry(Model):
     ssh_port: int | None = Field(None, ge=1, le=65535)
     ssh_user: str | None = Field(None, pattern=r"^[a-z_][a-z0-9_-]{0,31}$")
     data_paths: list[ABSOLUTE_PATH] = Field(default_factory=list, max_length=64)
-    riak_node: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+@[A-Za-z0-9_.:-]+$")
-
-    @property
-    def riak_name(self) -> str:
-        """The Riak node name (`nodename` in riak.conf): given, or riak@HOST."""
-        return self.riak_node or f"riak@{self.host}"
 
 
 class Timeouts(Model):
@@ -238,15 +232,10 @@ class RecoveryLimits(Model):
         return v.lower()
 
 
-class RiakSection(Model):
-    """How to reach a Riak node's tools, and the handoff settings of a run."""
-
-    riak_command: str = Field("riak", min_length=1, max_length=300)
-    admin_command: str = Field("riak-admin", min_length=1, max_length=300)
-    pid_command: str = Field("riak getpid", min_length=1, max_length=300)  # Riak 3.x: `riak pid`
-    service: str = Field("riak_kv", pattern=r"^[a-z_]+$")
-    transfer_limit: int | None = Field(8, ge=1, le=64)  # raised for the run, restored after; null: left alone
-    handoff_stall_s: float = Field(60, ge=1, le=3600)  # a transfer without progress this long is stalled
+class ProductSettings(Model):
+    """A product's own section of the inventory, named like the product (`riak:`), defined by its plug-in
+    (a subclass of this) and checked when the inventory is opened for a run (runs/target.py). A product
+    with no settings of its own takes this one: no keys."""
 
 
 class TuningSection(Model):
@@ -269,7 +258,9 @@ class Inventory(Model):
     nodes: list[NodeEntry] = Field(min_length=1)
     timeouts: Timeouts = Timeouts()
     recovery: RecoveryLimits = RecoveryLimits()
-    riak: RiakSection = RiakSection()
+    # The section named like `cluster.product` (`riak:` for Riak), as given: its plug-in's `settings`
+    # model reads it (`settings_of`); the shared inventory knows no product's settings.
+    product_settings: dict[str, Any] = Field(default_factory=dict)
     tuning: TuningSection = TuningSection()
     metrics: MetricsSection = MetricsSection()
     upgrade: UpgradeSection = UpgradeSection()
@@ -284,6 +275,18 @@ class Inventory(Model):
     @property
     def directory(self) -> Path | None:
         return self._source.resolve().parent if self._source is not None else None
+
+    @model_validator(mode="before")
+    @classmethod
+    def product_section(cls, data: Any) -> Any:
+        """The top-level key named like the cluster's product becomes `product_settings`."""
+        if not isinstance(data, dict):
+            return data
+        cluster = data.get("cluster")
+        product = cluster.get("product", "elasticsearch") if isinstance(cluster, dict) else None
+        if isinstance(product, str) and product in data and product not in cls.model_fields:
+            return {**{k: v for k, v in data.items() if k != product}, "product_settings": data[product]}
+        return data
 
     @model_validator(mode="after")
     def unique_nodes(self) -> Inventory:
@@ -302,3 +305,15 @@ class Inventory(Model):
     @cached_property
     def _by_name(self) -> dict[str, NodeEntry]:
         return {n.name: n for n in self.nodes}
+
+
+SettingsT = TypeVar("SettingsT", bound=ProductSettings)
+
+
+def settings_of(inv: Inventory, model: type[SettingsT]) -> SettingsT:
+    """The inventory's section for its product, read by the product's own model; ConfigError naming the
+    section's keys otherwise."""
+    try:
+        return model.model_validate(inv.product_settings)
+    except ValidationError as exc:
+        raise ConfigError("inventory", [f"{inv.cluster.product}.{p}" for p in problems_of(exc, None)]) from None

@@ -11,9 +11,9 @@ import elasticsearch
 from elastic_transport import ConnectionError as TransportConnectionError
 from elastic_transport import ConnectionTimeout, TlsError
 
-from orchestrator.errors import ClusterUnreachable
+from orchestrator.errors import ClusterUnreachable, WrongProduct
 from orchestrator.shards.connection import Connection
-from orchestrator.shards.rest import HttpError, WrongProduct, error_page, plain_reason, short, tls_failure
+from orchestrator.shards.rest import HttpError, error_page, plain_reason, short, tls_failure
 
 
 def make_client(conn: Connection) -> elasticsearch.Elasticsearch:

@@ -13,9 +13,9 @@ from typing import Any
 
 import opensearchpy
 
-from orchestrator.errors import ClusterUnreachable, ConfigError
+from orchestrator.errors import ClusterUnreachable, ConfigError, WrongProduct
 from orchestrator.shards.connection import Connection
-from orchestrator.shards.rest import HttpError, WrongProduct, error_page, plain_reason, short, tls_failure
+from orchestrator.shards.rest import HttpError, error_page, plain_reason, short, tls_failure
 
 
 def make_client(conn: Connection) -> opensearchpy.OpenSearch:

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from types import MappingProxyType
 
-from orchestrator.config.model import Inventory
+from orchestrator.config.discovered import Facts
+from orchestrator.config.model import ClusterSection, Inventory
 from orchestrator.errors import ConfigError
 from orchestrator.opensearch import routing
 from orchestrator.opensearch.adapter import OpenSearchAdapter, weights_key
@@ -27,6 +28,7 @@ class OpenSearchProduct(ShardProduct[OpenSearchAdapter]):
     default_playbook = "opensearch-rolling"
     upgrade_playbook: str | None = "opensearch-upgrade"
     upgrade_paths = OPENSEARCH_PATHS
+    client_loggers = ("opensearch",)  # opensearch-py's request log
     batch_steps: Mapping[str, StepFn[OpenSearchAdapter]] = MappingProxyType({**shard_steps.STEPS,
                                                                              **routing.STEPS})
     order_rules = (*ShardProduct.order_rules, ("weigh_away_searches", "stop_service"),
@@ -41,6 +43,12 @@ class OpenSearchProduct(ShardProduct[OpenSearchAdapter]):
         return replace(plan, notes=(*plan.notes, f"searches are weighed away from each {attribute} while it restarts "
                                                  f"({weights_key(attribute)}: weight 0 for it, the others kept), "
                                                  "and the weights from before the run are put back exactly"))
+
+    def discover(self, section: ClusterSection) -> Facts:
+        from orchestrator.opensearch.connect import OpenSearchRest
+        from orchestrator.shards.connection import connection_of
+
+        return OpenSearchAdapter(OpenSearchRest(connection_of(section)), section.awareness_attribute).discovery_facts()
 
     def connect(self, inv: Inventory) -> OpenSearchAdapter:
         from orchestrator.opensearch.connect import OpenSearchRest

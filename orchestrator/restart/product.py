@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from orchestrator.config.model import Inventory
+from orchestrator.config.discovered import Facts
+from orchestrator.config.model import ClusterSection, Inventory, ProductSettings
 from orchestrator.restart.adapter import AdapterT
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.journal import RunOptions
@@ -66,12 +67,27 @@ class Product(Protocol[SnapshotT, AdapterT]):
         """Whether its adapter needs no root shell on the hosts, so exact sudo rules (`ssh.sudo_rules:
         commands`) are enough for a run."""
     @property
+    def settings(self) -> type[ProductSettings]:
+        """The model of its own section of the inventory (named like the product), checked when the
+        inventory is opened for a run; `ProductSettings` itself where it has none."""
+    @property
+    def client_loggers(self) -> tuple[str, ...]:
+        """The loggers its client logs each request to (the run's audit log keeps them)."""
+    @property
+    def discovers(self) -> bool:
+        """Whether `inventory discover` can ask a cluster whether it is one of this product's."""
+    @property
     def plan_columns(self) -> tuple[Column, ...]: ...
     @property
     def report_columns(self) -> tuple[Column, ...]: ...
 
     def connect(self, inv: Inventory) -> AdapterT:
         """The adapter to the inventory's cluster (secrets resolved here, never kept in the plan)."""
+        ...
+
+    def discover(self, section: ClusterSection) -> Facts:
+        """What the cluster at the section's endpoint says of itself, for `inventory discover`; raises
+        WrongProduct when the server is another product (the registry then asks the next)."""
         ...
 
     def plan(self, inv: Inventory, snapshot: SnapshotT, mode: Mode, options: RunOptions,

@@ -18,6 +18,7 @@ from orchestrator.errors import ClusterError, ClusterUnreachable, HostError
 from orchestrator.hosts.batch import run_batch
 from orchestrator.hosts.transport import Transport
 from orchestrator.restart.plan import Plan
+from orchestrator.riak.settings import riak_settings
 from orchestrator.riak.status import (
     RiakOutputError,
     RiakSnapshot,
@@ -43,7 +44,7 @@ class RiakAdapter:
 
     def __init__(self, inv: Inventory, transport: Transport) -> None:
         self.inv = inv
-        self.cfg = inv.riak
+        self.cfg = riak_settings(inv)  # checked when the inventory was opened
         self.transport = transport
         self.calls = 0
         self.admin_forms: dict[str, str] = {}  # node -> the admin command that works there
@@ -131,7 +132,7 @@ class RiakAdapter:
         """`riak-admin wait-for-service SERVICE NODE` on the node's host, bounded by ``timeout_s``."""
         def ask() -> tuple[int, str]:
             command = f"timeout {max(int(timeout_s), 1)} " + self._admin(node, "wait-for-service", self.cfg.service,
-                                                                          node.riak_name)
+                                                                          self.cfg.riak_name(node))
             return self._on(node, command, timeout_s + 30)
 
         rc, out = ask()
@@ -189,7 +190,7 @@ class RiakAdapter:
         """The node whose host keeps the lock: the one of the smallest Riak node name, the cluster's own
         identity, so that every inventory of the cluster (the plan checks each names every member) keeps
         it in the same place, whatever its order of nodes."""
-        return min(self.inv.nodes, key=lambda n: n.riak_name)
+        return min(self.inv.nodes, key=self.cfg.riak_name)
 
     def _lock_path(self, index: str, doc_id: str) -> str:
         return shlex.quote(f"{LOCK_DIR}/{index}-{doc_id}.json")

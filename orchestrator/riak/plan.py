@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from orchestrator.config.model import Inventory
 from orchestrator.restart.plan import EST_START_TO_JOIN_S, EST_STOP_S, Batch, Mode, Plan, SettingChange
+from orchestrator.riak.settings import riak_settings
 from orchestrator.riak.status import RiakSnapshot, cluster_problems
 
 TRANSFER_LIMIT = "transfer_limit"
@@ -19,13 +20,18 @@ EST_HANDOFF_S = 15.0
 
 def match_members(inv: Inventory, snap: RiakSnapshot) -> tuple[dict[str, str], list[str]]:
     """Inventory name -> Riak node name; lists nodes that are not members, and members not listed."""
+    settings = riak_settings(inv)
     mapping, problems = {}, []
+    named = {n.name for n in inv.nodes}
+    problems += [f"riak.node_names names {name}, which is not a node of the inventory"
+                 for name in settings.node_names if name not in named]
     for entry in inv.nodes:
-        if snap.member(entry.riak_name) is None:
-            problems.append(f"node {entry.name} ({entry.riak_name}) is not a member of the cluster "
-                            "(`riak-admin member-status`); set `riak_node` to its nodename from riak.conf")
+        riak_name = settings.riak_name(entry)
+        if snap.member(riak_name) is None:
+            problems.append(f"node {entry.name} ({riak_name}) is not a member of the cluster "
+                            "(`riak-admin member-status`); set its nodename from riak.conf in riak.node_names")
         else:
-            mapping[entry.name] = entry.riak_name
+            mapping[entry.name] = riak_name
     listed = set(mapping.values())
     unknown = [m.node for m in snap.members if m.node not in listed]
     if unknown:
@@ -52,14 +58,13 @@ def build_riak_plan(inv: Inventory, snap: RiakSnapshot, mode: Mode, tuning: tupl
         batches.append(Batch(number=number, label=name, nodes=(name,),
                              estimate_s=EST_STOP_S + EST_START_TO_JOIN_S + EST_HANDOFF_S,
                              figures={"ring_pct": member.ring_pct} if member else {}))
-    settings = []
-    if inv.riak.transfer_limit is not None:
-        settings = [SettingChange(key=TRANSFER_LIMIT, scope=m.node, before=snap.limits.get(m.node),
-                                  during=inv.riak.transfer_limit, when="for the run") for m in snap.members]
+    limit = riak_settings(inv).transfer_limit
+    changes = [] if limit is None else [SettingChange(key=TRANSFER_LIMIT, scope=m.node, before=snap.limits.get(m.node),
+                                                      during=limit, when="for the run") for m in snap.members]
     notes = [f"claimant {claimant} is restarted last" if claimant in mapping.values() else "",
              "each node's transfer limit is set again after it restarts (a restart resets it to riak.conf's "
-             "transfer_limit)" if settings else ""]
+             "transfer_limit)" if changes else ""]
     return Plan(cluster=inv.cluster.name, product="riak", mode=mode, batches=tuple(batches),
-                settings=tuple(settings), tuning=tuning,
+                settings=tuple(changes), tuning=tuning,
                 estimate_s=round(sum(b.estimate_s for b in batches), 1), problems=tuple(problems), node_ids=mapping,
                 notes=tuple(n for n in notes if n))

@@ -7,7 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from orchestrator.config.model import Inventory
+from orchestrator.config.discovered import Facts
+from orchestrator.config.model import ClusterSection, Inventory
 from orchestrator.errors import ConfigError
 from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.plan import Mode, Plan
@@ -15,6 +16,7 @@ from orchestrator.restart.product import Column, Product
 from orchestrator.riak import steps
 from orchestrator.riak.adapter import RiakAdapter
 from orchestrator.riak.plan import build_riak_plan
+from orchestrator.riak.settings import RiakSettings
 from orchestrator.riak.status import RiakSnapshot, cluster_problems
 
 
@@ -24,6 +26,9 @@ class RiakProduct:
     upgrade_playbook: str | None = None
     batch_steps = steps.STEPS
     run_steps = steps.RUN_STEPS
+    settings = RiakSettings  # riak: in the inventory
+    client_loggers: tuple[str, ...] = ()  # it speaks through the hosts' transport, whose log is always kept
+    discovers = False
     checks_before_stop = False
     exact_sudo_rules = False  # riak-admin runs through a root shell (as the riak user); no exact rules yet
     order_rules = (("start_service", "wait_for_service"), ("wait_for_join", "wait_for_service"),
@@ -33,6 +38,10 @@ class RiakProduct:
     report_columns = (Column("handoffs", lambda f: str(int(f["handoff_partitions"]))
                              if "handoff_partitions" in f else "-"),
                       Column("objects", lambda f: str(int(f["handoff_objects"])) if "handoff_objects" in f else "-"))
+
+    def discover(self, section: ClusterSection) -> Facts:
+        raise ConfigError("inventory discover", [f"discovery reads Elasticsearch and OpenSearch clusters; write a "
+                                                 f"{self.name} inventory by hand (docs/configuration.md)"])
 
     def connect(self, inv: Inventory) -> RiakAdapter:
         from orchestrator.hosts.transport import make_transport

@@ -43,8 +43,8 @@ def note_handoffs_due(ctx: RunContext[RiakAdapter], batch: BatchRecord) -> None:
 
 def wait_for_service(ctx: RunContext[RiakAdapter], batch: BatchRecord) -> None:
     def one(name: str) -> None:
-        node, admin = ctx.node(name), ctx.cluster
-        service = ctx.inv.riak.service
+        node, admin, cfg = ctx.node(name), ctx.cluster, ctx.cluster.cfg
+        service, riak_name = cfg.service, cfg.riak_name(node)
         started = ctx.clock.monotonic()
 
         def up(seen: Seen[bool]) -> bool | None:
@@ -52,17 +52,17 @@ def wait_for_service(ctx: RunContext[RiakAdapter], batch: BatchRecord) -> None:
             seen.text = said
             return True if ok else None
 
-        wait_until(up, what=f"{service} to be up on {node.riak_name}", timeout_s=ctx.inv.timeouts.join_s,
+        wait_until(up, what=f"{service} to be up on {riak_name}", timeout_s=ctx.inv.timeouts.join_s,
                    interval_s=ctx.inv.timeouts.poll_interval_s, clock=ctx.clock,
                    hint=f"Check `riak-admin services` and the Riak logs on {node.host}; `orchestrate resume` "
                         "waits again.")
         ctx.timed(name, "service", ctx.clock.monotonic() - started)
-        if admin.admin_form(node) != ctx.inv.riak.admin_command:
+        if admin.admin_form(node) != cfg.admin_command:
             ctx.emit(Event("step", f"{name}: admin commands run as `{admin.admin_form(node)}` there (a Riak 3.x "
-                                   f"package: `{ctx.inv.riak.admin_command}` is not usable)", node=name,
+                                   f"package: `{cfg.admin_command}` is not usable)", node=name,
                            batch=batch.number))
         for record in ctx.journal.pending_undo():
-            if record.key == TRANSFER_LIMIT and record.scope == node.riak_name and record.state is UndoState.APPLIED:
+            if record.key == TRANSFER_LIMIT and record.scope == riak_name and record.state is UndoState.APPLIED:
                 admin.put_setting(record.scope, record.key, record.applied)
                 ctx.emit(Event("step", f"{name}: transfer limit set to {record.applied} again after the restart",
                                node=name, batch=batch.number))
@@ -75,7 +75,7 @@ def wait_for_handoffs(ctx: RunContext[RiakAdapter], batch: BatchRecord) -> None:
     for name in batch.nodes:
         if ctx.record(name).phase == Phase.JOINED:
             ctx.set_phase(name, Phase.RECOVERING, f"{name}: waiting for handoffs to finish")
-    watch = HandoffWatch(ctx.inv.riak.handoff_stall_s)
+    watch = HandoffWatch(ctx.cluster.cfg.handoff_stall_s)
     started = ctx.clock.monotonic()
 
     def drained(seen: Seen[bool]) -> bool | None:
@@ -93,7 +93,7 @@ def wait_for_handoffs(ctx: RunContext[RiakAdapter], batch: BatchRecord) -> None:
                hint="Transfers are still running (`riak-admin transfers`); `orchestrate resume` waits again.")
     elapsed = ctx.clock.monotonic() - started
     for name in batch.nodes:
-        seen, objects = watch.handed_to(ctx.node(name).riak_name)
+        seen, objects = watch.handed_to(ctx.cluster.cfg.riak_name(ctx.node(name)))
         ctx.timed(name, "recovery", elapsed)
         partitions = max(seen, ctx.record(name).recovery.get("handoffs_due", 0))
         ctx.journal.recovered(name, {"handoff_partitions": partitions, "handoff_objects": objects})

@@ -14,17 +14,15 @@ import logging
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from orchestrator import products
 from orchestrator.restart.events import Event, EventSink
 from orchestrator.restart.journal import Journal
 
-# Ours, and the requests each product's client logs: elasticsearch-py's, opensearch-py's.
-CLIENT_LOGGERS = ("elastic_transport.transport", "opensearch")
-AUDITED_LOGGERS = ("orchestrator", *CLIENT_LOGGERS)
 REQUEST = re.compile(r"^(?P<method>[A-Z]+) (?P<url>\S+) \[status:(?P<status>\S+) (?:duration|request):"
                      r"(?P<duration>[\d.]+)s\]")
 # user:password@ in a URL; an Authorization header to the end of its line; NAME=value or NAME: value
@@ -44,11 +42,13 @@ def log_path(journal: Journal) -> Path:
     return journal.path.with_name(f"{journal.run_id}.log.jsonl")
 
 
-def record_fields(record: logging.LogRecord) -> dict[str, Any]:
+def record_fields(record: logging.LogRecord, clients: Collection[str] = ()) -> dict[str, Any]:
+    """The record as a line of the audit log: a request where it comes from one of the product's
+    ``clients`` (the loggers its client logs requests to), a host command where ours says so."""
     audit = getattr(record, "audit", None)
     if isinstance(audit, dict):
         fields = dict(audit)
-    elif (found := REQUEST.match(record.getMessage())) and record.name in CLIENT_LOGGERS:
+    elif (found := REQUEST.match(record.getMessage())) and record.name in clients:
         status = found["status"]
         fields = {"kind": "request", "method": found["method"], "url": found["url"],
                   "status": int(status) if status.isdigit() else status, "duration_s": float(found["duration"])}
@@ -61,8 +61,9 @@ def record_fields(record: logging.LogRecord) -> dict[str, Any]:
 class JsonLines(logging.Handler):
     """Appends one JSON object per record to a file only its owner can read (never through a link)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, clients: Collection[str] = ()) -> None:
         super().__init__(level=logging.INFO)
+        self.clients = tuple(clients)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         self.file = os.fdopen(fd, "a", encoding="utf-8")
 
@@ -76,7 +77,7 @@ class JsonLines(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            self.write({"at": round(record.created, 3), **record_fields(record)})
+            self.write({"at": round(record.created, 3), **record_fields(record, self.clients)})
         except Exception:  # a log line must never break a run
             self.handleError(record)
 
@@ -106,9 +107,10 @@ def invocation(journal: Journal, how: str) -> dict[str, Any]:
 def audit_log(journal: Journal, emit: EventSink, how: str) -> Iterator[EventSink]:
     """While a run executes (``how``: start or resume): its commands and requests go to its audit log.
     Yields the event sink to use instead of ``emit``: each event is written to the log, then passed on."""
-    handler = JsonLines(log_path(journal))
+    clients = products.get(journal.product).client_loggers
+    handler = JsonLines(log_path(journal), clients)
     handler.write({"at": round(time.time(), 3), **invocation(journal, how)})
-    loggers = [logging.getLogger(name) for name in AUDITED_LOGGERS]
+    loggers = [logging.getLogger(name) for name in ("orchestrator", *clients)]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
         lg.addHandler(handler)

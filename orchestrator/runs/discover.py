@@ -13,34 +13,18 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import ValidationError
 
+from orchestrator import products
+from orchestrator.config.discovered import DiscoveredNode, SshHost, SshView, ansible_view, inventory_document
 from orchestrator.config.loader import problems_of, read_bytes_of, refuse_special_file
 from orchestrator.config.model import ClusterSection, Inventory
 from orchestrator.errors import ClusterUnreachable, ConfigError
-from orchestrator.es.connect import ElasticsearchRest
 from orchestrator.hosts.ssh_config import Resolved, SshConfig, identity_files
-from orchestrator.opensearch.adapter import OpenSearchAdapter
-from orchestrator.opensearch.connect import OpenSearchRest
-from orchestrator.shards.adapter import ShardClusterAdapter
-from orchestrator.shards.connection import connection_of
-from orchestrator.shards.discover import DiscoveredNode, Facts, SshHost, SshView, ansible_view, inventory_document
-from orchestrator.shards.rest import WrongProduct
 
 MAX_INPUT_BYTES = 20_000_000  # an Ansible listing of thousands of hosts
 # The client's timeout bounds each read, not a request: an answer trickling in a byte at a time would hold
 # discovery for ever. Its few requests together get this many times the timeout.
 DEADLINE_TIMEOUTS = 2
 T = TypeVar("T")
-
-
-def cluster_facts(section: ClusterSection) -> tuple[Facts, str]:
-    """What the cluster says of itself, and which product it is: asked as Elasticsearch first, then,
-    if the server says it is another product, as OpenSearch."""
-    conn = connection_of(section)
-    try:
-        return ShardClusterAdapter(ElasticsearchRest(conn), section.awareness_attribute).discovery_facts(), \
-            "elasticsearch"
-    except WrongProduct:
-        return OpenSearchAdapter(OpenSearchRest(conn), section.awareness_attribute).discovery_facts(), "opensearch"
 
 
 def discover(endpoint: str, cluster: dict[str, Any], ssh_config: Path | None = None,
@@ -55,7 +39,7 @@ def discover(endpoint: str, cluster: dict[str, Any], ssh_config: Path | None = N
     if section.ca_file is not None:
         refuse_special_file(section.ca_file, "--ca-file")
     deadline = section.request_timeout_s * DEADLINE_TIMEOUTS
-    facts, product = within(deadline, lambda: cluster_facts(section),
+    facts, product = within(deadline, lambda: products.discover(section),
                             f"{endpoint} did not answer discovery's requests within {deadline:.0f} s in all")
     view = SshView()
     if ssh_config is not None:

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from orchestrator import products
 from orchestrator.config.inventory import load_inventory
 from orchestrator.config.loader import problems_of
-from orchestrator.config.model import Inventory, MetricsSection
+from orchestrator.config.model import Inventory, MetricsSection, settings_of
 from orchestrator.config.playbook import Playbook, load_playbook
 from orchestrator.errors import ConfigError
 from orchestrator.restart.adapter import ClusterAdapter
@@ -56,6 +56,7 @@ def open_target(cluster: str | None, config: Path | None, upgrade: bool = False,
     the procedure of `restart --reboot` (restart/reboot.py)."""
     inv, path = load_inventory(cluster, config)
     product = products.get(inv.cluster.product)
+    settings_of(inv, product.settings)  # the product's own section, checked before anything else
     procedure = load_procedure(inv, product, upgrade)
     if reboot:
         procedure = resolve(with_reboot(procedure.playbook), product)

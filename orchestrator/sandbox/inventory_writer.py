@@ -58,7 +58,7 @@ def riak_inventory_document(paths: SandboxPaths, st: SandboxState) -> dict[str, 
                 "known_hosts": str(paths.known_hosts), "connect_timeout_s": 5},
         # Riak's own commands, as an operator without a riak systemd unit would configure them.
         "service": {"manager": "commands", "stop": "riak stop", "start": "riak start", "status": "riak ping"},
-        "nodes": [{"name": h.name, "host": h.address, "riak_node": f"riak@{h.address}",
+        "nodes": [{"name": h.name, "host": h.address,
                    "data_paths": [str(data_dir(paths.host(h.name)))]} for h in st.hosts],
         "timeouts": {"stop_s": 60, "start_s": 60, "join_s": 60, "recovery_s": 180, "poll_interval_s": 0.5},
         "riak": {"transfer_limit": 8, "handoff_stall_s": 10},

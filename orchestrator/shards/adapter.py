@@ -13,10 +13,11 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
 
+from orchestrator.config.discovered import Facts
 from orchestrator.errors import ClusterError, ClusterUnreachable, PreflightFailed
 from orchestrator.restart.plan import Plan
 from orchestrator.shards import privileges
-from orchestrator.shards.discover import Facts
+from orchestrator.shards.discover import facts_from_answers
 from orchestrator.shards.leases import STATS_FIELDS
 from orchestrator.shards.preflight import PREFLIGHT_SETTINGS, DiskUsage, Preflight
 from orchestrator.shards.rest import HttpError, Rest, flag, part
@@ -196,7 +197,7 @@ class ShardClusterAdapter:
         name = str(self.health().get("cluster_name", ""))
         info = self._do("list nodes", "GET", "/_nodes/settings,http")
         persistent, transient, defaults = self.cluster_settings(include_defaults=True)
-        return Facts.from_answers(name, info, {**defaults, **persistent, **transient})
+        return facts_from_answers(name, info, {**defaults, **persistent, **transient})
 
     def node_log_files(self) -> dict[str, str]:
         """node id -> its main log file (`path.logs`/`cluster.name`.log, as both products name it)."""

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from orchestrator.config.loader import read_bytes_of, strict_json
-from orchestrator.config.model import Inventory
+from orchestrator.config.model import Inventory, ProductSettings
 from orchestrator.errors import ConfigError
 from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.plan import Mode, Plan
@@ -36,6 +36,8 @@ class ShardProduct(Generic[ShardAdapterT]):
 
     batch_steps: Mapping[str, StepFn[ShardAdapterT]] = steps.STEPS
     run_steps: Mapping[str, RunStepFn[ShardAdapterT]] = steps.RUN_STEPS
+    settings: type[ProductSettings] = ProductSettings  # none of their own: the cluster section says all
+    discovers = True
     checks_before_stop = True
     exact_sudo_rules = True  # the adapter speaks HTTP; on the hosts only the generic steps run
     upgrade_paths: UpgradePaths = ELASTICSEARCH_PATHS

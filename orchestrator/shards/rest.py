@@ -27,11 +27,6 @@ class HttpError(ClusterError):
         self.body = body
 
 
-class WrongProduct(ClusterError):
-    """The server is another product than the client's (Elasticsearch vs OpenSearch): the inventory's
-    `cluster.product` is wrong, and the message says which to set."""
-
-
 class Rest(Protocol):
     endpoints: tuple[str, ...]
     label: str  # the product's name in messages: "Elasticsearch", "OpenSearch"

@@ -12,7 +12,8 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, ClassVar
 
-from orchestrator.config.model import Inventory, NodeEntry
+from orchestrator.config.discovered import Facts
+from orchestrator.config.model import ClusterSection, Inventory, NodeEntry, ProductSettings
 from orchestrator.errors import ConfigError
 from orchestrator.hosts.transport import CommandResult
 from orchestrator.restart.context import RunContext
@@ -252,11 +253,18 @@ class FakeProduct:
     upgrade_playbook: str | None = None
     batch_steps: ClassVar[dict[str, StepFn[FakeCluster]]] = {"hold_setting": hold, "release_setting": release}
     run_steps: ClassVar[dict[str, RunStepFn[FakeCluster]]] = {"raise_limit": raise_limit}
+    settings = ProductSettings
+    client_loggers: tuple[str, ...] = ()
+    discovers = False
     checks_before_stop = True
     exact_sudo_rules = True
     order_rules = (("hold_setting", "stop_service"), ("wait_for_join", "release_setting"))
     plan_columns = (Column("nodes", lambda f: str(int(f.get("nodes", 0)))),)
     report_columns: tuple[Column, ...] = ()
+
+    def discover(self, section: ClusterSection) -> Facts:
+        raise ConfigError("inventory discover", [f"discovery reads Elasticsearch and OpenSearch clusters; write a "
+                                                 f"{self.name} inventory by hand (docs/configuration.md)"])
 
     def connect(self, inv: Inventory) -> FakeCluster:
         raise ConfigError("inventory", ["the fake product is built by tests, not from an inventory"])

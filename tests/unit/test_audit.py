@@ -22,7 +22,7 @@ def lines(path: Path) -> list[dict[str, Any]]:
 
 
 def test_commands_requests_and_events_are_written_as_json_lines(tmp_path: Path) -> None:
-    journal: Any = SimpleNamespace(path=tmp_path / "r-1.json", run_id="r-1", cluster="c")
+    journal: Any = SimpleNamespace(path=tmp_path / "r-1.json", run_id="r-1", cluster="c", product="elasticsearch")
     seen: list[Event] = []
     node = NodeEntry(name="a", host="127.0.0.1")
     with audit_log(journal, seen.append, "start") as emit:
@@ -45,7 +45,7 @@ def test_commands_requests_and_events_are_written_as_json_lines(tmp_path: Path) 
 
 
 def test_a_resume_appends_and_a_planted_link_is_refused(tmp_path: Path) -> None:
-    journal: Any = SimpleNamespace(path=tmp_path / "r-2.json", run_id="r-2", cluster="c")
+    journal: Any = SimpleNamespace(path=tmp_path / "r-2.json", run_id="r-2", cluster="c", product="elasticsearch")
     for how in ("start", "resume"):
         with audit_log(journal, lambda e: None, how):
             pass
@@ -53,7 +53,7 @@ def test_a_resume_appends_and_a_planted_link_is_refused(tmp_path: Path) -> None:
     target = tmp_path / "elsewhere"
     os.symlink(target, tmp_path / "r-3.log.jsonl")
     with pytest.raises(OSError), audit_log(SimpleNamespace(path=tmp_path / "r-3.json", run_id="r-3",  # type: ignore[arg-type]
-                                                           cluster="c"), lambda e: None, "start"):
+                                                           cluster="c", product="riak"), lambda e: None, "start"):
         pass
     assert not target.exists()
 

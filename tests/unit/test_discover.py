@@ -14,11 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from orchestrator.config.discovered import SshView, ansible_view, inventory_document
 from orchestrator.config.model import Inventory
 from orchestrator.errors import ClusterError, ClusterUnreachable, ConfigError
 from orchestrator.hosts.ssh_config import SshConfig
 from orchestrator.runs.discover import discover, ssh_config_view
-from orchestrator.shards.discover import Facts, SshView, ansible_view, inventory_document
+from orchestrator.shards.discover import facts_from_answers
 
 
 def answers(attribute: str = "rack_id") -> dict[str, Any]:
@@ -48,7 +49,7 @@ Host es-2
 
 def test_an_inventory_from_the_answers_uses_the_awareness_attribute_in_use_and_the_ssh_config(
         tmp_path: Path) -> None:
-    facts = Facts.from_answers("prod", answers(), {"cluster.routing.allocation.awareness.attributes": "rack_id"})
+    facts = facts_from_answers("prod", answers(), {"cluster.routing.allocation.awareness.attributes": "rack_id"})
     config = tmp_path / "ssh_config"
     config.write_text(SSH_CONFIG)
     view = ssh_config_view(SshConfig(config, True), facts.nodes)  # read by `ssh -G`, as ssh reads it
@@ -70,7 +71,7 @@ def test_an_inventory_from_the_answers_uses_the_awareness_attribute_in_use_and_t
 
 
 def test_without_awareness_no_zone_and_ansible_hosts_map_by_name_or_address() -> None:
-    facts = Facts.from_answers("c", answers(), {})
+    facts = facts_from_answers("c", answers(), {})
     listing = {"_meta": {"hostvars": {"es-1": {"ansible_host": "192.0.2.11", "ansible_user": "admin"},
                                       "db7": {"ansible_host": "10.0.0.2", "ansible_port": 2200}}}}
     doc, notes = inventory_document(facts, "http://x:9200", {}, ansible_view(listing, facts.nodes, "ansible.json"),
@@ -83,7 +84,7 @@ def test_without_awareness_no_zone_and_ansible_hosts_map_by_name_or_address() ->
 
 
 def test_several_awareness_attributes_use_the_first_and_say_so() -> None:
-    facts = Facts.from_answers("c", answers(), {"cluster.routing.allocation.awareness.attributes": "rack_id,zone"})
+    facts = facts_from_answers("c", answers(), {"cluster.routing.allocation.awareness.attributes": "rack_id,zone"})
     doc, notes = inventory_document(facts, "http://x:9200", {}, SshView())
     assert doc["cluster"]["awareness_attribute"] == "rack_id"
     assert "awareness uses rack_id, zone" in notes[0]
@@ -111,7 +112,7 @@ def test_only_the_given_endpoint_is_written_unless_all_are_asked_for_and_never_a
     raw = answers()
     first = next(iter(raw["nodes"]))
     raw["nodes"][first]["http"]["publish_address"] = "169.254.169.254:9200"  # a cloud's metadata address
-    facts = Facts.from_answers("prod", raw, {})
+    facts = facts_from_answers("prod", raw, {})
     doc, notes = inventory_document(facts, "https://10.0.0.2:9200", {}, SshView())
     assert doc["cluster"]["endpoints"] == ["https://10.0.0.2:9200"]
     assert any("not written as endpoints" in n and "169.254.169.254" in n for n in notes), notes
@@ -145,7 +146,7 @@ NODE_PATHS = [["nodes"], ["nodes", "a"], ["nodes", "a", "name"], ["nodes", "a", 
 @given(where=st.sampled_from(NODE_PATHS), value=json_values)
 def test_any_damaged_nodes_answer_is_read_or_refused_as_the_clusters_fault(where: list[str], value: Any) -> None:
     try:
-        facts = Facts.from_answers("c", damaged(answers(), where, value), {})
+        facts = facts_from_answers("c", damaged(answers(), where, value), {})
     except ClusterError as exc:
         assert "GET _nodes/settings,http is not what" in str(exc) and len(str(exc)) < 2000
         return
@@ -163,7 +164,7 @@ HOST_PATHS = [["_meta"], ["_meta", "hostvars"], ["_meta", "hostvars", "es-1"],
 def test_any_damaged_ansible_listing_is_read_or_refused_naming_the_file(where: list[str], value: Any) -> None:
     listing = {"_meta": {"hostvars": {"es-1": {"ansible_host": "192.0.2.11", "ansible_user": "admin",
                                                "ansible_port": 22, "ansible_ssh_private_key_file": "/k"}}}}
-    facts = Facts.from_answers("c", answers(), {})
+    facts = facts_from_answers("c", answers(), {})
     try:
         view = ansible_view(damaged(listing, where, value), facts.nodes, "ansible.json")
     except ConfigError as exc:
@@ -177,17 +178,17 @@ def test_any_damaged_ansible_listing_is_read_or_refused_naming_the_file(where: l
 def test_a_published_address_with_no_valid_port_is_refused_not_wrapped_around(published: str) -> None:
     raw = damaged(answers(), ["nodes", "a", "http", "publish_address"], published)
     with pytest.raises(ClusterError, match="publish_address"):
-        Facts.from_answers("c", raw, {})
+        facts_from_answers("c", raw, {})
 
 
 def test_a_published_address_with_its_name_is_written_by_its_name() -> None:
     raw = damaged(answers(), ["nodes", "a", "http", "publish_address"], "es-1.example.com/10.0.0.1:9200")
-    assert Facts.from_answers("c", raw, {}).nodes[0].http == "es-1.example.com:9200"
+    assert facts_from_answers("c", raw, {}).nodes[0].http == "es-1.example.com:9200"
 
 
 @pytest.mark.parametrize("port", [99999, 0, "abc", -22])
 def test_an_ansible_port_out_of_range_is_refused(port: Any) -> None:
-    facts = Facts.from_answers("c", answers(), {})
+    facts = facts_from_answers("c", answers(), {})
     with pytest.raises(ConfigError, match="ansible_port"):
         ansible_view({"_meta": {"hostvars": {"es-1": {"ansible_port": port}}}}, facts.nodes, "ansible.json")
 
@@ -203,7 +204,7 @@ def test_discovery_never_writes_or_opens_a_special_file_as_a_key(special: str, t
     path = tmp_path / "fifo" if special == "fifo" else Path(special)
     if special == "fifo":
         os.mkfifo(path)
-    facts = Facts.from_answers("c", answers(), {})
+    facts = facts_from_answers("c", answers(), {})
     config = tmp_path / "ssh_config"
     config.write_text(f"Host es-*\n  IdentityFile {path}\n")
     with answering_cluster() as url, pytest.raises(ConfigError, match="is not a regular file"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from orchestrator.config.loader import load_model
 from orchestrator.config.model import Inventory
@@ -363,3 +364,24 @@ def test_options_that_mean_nothing_to_riak_are_refused_not_ignored(tmp_path: Pat
     unavailable = RIAK.plan(inv, snapshot(), Mode.NODE, RunOptions(allow_unavailable=("logs-*",)), ())
     assert not yellow.safe and "--allow-yellow (or allow_yellow) is for Elasticsearch" in yellow.problems[-1]
     assert not unavailable.safe and "--allow-unavailable is for Elasticsearch" in unavailable.problems[-1]
+
+
+def test_the_riak_section_is_the_plug_ins_own_and_checked_when_opened(tmp_path: Path) -> None:
+    """`riak:` is read by the Riak plug-in's model (the shared inventory knows none of it): node names come
+    from it, a wrong value is refused when the inventory is opened for a run, and a node entry takes no
+    Riak field."""
+    from orchestrator.errors import ConfigError
+    from orchestrator.runs.target import open_target
+
+    renamed = inventory(tmp_path, "riak: {node_names: {a: riak@a.example.net}}\n")
+    plan = build_riak_plan(renamed, snapshot(), Mode.NODE)
+    assert not plan.safe and any("node a (riak@a.example.net) is not a member" in p for p in plan.problems)
+    stray = build_riak_plan(inventory(tmp_path, "riak: {node_names: {z: riak@10.0.1.109}}\n"), snapshot(), Mode.NODE)
+    assert "riak.node_names names z, which is not a node of the inventory" in stray.problems
+    inventory(tmp_path, "riak: {transfer_limit: 500}\n")
+    with pytest.raises(ConfigError) as refused:
+        open_target(None, tmp_path / "riak.yaml")
+    assert any(p.startswith("riak.transfer_limit") for p in refused.value.problems), refused.value.problems
+    with pytest.raises(ValidationError, match="riak_node"):
+        Inventory.model_validate({"cluster": {"name": "kv", "product": "riak"}, "ssh": {"known_hosts": "/dev/null"},
+                                  "nodes": [{"name": "a", "host": "h", "riak_node": "riak@h"}]})
