@@ -81,7 +81,7 @@ def _merge_then_restart(target: Target, decisions: list[Decision], pattern: str,
     if not json_out:
         _show_decisions(decisions, False)
     show_and_confirm(target, the_plan, json_out, yes, "Force-merge, then restart?")
-    merge = {prelude.NAME: prelude.spec(pattern, max_segments, concurrency, include_write)}
+    merge = prelude.prelude_of(prelude.MergeRequest(pattern, max_segments, concurrency, include_write))
 
     def action(view: RunView) -> Journal:
         return runs.start(target, the_plan, run_options, view, merge)

@@ -43,9 +43,9 @@ def plan_table(plan: Plan, steps: list[str], columns: Sequence[Column], problems
         if s.why:
             lines.append(Text(f"      {s.why}", style="dim"))
     lines.append(Text("Host tuning: " + "; ".join(plan.tuning)))
-    if "gate_stable_samples" in plan.figures:
-        lines.append(Text(f"Before each batch: {plan.figures['gate_stable_samples']:.0f} healthy sample(s) in a row; "
-                          f"the run stops after {human_duration(plan.figures['gate_unhealthy_s'])} unhealthy"))
+    if plan.gate is not None:
+        lines.append(Text(f"Before each batch: {plan.gate.stable_samples} healthy sample(s) in a row; "
+                          f"the run stops after {human_duration(plan.gate.unhealthy_s)} unhealthy"))
     lines += [Text(f"Note: {n}") for n in plan.notes]
     for p in plan.all_problems() if problems else ():
         lines.append(Text(f"UNSAFE: {p}", style="red"))

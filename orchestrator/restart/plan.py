@@ -8,8 +8,10 @@ share) goes in a batch's ``figures``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, is_dataclass
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any
 
 # Estimation model for a batch before any node has been measured (seconds); see docs.
@@ -39,7 +41,20 @@ class Batch:
     nodes: tuple[str, ...]  # inventory names
     estimate_s: float
     problems: tuple[str, ...] = ()
-    figures: dict[str, float] = field(default_factory=dict)  # the product's own: shard copies, bytes, ring share
+    # The product's own, for its plan columns: shard copies, bytes, ring share (read-only, as the batch is).
+    figures: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "figures", MappingProxyType(dict(self.figures)))
+
+
+@dataclass(frozen=True)
+class GateRule:
+    """The engine's gate before each batch, as the inventory sets it (for every product): this many
+    healthy samples in a row, and the run stops after this long unhealthy."""
+
+    stable_samples: int
+    unhealthy_s: float
 
 
 @dataclass(frozen=True)
@@ -69,10 +84,16 @@ class Plan:
     tuning: tuple[str, ...]
     estimate_s: float
     problems: tuple[str, ...]
-    node_ids: dict[str, str] = field(default_factory=dict)  # inventory name -> the product's node id
+    node_ids: Mapping[str, str] = field(default_factory=dict)  # inventory name -> the product's node id
     notes: tuple[str, ...] = ()
-    figures: dict[str, float] = field(default_factory=dict)  # the product's own, e.g. what it accepted at the start
+    # Shard copies the cluster had without a home when planned, accepted as they were (the gate waits
+    # for no more than these); 0 for a product without such copies.
+    accepted_unassigned: int = 0
+    gate: GateRule | None = None  # set by the application from the inventory (runs/plans.py: with_gate)
     upgrade: Upgrade | None = None  # set for an upgrade run (`orchestrate upgrade`)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "node_ids", MappingProxyType(dict(self.node_ids)))
 
     @property
     def safe(self) -> bool:
@@ -82,9 +103,7 @@ class Plan:
         return [*self.problems, *(p for b in self.batches for p in b.problems)]
 
     def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["safe"] = self.safe
-        return out
+        return {**plain(self), "safe": self.safe}
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> Plan:
@@ -94,5 +113,17 @@ class Plan:
                                        figures=dict(b["figures"])) for b in raw["batches"]),
                    settings=tuple(SettingChange(**s) for s in raw["settings"]), tuning=tuple(raw["tuning"]),
                    estimate_s=raw["estimate_s"], problems=tuple(raw["problems"]), node_ids=dict(raw["node_ids"]),
-                   notes=tuple(raw["notes"]), figures=dict(raw.get("figures", {})),
+                   notes=tuple(raw["notes"]), accepted_unassigned=int(raw.get("accepted_unassigned", 0)),
+                   gate=GateRule(**raw["gate"]) if raw.get("gate") else None,
                    upgrade=Upgrade.from_json(raw.get("upgrade")))
+
+
+def plain(value: Any) -> Any:
+    """A plan's value as JSON takes it: dataclasses and read-only mappings as dicts, tuples as lists."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [plain(v) for v in value]
+    return value

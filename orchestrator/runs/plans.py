@@ -21,7 +21,7 @@ from orchestrator.hosts.transport import make_transport
 from orchestrator.paths import write_atomically
 from orchestrator.restart.durations import WANTED, LastRestart, last_restart, with_measured_restarts
 from orchestrator.restart.journal import RunOptions
-from orchestrator.restart.plan import Batch, Mode, Plan
+from orchestrator.restart.plan import Batch, GateRule, Mode, Plan
 from orchestrator.runs.target import Target, load_procedure
 from orchestrator.tuning.apply import profile_summary
 
@@ -159,9 +159,7 @@ def gc_paused() -> Iterator[None]:
 
 def with_gate(plan: Plan, inv: Inventory) -> Plan:
     """The plan with the engine's gate before each batch, as the inventory sets it (for every product)."""
-    t = inv.timeouts
-    return replace(plan, figures={**plan.figures, "gate_stable_samples": t.stable_samples,
-                                  "gate_unhealthy_s": t.gate_give_up_s})
+    return replace(plan, gate=GateRule(inv.timeouts.stable_samples, inv.timeouts.gate_give_up_s))
 
 
 def plan_from_file(cluster: str | None, config: Path | None, snapshot: Path, mode: Mode,

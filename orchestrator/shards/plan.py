@@ -15,7 +15,6 @@ from orchestrator.restart.plan import EST_START_TO_JOIN_S, EST_STOP_S, Batch, Mo
 from orchestrator.shards.limits import RATE, Limit, chosen_limits
 from orchestrator.shards.preflight import preflight_findings
 from orchestrator.shards.safety import (
-    ACCEPTED_UNASSIGNED,
     cluster_problems,
     master_notes,
     quorum_problems,
@@ -252,5 +251,5 @@ def build_plan(inv: Inventory, snap: ClusterSnapshot, mode: Mode, tuning: tuple[
     return Plan(cluster=inv.cluster.name, product=inv.cluster.product, mode=mode, batches=tuple(batches),
                 settings=tuple(settings), tuning=tuning,
                 estimate_s=round(sum(b.estimate_s for b in batches), 1), problems=tuple(problems),
-                node_ids=mapping, notes=tuple(notes), figures={ACCEPTED_UNASSIGNED: snap.health.unassigned_shards},
+                node_ids=mapping, notes=tuple(notes), accepted_unassigned=snap.health.unassigned_shards,
                 upgrade=upgrade)

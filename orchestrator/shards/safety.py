@@ -13,7 +13,6 @@ from orchestrator.shards.settled import Settlement, blocking_text, settle
 from orchestrator.shards.snapshot import ClusterSnapshot
 
 # The plan's figure: unassigned shard copies when the run started (what --allow-yellow accepted).
-ACCEPTED_UNASSIGNED = "unassigned_shards"
 
 
 def yellow_settlement(snap: ClusterSnapshot, planned_node_ids: Iterable[str]) -> Settlement | None:
@@ -132,7 +131,7 @@ def master_notes(snap: ClusterSnapshot) -> list[str]:
 
 def unassigned_beyond_accepted(unassigned: int, plan: Plan) -> int:
     """Unassigned shard copies beyond those accepted at the start of an --allow-yellow run."""
-    return max(unassigned - int(plan.figures.get(ACCEPTED_UNASSIGNED, 0)), 0)
+    return max(unassigned - plan.accepted_unassigned, 0)
 
 
 def gate(snap: ClusterSnapshot, plan: Plan, nodes: list[str] | tuple[str, ...], options: RunOptions) -> list[str]:
@@ -146,7 +145,7 @@ def gate(snap: ClusterSnapshot, plan: Plan, nodes: list[str] | tuple[str, ...], 
         problems.append(f"only {snap.health.number_of_nodes} of {expected} nodes are in the cluster")
     extra = unassigned_beyond_accepted(snap.health.unassigned_shards, plan)
     if options.allow_yellow and extra:
-        accepted = plan.figures.get(ACCEPTED_UNASSIGNED, 0)
+        accepted = plan.accepted_unassigned
         problems.append(f"{extra} shard copies are unassigned beyond the {accepted:.0f} accepted when the run "
                         "started: the previous batch has not recovered")
     return problems + batch_problems(snap, [plan.node_ids[n] for n in nodes], label_of(plan, nodes),

@@ -23,7 +23,7 @@ from orchestrator.shards.adapter import ShardClusterAdapter, read_together
 from orchestrator.shards.leases import LeaseAtRisk, bytes_at_risk, leases_at_risk
 from orchestrator.shards.plan import ALLOCATION_ENABLE
 from orchestrator.shards.plugins import require_installable
-from orchestrator.shards.safety import ACCEPTED_UNASSIGNED, unassigned_beyond_accepted
+from orchestrator.shards.safety import unassigned_beyond_accepted
 from orchestrator.shards.settled import blocking_text, settle
 from orchestrator.units import human_bytes, parse_size
 
@@ -124,7 +124,7 @@ def wait_for_recovery(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) 
     expected = len(ctx.journal.plan.node_ids)
     # A run that started green waits server-side for green itself, answered the moment the last copy
     # starts; one that accepted a yellow waits until nothing moves, then judges the yellow.
-    until = "yellow" if allow_yellow or ctx.journal.plan.figures.get(ACCEPTED_UNASSIGNED, 0) else "green"
+    until = "yellow" if allow_yellow or ctx.journal.plan.accepted_unassigned else "green"
     last_blocking = ""
     last_progress: dict[str, dict[str, int]] = {}
     # Past the plan's estimate for the batch, the live view also names the slowest shard, once.

@@ -241,3 +241,24 @@ def test_a_refused_plan_says_each_reason_once(capsys: pytest.CaptureFixture[str]
     reason = next(p for p in unsafe.all_problems() if "[logs][0]" in p)
     assert shown.count(reason) == 1, shown
     assert "Plan for cluster" in shown and "UNSAFE" in shown
+
+
+def test_a_plan_is_read_only_and_its_typed_parts_survive_the_journal() -> None:
+    """No string-keyed side channel: the gate rule and the copies accepted unassigned are typed fields,
+    written to the journal and read back as they were; a plan's mappings cannot be changed in place."""
+    import json
+    from dataclasses import replace
+
+    from orchestrator.restart.plan import GateRule, Plan
+
+    nodes = [node(n, roles=("master", "data")) for n in ("a", "b", "c")]
+    shards = copies("i", 0, ["a", "b"]) + copies("i", 1, ["b", "c"])
+    built = build_plan(inventory(["a", "b", "c"]), snapshot(nodes, shards, "a"), Mode.NODE)
+    plan = replace(built, accepted_unassigned=2, gate=GateRule(3, 600.0))
+    again = Plan.from_json(json.loads(json.dumps(plan.to_json())))
+    assert again == plan and again.gate == GateRule(3, 600.0) and again.accepted_unassigned == 2
+    assert "figures" not in plan.to_json()
+    with pytest.raises(TypeError):
+        plan.node_ids["es-9"] = "x"  # type: ignore[index]
+    with pytest.raises(TypeError):
+        built.batches[0].figures["bytes"] = 0  # type: ignore[index]

@@ -248,3 +248,14 @@ def test_a_host_is_read_again_and_fixed_when_the_read_ahead_cannot_be_trusted(
     assert hosts.applied == ["a"] and tuned.read_ahead_s is None
     assert tuned.changes == ([{"knob": "thp.enabled"}] if why == "drift" else [])
     tuner.close()
+
+
+def test_the_force_merge_a_journal_carries_is_read_back_typed_and_a_tampered_one_refused() -> None:
+    from orchestrator.errors import JournalError
+    from orchestrator.forcemerge.prelude import NAME, MergeRequest, prelude_of
+
+    request = MergeRequest("logs-*", 5, 2, False)
+    assert MergeRequest.from_json(prelude_of(request)[NAME]) == request
+    for tampered in ({**request.to_json(), "max_segments": "5"}, {"indices": "logs-*"}, {**request.to_json(), "x": 1}):
+        with pytest.raises(JournalError):
+            MergeRequest.from_json(tampered)
