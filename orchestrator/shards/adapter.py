@@ -1,108 +1,37 @@
 """The adapter to an Elasticsearch or OpenSearch cluster: the only code that talks to one, through its
-product's `Rest` (shards/rest.py). Every answer is read here into the snapshot's types."""
+product's `Rest` (shards/rest.py). Every answer is read into the snapshot's types, here and in the
+adapter's parts (requests.py, lock_documents.py, cluster_facts.py, merge_requests.py)."""
 
 from __future__ import annotations
 
 import contextlib
-import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
-from urllib.parse import quote
 
-from orchestrator.config.discovered import Facts
 from orchestrator.errors import ClusterError, ClusterUnreachable, PreflightFailed
 from orchestrator.restart.plan import Plan
 from orchestrator.shards import privileges
-from orchestrator.shards.discover import facts_from_answers
+from orchestrator.shards.cluster_facts import ClusterFacts
 from orchestrator.shards.leases import STATS_FIELDS
+from orchestrator.shards.lock_documents import LockDocuments
+from orchestrator.shards.merge_requests import MergeRequests
 from orchestrator.shards.preflight import PREFLIGHT_SETTINGS, DiskUsage, Preflight
-from orchestrator.shards.rest import HttpError, Rest, flag, part
+from orchestrator.shards.rest import HttpError, flag
 from orchestrator.shards.settled import MAX_EXPLAINED, UnassignedCopy, reason_for
 from orchestrator.shards.snapshot import ClusterSnapshot, EsNode, Health, ShardCopy
-from orchestrator.shards.versions import UpgradeFacts
 
 # OpenSearch calls the master role cluster_manager; the shared decisions read "master".
 ROLE_ALIASES = {"cluster_manager": "master"}
 RECOVERY_SETTINGS = ("indices.recovery.", "node.bandwidth.recovery.")  # a node's own, read for the plan
 
 
-def listed_snapshots(answer: Any) -> list[dict[str, Any]]:
-    listed = answer.get("snapshots") if isinstance(answer, dict) else None
-    return [s for s in listed if isinstance(s, dict)] if isinstance(listed, list) else []
+class ShardClusterAdapter(LockDocuments, ClusterFacts, MergeRequests):
+    """One cluster of the shard model (Elasticsearch, OpenSearch), whichever client its `Rest` uses: its
+    state and the run's settings here; its requests, lock, facts and force-merge in the parts it is made of."""
 
-
-def _no_handler(exc: HttpError) -> bool:
-    """The cluster has no such API (a module or plugin it lacks): "no handler found" (400/404), or 405
-    where another handler owns the path for other methods."""
-    return exc.status == 405 or (exc.status in (400, 404) and "no handler found" in str(exc))
-
-
-def credentials_unverifiable(what: str) -> str:
-    """Why credentials accepted earlier are refused now: without an elected master (two of three
-    master-eligible nodes away, say) the security index cannot be read, so users of the native realm
-    and API keys are refused (HTTP 401) until a master is elected again. Waits treat this as the
-    cluster being briefly unreachable, not as wrong credentials."""
-    return (f"{what}: the cluster refused (HTTP 401) the credentials it accepted earlier in this run; most "
-            "likely it has no elected master, so it cannot read its security index (or the credentials were "
-            "revoked or expired meanwhile)")
-
-
-class ShardClusterAdapter:
-    """One cluster of the shard model (Elasticsearch, OpenSearch), whichever client its `Rest` uses."""
-
-    def __init__(self, rest: Rest, awareness_attribute: str = "zone") -> None:
-        self.rest = rest
-        self.awareness_attribute = awareness_attribute  # the node attribute read as a node's zone
-        self.calls = 0  # requests made, for the run's figures
-        self._counting = threading.Lock()
-        self._credentials_accepted = False
-
-    @property
-    def label(self) -> str:
-        return self.rest.label
-
-    def _do(self, what: str, method: str, path: str, params: dict[str, Any] | None = None,
-            body: Any = None) -> Any:
-        with self._counting:  # requests are made from several threads (snapshots, zone batches, the lock)
-            self.calls += 1
-        try:
-            answer = self.rest.request(what, method, path, params, body)
-        except HttpError as exc:
-            if exc.status == 401 and self._credentials_accepted:
-                raise ClusterUnreachable(credentials_unverifiable(what)) from exc
-            raise
-        self._credentials_accepted = True
-        return answer
-
-    # --- reads -------------------------------------------------------------------------------
-    def health(self, wait_for_status: str | None = None, timeout_s: float | None = None,
-               wait_for_nodes: str | None = None, until_still: bool = False) -> dict[str, Any]:
-        """Cluster health; with ``wait_for_status`` or ``wait_for_nodes`` a server-side wait, and with
-        ``until_still`` that wait also lasts until no shard is initializing or relocating."""
-        kwargs: dict[str, Any] = {}
-        if wait_for_status:
-            kwargs["wait_for_status"] = wait_for_status
-        if wait_for_nodes:
-            kwargs["wait_for_nodes"] = wait_for_nodes
-        if timeout_s is not None:
-            kwargs["timeout"] = f"{max(int(timeout_s), 1)}s"
-        if wait_for_status or wait_for_nodes:
-            # A server-side wait answers 408 with a body when it times out: not an error for us.
-            kwargs["wait_for_no_initializing_shards"] = until_still
-            if until_still:
-                kwargs["wait_for_no_relocating_shards"] = True
-            kwargs = {k: flag(v) if isinstance(v, bool) else v for k, v in kwargs.items()}
-            try:
-                return dict(self._do("cluster health", "GET", "/_cluster/health", kwargs))
-            except HttpError as exc:
-                if exc.status == 408 and isinstance(exc.body, dict):
-                    return dict(exc.body)
-                raise
-        return dict(self._do("cluster health", "GET", "/_cluster/health", kwargs))
 
     def nodes(self) -> list[EsNode]:
         raw = self._do("list nodes", "GET", "/_nodes/jvm,process,settings,os", {"flat_settings": "true"})
@@ -140,12 +69,6 @@ class ShardClusterAdapter:
         return [ShardCopy(index=r["index"], shard=int(r["shard"]), primary=r["prirep"] == "p", state=r["state"],
                           node_id=r.get("id") or None, size_bytes=int(r.get("store") or 0)) for r in rows]
 
-    def cluster_settings(self, include_defaults: bool = False) -> tuple[dict[str, Any], ...]:
-        """(persistent, transient), and the defaults in force (node settings included) when asked."""
-        raw = self._do("read cluster settings", "GET", "/_cluster/settings",
-                       {"flat_settings": "true", "include_defaults": flag(include_defaults)})
-        found = dict(raw.get("persistent", {})), dict(raw.get("transient", {}))
-        return (*found, dict(raw.get("defaults", {}))) if include_defaults else found
 
     def shutdown_records(self) -> list[dict[str, Any]] | None:
         """Node shutdown records, or None without the shutdown API. Without its plugin, GET
@@ -191,94 +114,6 @@ class ShardClusterAdapter:
             missing_privileges=None if lacking is None else tuple(lacking),
         )
 
-    def discovery_facts(self) -> Facts:
-        """What `inventory discover` writes an inventory from: nodes with their settings and HTTP address,
-        and the awareness attributes in force (three requests)."""
-        name = str(self.health().get("cluster_name", ""))
-        info = self._do("list nodes", "GET", "/_nodes/settings,http")
-        persistent, transient, defaults = self.cluster_settings(include_defaults=True)
-        return facts_from_answers(name, info, {**defaults, **persistent, **transient})
-
-    def node_log_files(self) -> dict[str, str]:
-        """node id -> its main log file (`path.logs`/`cluster.name`.log, as both products name it)."""
-        raw = self._do("read the nodes' log paths", "GET", "/_nodes/settings",
-                       {"filter_path": "nodes.*.settings.path.logs,nodes.*.settings.cluster.name"})
-        out = {}
-        for node_id, n in ((raw or {}).get("nodes") or {}).items():
-            settings = n.get("settings") if isinstance(n, dict) else None
-            path = settings.get("path", {}).get("logs") if isinstance(settings, dict) else None
-            cluster = settings.get("cluster", {}).get("name") if isinstance(settings, dict) else None
-            if isinstance(path, str) and isinstance(cluster, str) and path.startswith("/"):
-                out[str(node_id)] = f"{path.rstrip('/')}/{cluster}.log"
-        return out
-
-    def upgrade_facts(self) -> UpgradeFacts:
-        """What an upgrade's plan checks besides the restart's: plugins, the newest successful snapshot,
-        critical deprecations (three requests, once per plan)."""
-        raw = self._do("list plugins", "GET", "/_nodes/plugins")
-        plugins = {str(n["name"]): tuple(sorted(str(p["name"]) for p in n.get("plugins") or ()))
-                   for n in raw["nodes"].values()}
-        newest, end_ms, error = None, None, None
-        try:
-            # A failed or partial snapshot is no way back: the newest successful one counts.
-            good = max((s for s in self.snapshots() if s.get("state") == "SUCCESS"),
-                       key=lambda s: s.get("end_time_in_millis") or 0, default=None)
-            if good is not None:
-                newest, end_ms = f"{good.get('repository', '?')}:{good.get('snapshot')}", good.get("end_time_in_millis")
-        except ClusterUnreachable:
-            raise
-        except ClusterError as exc:
-            error = str(exc)[:300]
-        return UpgradeFacts(read_at_ms=int(time.time() * 1000), plugins=plugins, newest_snapshot=newest,
-                            newest_snapshot_end_ms=None if end_ms is None else int(end_ms), snapshot_error=error,
-                            deprecations=self.critical_deprecations())
-
-    def snapshots(self) -> list[dict[str, Any]]:
-        """The newest snapshots of every repository: Elasticsearch sorts and bounds the list itself;
-        OpenSearch takes neither, nor a wildcard repository, so each of its repositories is listed."""
-        try:
-            return listed_snapshots(self._do("list snapshots", "GET", "/_snapshot/*/*", {
-                "sort": "start_time", "order": "desc", "size": 50, "ignore_unavailable": "true"}))
-        except HttpError as exc:
-            if exc.status != 400 or "unrecognized parameter" not in str(exc):
-                raise
-        repositories = self._do("list snapshot repositories", "GET", "/_snapshot")
-        found: list[dict[str, Any]] = []
-        for repository in list(repositories)[:100] if isinstance(repositories, dict) else ():
-            answer = self._do("list snapshots", "GET", f"/_snapshot/{quote(str(repository), safe='')}/_all")
-            found += [{"repository": repository, **s} for s in listed_snapshots(answer)]
-        return found
-
-    def critical_deprecations(self) -> tuple[str, ...] | None:
-        """The deprecation API's critical items, one line each; None where the cluster has no such API."""
-        try:
-            raw = self._do("read deprecations", "GET", "/_migration/deprecations")
-        except HttpError as exc:
-            if _no_handler(exc):  # without the deprecation module (and on OpenSearch)
-                return None
-            raise
-        items: list[str] = []
-        for section, found in raw.items():
-            groups = found.items() if isinstance(found, dict) else [("", found)]
-            for where, entries in groups:
-                for e in entries if isinstance(entries, list) else ():
-                    if isinstance(e, dict) and e.get("level") == "critical":
-                        items.append(f"{section}{' ' + where if where else ''}: {e.get('message', '?')}")
-        return tuple(items)
-
-    def missing_privileges(self) -> list[str] | None:
-        """The privileges the run needs that the connecting user lacks; None where the cluster has no
-        security API (security off, or not installed)."""
-        try:
-            answer = self._do("check the user's privileges", "POST", "/_security/user/_has_privileges",
-                              body=privileges.request_body())
-        except HttpError as exc:
-            said = str(exc)
-            if exc.status in (400, 404, 500) and ("no handler found" in said or ("ecurity" in said
-                                                    and "not enabled" in said) or "explicitly" in said):
-                return None
-            raise
-        return privileges.missing(answer)
 
     def snapshot(self, for_gate: bool = False) -> ClusterSnapshot:
         """The cluster's state. ``for_gate``: only what the batch gate reads (health, nodes, shards),
@@ -404,97 +239,6 @@ class ShardClusterAdapter:
     def flush(self) -> None:
         self._do("flush", "POST", "/_flush", {"allow_no_indices": "true", "ignore_unavailable": "true",
                                               "wait_if_ongoing": "true"})
-
-    def create_lock(self, index: str, doc_id: str, body: dict[str, Any]) -> bool:
-        """Create the lock document; False when it already exists (someone else holds it)."""
-        try:
-            # Hidden: not in index patterns, wildcard searches or `_cat/indices/*`.
-            self._do("take the run lock", "PUT", f"/{part(index)}", body={"settings": {
-                "number_of_shards": 1, "auto_expand_replicas": "0-all", "index.hidden": True}})
-        except HttpError as exc:
-            if "resource_already_exists" not in str(exc.body):
-                raise
-        # No refresh: the lock is only ever read by id, and a read by id is real-time.
-        try:
-            self._do("take the run lock", "PUT", f"/{part(index)}/_create/{part(doc_id)}", None, body)
-        except HttpError as exc:
-            if exc.status == 409:
-                return False
-            raise
-        return True
-
-    def read_lock(self, index: str, doc_id: str) -> dict[str, Any] | None:
-        try:
-            return dict(self._do("read the run lock", "GET", f"/{part(index)}/_doc/{part(doc_id)}")["_source"])
-        except HttpError as exc:
-            if exc.status == 404:
-                return None
-            raise
-
-    def delete_lock(self, index: str, doc_id: str) -> None:
-        try:
-            self._do("release the run lock", "DELETE", f"/{part(index)}/_doc/{part(doc_id)}")
-        except HttpError as exc:
-            if exc.status != 404:
-                raise
-
-    def renew_lock(self, index: str, doc_id: str, run_id: str, update: dict[str, Any]) -> bool:
-        path = f"/{part(index)}/_doc/{part(doc_id)}"
-        try:
-            found = self._do("renew the run lock", "GET", path)
-            if found["_source"].get("run_id") != run_id:
-                return False
-            # Written only if nobody changed the lock since it was read (a takeover, say).
-            self._do("renew the run lock", "PUT", path, {
-                "if_seq_no": found["_seq_no"], "if_primary_term": found["_primary_term"]},
-                {**found["_source"], **update})
-        except HttpError as exc:
-            if exc.status in (404, 409):
-                return False
-            raise
-        return True
-
-    # --- force-merge (orchestrator.forcemerge) --------------------------------------------------
-    def indices(self, pattern: str) -> dict[str, Any]:
-        """Open indices matching ``pattern``, with their settings."""
-        return dict(self._do(f"resolve {pattern}", "GET", f"/{part(*pattern.split(','))}/_settings", {
-            "expand_wildcards": "open", "ignore_unavailable": "true", "allow_no_indices": "true"}))
-
-    def segments(self, indices: list[str]) -> list[dict[str, Any]]:
-        return list(self._do("count segments", "GET", f"/_cat/segments/{part(*indices)}",
-                             {"format": "json", "h": "index,shard,prirep,ip,segment"}))
-
-    def refresh(self, indices: list[str]) -> None:
-        self._do("refresh", "POST", f"/{part(*indices)}/_refresh", {"ignore_unavailable": "true"})
-
-    def aliases(self, indices: list[str]) -> dict[str, Any]:
-        return dict(self._do("read aliases", "GET", f"/{part(*indices)}/_alias", {"ignore_unavailable": "true"}))
-
-    def data_streams(self) -> list[dict[str, Any]]:
-        """Every data stream; none where the cluster has no data streams module (the sandbox)."""
-        try:
-            return list(self._do("read data streams", "GET", "/_data_stream/*").get("data_streams", []))
-        except ClusterError:
-            return []
-
-    def indexing_stats(self, indices: list[str]) -> dict[str, Any]:
-        return dict(self._do("read indexing stats", "GET", f"/{part(*indices)}/_stats/indexing,docs")
-                    .get("indices", {}))
-
-    def start_forcemerge(self, index: str, max_segments: int) -> str:
-        """Start a force-merge as a task and return its id: no request stays open for the merge's length."""
-        body = self._do(f"start force-merge of {index}", "POST", f"/{part(index)}/_forcemerge",
-                        {"max_num_segments": max_segments, "wait_for_completion": "false"})
-        return str(body["task"])
-
-    def task(self, task_id: str) -> dict[str, Any] | None:
-        """The task's status; None when it is no longer known (it completed and was forgotten)."""
-        try:
-            return dict(self._do(f"follow task {task_id}", "GET", f"/_tasks/{part(task_id)}"))
-        except HttpError as exc:
-            if exc.status == 404:
-                return None
-            raise
 
 
 def identity_in(nodes: Sequence[EsNode], plan: Plan, name: str) -> str | None:

@@ -1,0 +1,61 @@
+"""The run lock of a shard cluster: one document in a hidden index, created only if absent, read by id
+(real-time), renewed only by the run that holds it (restart/lock.py decides; this stores)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.shards.requests import ShardRequests
+from orchestrator.shards.rest import HttpError, part
+
+
+class LockDocuments(ShardRequests):
+
+    def create_lock(self, index: str, doc_id: str, body: dict[str, Any]) -> bool:
+        """Create the lock document; False when it already exists (someone else holds it)."""
+        try:
+            # Hidden: not in index patterns, wildcard searches or `_cat/indices/*`.
+            self._do("take the run lock", "PUT", f"/{part(index)}", body={"settings": {
+                "number_of_shards": 1, "auto_expand_replicas": "0-all", "index.hidden": True}})
+        except HttpError as exc:
+            if "resource_already_exists" not in str(exc.body):
+                raise
+        # No refresh: the lock is only ever read by id, and a read by id is real-time.
+        try:
+            self._do("take the run lock", "PUT", f"/{part(index)}/_create/{part(doc_id)}", None, body)
+        except HttpError as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+    def read_lock(self, index: str, doc_id: str) -> dict[str, Any] | None:
+        try:
+            return dict(self._do("read the run lock", "GET", f"/{part(index)}/_doc/{part(doc_id)}")["_source"])
+        except HttpError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def delete_lock(self, index: str, doc_id: str) -> None:
+        try:
+            self._do("release the run lock", "DELETE", f"/{part(index)}/_doc/{part(doc_id)}")
+        except HttpError as exc:
+            if exc.status != 404:
+                raise
+
+    def renew_lock(self, index: str, doc_id: str, run_id: str, update: dict[str, Any]) -> bool:
+        path = f"/{part(index)}/_doc/{part(doc_id)}"
+        try:
+            found = self._do("renew the run lock", "GET", path)
+            if found["_source"].get("run_id") != run_id:
+                return False
+            # Written only if nobody changed the lock since it was read (a takeover, say).
+            self._do("renew the run lock", "PUT", path, {
+                "if_seq_no": found["_seq_no"], "if_primary_term": found["_primary_term"]},
+                {**found["_source"], **update})
+        except HttpError as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
+        return True
