@@ -94,6 +94,22 @@ def version() -> None:
 
 
 def run() -> None:
+    try:
+        run_command()
+    except SystemExit as exc:
+        if not output.HELD_UNTIL_EXIT:
+            raise
+        # Its output written, the process ends without freeing what the command held (the OS takes it
+        # back at once); nothing else is left to do: every thread is done, every file closed.
+        code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+        if not isinstance(exc.code, int | None):
+            print(exc.code, file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def run_command() -> None:
     as_json = output.json_requested(sys.argv[1:])
     try:
         # Without standalone mode, click returns the code of typer.Exit instead of raising it.

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import typer
 
+from orchestrator.cli import output
 from orchestrator.cli.output import confirm, emit_json, emit_summary, err_console, exit_fields, out_console, say
 from orchestrator.cli.render import RunView, plan_table, report_table, summary_line
 from orchestrator.config.inventory import known_clusters
@@ -108,12 +109,13 @@ def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, 
         control = plans.upgrade_options(control, upgrade_to, not no_snapshot_check)
     if snapshot is not None:
         the_plan, steps = plans.plan_from_file(cluster, config, snapshot, by,
-                                               plans.options_for(False, allow_yellow, allow_unavailable, control))
+                                               plans.options_for(False, allow_yellow, allow_unavailable, control),
+                                               output.HELD_UNTIL_EXIT)
         columns = products.get(the_plan.product).plan_columns
     else:
         target = open_target(cluster, config, upgrade=upgrade_to is not None)
         the_plan = plans.make_plan(target, by, options(target, allow_yellow, allow_unavailable, control),
-                                   save_snapshot)
+                                   save_snapshot, output.HELD_UNTIL_EXIT)
         steps, columns = step_names(target), target.product.plan_columns
     if json_out:
         emit_json(the_plan.to_json())

@@ -89,9 +89,13 @@ def select_nodes(plan: Plan, options: RunOptions) -> Plan:
                    notes=(*plan.notes, note))
 
 
-def make_plan(target: Target, mode: Mode, options: RunOptions, save_snapshot: Path | None = None) -> Plan:
-    """Plan from the live cluster (reads only); optionally keep the snapshot it was made from."""
+def make_plan(target: Target, mode: Mode, options: RunOptions, save_snapshot: Path | None = None,
+              held: list[object] | None = None) -> Plan:
+    """Plan from the live cluster (reads only); optionally keep the snapshot it was made from. ``held``:
+    where the caller keeps the snapshot alive (see `plan_from_file`)."""
     snapshot = target.cluster.snapshot()
+    if held is not None:
+        held.append(snapshot)
     if options.upgrade_to:
         snapshot = target.product.with_upgrade_facts(target.cluster, snapshot)
     if save_snapshot is not None:
@@ -163,13 +167,17 @@ def with_gate(plan: Plan, inv: Inventory) -> Plan:
 
 
 def plan_from_file(cluster: str | None, config: Path | None, snapshot: Path, mode: Mode,
-                   options: RunOptions) -> tuple[Plan, list[str]]:
-    """Plan from a saved cluster state: the same decisions, no cluster needed."""
+                   options: RunOptions, held: list[object] | None = None) -> tuple[Plan, list[str]]:
+    """Plan from a saved cluster state: the same decisions, no cluster needed. ``held``: where the
+    caller keeps the snapshot alive, so that a command about to end is not made to free it (1,000,000
+    shard copies took 0.7 s to free one by one, and as long again at the interpreter's exit)."""
     inv, _path = load_inventory(cluster, config)
     product = products.get(inv.cluster.product)
     procedure = load_procedure(inv, product, upgrade=bool(options.upgrade_to))
     options = replace(options, allow_yellow=options.allow_yellow or inv.allow_yellow)
     with gc_paused():
         snap = product.load_snapshot(snapshot)
+        if held is not None:
+            held.append(snap)
         plan = with_gate(select_nodes(product.plan(inv, snap, mode, options, profile_summary(inv)), options), inv)
     return plan, [name for name, _ in procedure.batch]

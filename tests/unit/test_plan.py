@@ -262,3 +262,30 @@ def test_a_plan_is_read_only_and_its_typed_parts_survive_the_journal() -> None:
         plan.node_ids["es-9"] = "x"  # type: ignore[index]
     with pytest.raises(TypeError):
         built.batches[0].figures["bytes"] = 0  # type: ignore[index]
+
+
+def test_a_plan_from_a_saved_state_ends_without_freeing_it_and_loses_no_output(tmp_path: object) -> None:
+    """`plan --snapshot` ends its process without freeing the state it read (cli/main.py: run): its whole
+    output still arrives, in JSON and as the table, and its exit code is the plan's (6: unsafe)."""
+    import json
+    from pathlib import Path
+
+    import yaml
+
+    from tests.benchmarks.bench_plan import generate
+    from tests.helpers import orchestrate
+
+    where = Path(str(tmp_path))
+    state, inv = generate(30, 3000, 3)
+    (where / "state.json").write_text(json.dumps(state))
+    (where / "inv.yaml").write_text(yaml.safe_dump(inv))
+    args = ("plan", "--config", str(where / "inv.yaml"), "--snapshot", str(where / "state.json"))
+    as_json = orchestrate(*args, "--json", timeout=120)
+    assert as_json.returncode == 0, as_json.stderr
+    assert len(json.loads(as_json.stdout)["batches"]) == 30
+    as_table = orchestrate(*args, "--by", "zone", timeout=120)
+    assert as_table.returncode == 0 and "z2" in as_table.stdout and as_table.stdout.endswith("\n")
+    state["shards"][0]["state"] = "UNASSIGNED"  # a primary's copy gone: yellow, and the plan refuses
+    (where / "state.json").write_text(json.dumps({**state, "health": {"status": "yellow", "number_of_nodes": 30}}))
+    refused = orchestrate(*args, "--json", timeout=120)
+    assert refused.returncode == 6 and json.loads(refused.stdout)["safe"] is False, refused.stderr
