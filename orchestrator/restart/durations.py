@@ -4,8 +4,13 @@ Before a cluster has had a run of its own (whose journal says how long its batch
 estimated every batch with fixed figures (10 s to stop, 30 s to start and join): a 3-node sandbox
 restart that took 31-46 s was planned at 2m06s. Each node's log says better: Elasticsearch and
 OpenSearch log `stopping ...`, `closed` when a node stops, and a new process's first line
-(`version[...]`) then `started` (once it has joined its cluster) when it starts. Pure: the log lines
-in, seconds out.
+(`version[...]`) then `starting ...` (its modules loaded) and `started` (once it has joined its cluster)
+when it starts. Pure: the log lines in, seconds out.
+
+Nodes started together on hosts of one kernel (containers of one machine, as the sandbox's) shared its
+CPUs while they loaded: three JVMs loading at once on two cores took twice as long as one alone (6-7 s
+against 3.2 s), and a rolling restart starts one at a time. Such a start's loading is counted at the share
+of the machine it had (`shared_cpu_starts`): alone, all of its time; with two others, a third.
 """
 
 from __future__ import annotations
@@ -14,22 +19,28 @@ import re
 import statistics
 from dataclasses import dataclass, replace
 from datetime import datetime
+from itertools import pairwise
 
 from orchestrator.restart.plan import EST_START_TO_JOIN_S, EST_STOP_S, Plan
 
 # `[2026-11-24T19:39:05,857][INFO ][o.e.n.Node               ] [es-1] started ...`; a node process's first
 # line is `version[9.5.3], pid[535], ...` (most of a start is before `starting ...`: loading its modules).
 LINE = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)[,.](\d{3})[^\]]*\]\[[A-Z]+ *\]\[[^\]]*\] ?\[[^\]]*\] "
-                  r"(version\[|started|stopping \.\.\.|closed)(?:\S*)(?:\s|$)")
+                  r"(version\[|starting \.\.\.|started|stopping \.\.\.|closed)(?:\S*)(?:\s|$)")
 LAUNCH_S = 1.0  # the JVM and its launcher, before the node's first line
-UNSEEN_STOP_S = 3.0  # a graceful stop, for a node whose log shows none yet (the next plan reads the real one)
-WANTED = r"\] (version\[|started|stopping \.\.\.|closed)"  # for grep on the host: only these lines
+# A graceful stop, for a node whose log shows none yet (the next plan reads the real one): a node stops
+# right after the run's flush, with nothing left to write (0.05-0.2 s on the sandbox).
+UNSEEN_STOP_S = 1.0
+WANTED = r"\] (version\[|starting \.\.\.|started|stopping \.\.\.|closed)"  # for grep on the host: these lines
 
 
 @dataclass(frozen=True)
 class LastRestart:
     stop_s: float | None  # its last graceful stop; None when the log shows none
     start_s: float  # from the JVM's launch to the node started (joined)
+    # When that start's process wrote its first line and `starting ...` (its loading), in seconds of the
+    # host's clock; equal when the log shows no `starting ...`.
+    loading: tuple[float, float] = (0.0, 0.0)
 
     @property
     def total_s(self) -> float:
@@ -47,7 +58,11 @@ def last_restart(lines: str) -> LastRestart | None:
     start = span(marks, "version[", "started")
     if start is None:
         return None
-    return LastRestart(stop_s=span(marks, "stopping ...", "closed"), start_s=LAUNCH_S + start)
+    started_at = max(at for what, at in marks if what == "started")
+    launched = max(at for what, at in marks if what == "version[" and at <= started_at)
+    loaded = [at for what, at in marks if what == "starting ..." and launched <= at <= started_at]
+    return LastRestart(stop_s=span(marks, "stopping ...", "closed"), start_s=LAUNCH_S + start,
+                       loading=(launched, loaded[-1] if loaded else launched))
 
 
 def span(marks: list[tuple[str, float]], begin: str, end: str) -> float | None:
@@ -58,6 +73,21 @@ def span(marks: list[tuple[str, float]], begin: str, end: str) -> float | None:
         if began and marks[i][1] >= began[-1]:
             return round(marks[i][1] - began[-1], 3)
     return None
+
+
+def shared_cpu_starts(measured: dict[str, LastRestart], kernel_of: dict[str, str]) -> dict[str, LastRestart]:
+    """Each start with its loading counted at the share of its kernel's CPUs it had: while m nodes of one
+    kernel were loading at once, each second counts 1/m. Nodes on other kernels are left as they are."""
+    out = dict(measured)
+    for name, m in measured.items():
+        kernel = kernel_of.get(name)
+        others = [o.loading for n, o in measured.items() if n != name and kernel and kernel_of.get(n) == kernel]
+        begin, end = m.loading
+        cuts = sorted({begin, end, *(t for a, b in others for t in (a, b) if begin < t < end)})
+        alone = sum((b - a) / (1 + sum(1 for x, y in others if x <= a and b <= y)) for a, b in pairwise(cuts))
+        if end - alone > 0.001:
+            out[name] = replace(m, start_s=round(m.start_s - (end - begin) + alone, 3))
+    return out
 
 
 def with_measured_restarts(plan: Plan, measured: dict[str, LastRestart]) -> Plan:

@@ -19,7 +19,13 @@ from orchestrator.config.model import Inventory
 from orchestrator.errors import ConfigError, OrchestratorError
 from orchestrator.hosts.transport import make_transport
 from orchestrator.paths import write_atomically
-from orchestrator.restart.durations import WANTED, LastRestart, last_restart, with_measured_restarts
+from orchestrator.restart.durations import (
+    WANTED,
+    LastRestart,
+    last_restart,
+    shared_cpu_starts,
+    with_measured_restarts,
+)
 from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.plan import Batch, GateRule, Mode, Plan
 from orchestrator.runs.target import Target, load_procedure
@@ -111,6 +117,10 @@ def make_plan(target: Target, mode: Mode, options: RunOptions, save_snapshot: Pa
 
 
 LOGS_READ = 24  # nodes whose log a plan reads (in parallel); the others are estimated by their median
+# Which kernel a host runs on, as far as hosts can tell: its boot time (not a container's own: containers of
+# one machine share it) and its CPUs. Two machines booted in the same second with as many CPUs are taken
+# for one (their nodes' starts then count shorter).
+KERNEL_OF_HOST = "echo \"kernel $(grep -m1 '^btime ' /proc/stat) cpus $(nproc)\""
 
 
 def last_restarts(target: Target, plan: Plan) -> dict[str, LastRestart]:
@@ -127,21 +137,23 @@ def last_restarts(target: Target, plan: Plan) -> dict[str, LastRestart]:
     transport = make_transport(target.inv)
     timeout_s = target.inv.ssh.connect_timeout_s + 5
 
-    def read(item: tuple[str, str]) -> tuple[str, LastRestart | None]:
+    def read(item: tuple[str, str]) -> tuple[str, LastRestart | None, str | None]:
         name, path = item
         try:
             result = transport.run(target.inv.node(name), f"grep -aE {shlex.quote(WANTED)} {shlex.quote(path)} "
-                                                          "| tail -n 40", timeout_s)
+                                                          f"| tail -n 40; {KERNEL_OF_HOST}", timeout_s)
         except OrchestratorError:
-            return name, None
-        return name, last_restart(result.stdout) if result.ok else None
+            return name, None, None
+        kernel = next((line for line in result.stdout.splitlines() if line.startswith("kernel btime ")), None)
+        return name, last_restart(result.stdout) if result.ok else None, kernel
 
     try:
         with ThreadPoolExecutor(max_workers=min(len(wanted), 16)) as pool:
-            found = dict(pool.map(read, wanted))
+            found = list(pool.map(read, wanted))
     finally:
         transport.close()
-    return {name: times for name, times in found.items() if times is not None}
+    measured = {name: times for name, times, _ in found if times is not None}
+    return shared_cpu_starts(measured, {name: kernel for name, _, kernel in found if kernel})
 
 
 @contextmanager
