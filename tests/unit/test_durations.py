@@ -30,7 +30,8 @@ def test_the_last_stop_and_start_are_read_from_the_node_s_own_log() -> None:
     assert found is not None and (found.stop_s, found.start_s) == (0.22, LAUNCH_S + 4.0)
     assert found.loading[1] - found.loading[0] == 3.0, "its loading: the first line to `starting ...`"
     first_start_only = last_restart("\n".join(LOG.splitlines()[:3]))
-    assert first_start_only is not None and (first_start_only.stop_s, first_start_only.start_s) == (None, LAUNCH_S + 8.5)
+    assert first_start_only is not None
+    assert (first_start_only.stop_s, first_start_only.start_s) == (None, LAUNCH_S + 8.5)
     assert first_start_only.total_s == UNSEEN_STOP_S + LAUNCH_S + 8.5, "a stop never seen: a graceful one's"
     # A start still under way (no `started` after the last first line): the last whole one counts.
     assert last_restart(LOG + LOG.splitlines()[6] + "\n") == found
