@@ -17,6 +17,7 @@ from typing import Any, Protocol, TypeVar
 
 from orchestrator.config.discovered import Facts
 from orchestrator.config.model import ClusterSection, Inventory, ProductSettings
+from orchestrator.hosts.capacity import HostCapacity
 from orchestrator.restart.adapter import AdapterT
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.journal import RunOptions
@@ -102,6 +103,12 @@ class Product(Protocol[SnapshotT, AdapterT]):
     def stop_check(self, snapshot: SnapshotT, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
         """Why the batch of ``nodes`` must not stop at this very moment, from a gate snapshot taken just
         before (data whose only available copy is on them, not accepted in ``options``). Pure."""
+        ...
+
+    def with_host_capacity(self, inv: Inventory, snapshot: SnapshotT,
+                           capacity: Mapping[str, HostCapacity]) -> SnapshotT:
+        """The snapshot with what each node's host carries (by inventory name, as read on the hosts), for
+        the limits the plan raises; unchanged where the product chooses none from it."""
         ...
 
     def with_upgrade_facts(self, adapter: AdapterT, snapshot: SnapshotT) -> SnapshotT:

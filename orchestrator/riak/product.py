@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -10,6 +10,7 @@ from typing import Any
 from orchestrator.config.discovered import Facts
 from orchestrator.config.model import ClusterSection, Inventory
 from orchestrator.errors import ConfigError
+from orchestrator.hosts.capacity import HostCapacity
 from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.plan import Mode, Plan
 from orchestrator.restart.product import Column, Product
@@ -66,6 +67,10 @@ class RiakProduct:
         if missing:
             problems.append(f"no longer member(s) of the cluster: {', '.join(missing)}")
         return problems
+
+    def with_host_capacity(self, inv: Inventory, snapshot: RiakSnapshot,
+                           capacity: Mapping[str, HostCapacity]) -> RiakSnapshot:
+        return snapshot  # handoffs: no recovery rate is chosen
 
     def with_upgrade_facts(self, adapter: RiakAdapter, snapshot: RiakSnapshot) -> RiakSnapshot:
         raise ConfigError("upgrade", [f"`orchestrate upgrade` is not available for {self.name} clusters yet: roll "

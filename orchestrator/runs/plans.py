@@ -5,9 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import re
-import shlex
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
 from fnmatch import fnmatchcase
@@ -16,18 +14,12 @@ from pathlib import Path
 from orchestrator import products
 from orchestrator.config.inventory import load_inventory
 from orchestrator.config.model import Inventory
-from orchestrator.errors import ConfigError, OrchestratorError
-from orchestrator.hosts.transport import make_transport
+from orchestrator.errors import ConfigError
 from orchestrator.paths import write_atomically
-from orchestrator.restart.durations import (
-    WANTED,
-    LastRestart,
-    last_restart,
-    shared_cpu_starts,
-    with_measured_restarts,
-)
+from orchestrator.restart.durations import with_measured_restarts
 from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.plan import Batch, GateRule, Mode, Plan
+from orchestrator.runs.host_reads import HostReads
 from orchestrator.runs.target import Target, load_procedure
 from orchestrator.tuning.apply import profile_summary
 
@@ -104,56 +96,23 @@ def make_plan(target: Target, mode: Mode, options: RunOptions, save_snapshot: Pa
         held.append(snapshot)
     if options.upgrade_to:
         snapshot = target.product.with_upgrade_facts(target.cluster, snapshot)
-    if save_snapshot is not None:
-        try:
-            write_atomically(save_snapshot, json.dumps(target.product.dump_snapshot(snapshot)), mode=0o644)
-        except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
-            raise ConfigError(repr(str(save_snapshot))[:300], [f"cannot write the snapshot: "
-                                                               f"{getattr(exc, 'strerror', None) or exc}"]) from None
-    with gc_paused():
-        plan = target.product.plan(target.inv, snapshot, mode, options, profile_summary(target.inv))
-    plan = with_measured_restarts(plan, last_restarts(target, plan))
+    with HostReads(target) as hosts:
+        snapshot = target.product.with_host_capacity(target.inv, snapshot, hosts.capacity())
+        if save_snapshot is not None:
+            save(target, snapshot, save_snapshot)
+        with gc_paused():
+            plan = target.product.plan(target.inv, snapshot, mode, options, profile_summary(target.inv))
+        plan = with_measured_restarts(plan, hosts.last_restarts(plan))
     return with_gate(select_nodes(plan, options), target.inv)
 
 
-LOGS_READ = 24  # nodes whose log a plan reads (in parallel); the others are estimated by their median
-# Which kernel a host runs on, as far as hosts can tell: its boot time (not a container's own: containers of
-# one machine share it) and its CPUs. Two machines booted in the same second with as many CPUs are taken
-# for one (their nodes' starts then count shorter).
-KERNEL_OF_HOST = "echo \"kernel $(grep -m1 '^btime ' /proc/stat) cpus $(nproc)\""
-
-
-def last_restarts(target: Target, plan: Plan) -> dict[str, LastRestart]:
-    """Inventory name -> the node's last restart, from its own log on its host (restart/durations.py).
-    Only what can be read quickly: a host or log that does not answer is left to the median, or to the
-    fixed figures; reading never fails a plan."""
+def save(target: Target, snapshot: object, path: Path) -> None:
+    """`plan --save-snapshot`: the state the plan was made from, with what its hosts carry."""
     try:
-        files = target.product.node_logs(target.cluster)
-    except OrchestratorError:
-        return {}
-    wanted = [(n, files[i]) for n, i in plan.node_ids.items() if i in files][:LOGS_READ]
-    if not wanted:
-        return {}
-    transport = make_transport(target.inv)
-    timeout_s = target.inv.ssh.connect_timeout_s + 5
-
-    def read(item: tuple[str, str]) -> tuple[str, LastRestart | None, str | None]:
-        name, path = item
-        try:
-            result = transport.run(target.inv.node(name), f"grep -aE {shlex.quote(WANTED)} {shlex.quote(path)} "
-                                                          f"| tail -n 40; {KERNEL_OF_HOST}", timeout_s)
-        except OrchestratorError:
-            return name, None, None
-        kernel = next((line for line in result.stdout.splitlines() if line.startswith("kernel btime ")), None)
-        return name, last_restart(result.stdout) if result.ok else None, kernel
-
-    try:
-        with ThreadPoolExecutor(max_workers=min(len(wanted), 16)) as pool:
-            found = list(pool.map(read, wanted))
-    finally:
-        transport.close()
-    measured = {name: times for name, times, _ in found if times is not None}
-    return shared_cpu_starts(measured, {name: kernel for name, _, kernel in found if kernel})
+        write_atomically(path, json.dumps(target.product.dump_snapshot(snapshot)), mode=0o644)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        raise ConfigError(repr(str(path))[:300], [f"cannot write the snapshot: "
+                                                  f"{getattr(exc, 'strerror', None) or exc}"]) from None
 
 
 @contextmanager

@@ -1,5 +1,6 @@
-"""The recovery limits a run raises, chosen from the nodes as Elasticsearch reports them: their
-processors, the recovery bandwidth they declare, their own settings and Elasticsearch's defaults.
+"""The recovery limits a run raises, chosen from the nodes as Elasticsearch reports them (their
+processors, the recovery bandwidth they declare, their own settings and Elasticsearch's defaults) and
+from what their hosts say they carry (hosts/capacity.py), never from a figure for every cluster.
 
 Pure. Each limit comes with the reason the plan shows. A limit given as a number in the inventory
 is used as given; `auto` is chosen here. What a restart waits on is the returning node's copies:
@@ -31,8 +32,11 @@ ES_BANDWIDTH_SHARE = 0.4  # Elasticsearch's own share of a declared bandwidth (n
 # A restart's recoveries are what the cluster waits on: they take most of a declared bandwidth, and a
 # fifth is left to the searches and writes that go on.
 RUN_BANDWIDTH_SHARE = 0.8
-# Without a declared bandwidth nothing says what the disks and network carry: 2.5 x Elasticsearch's
-# 40mb (seed 002's operators' choice), which any disk and network a data node runs on today carries.
+# Without a declared bandwidth, what the hosts say they carry (hosts/capacity.py: the fastest link up, the
+# kind of disk under the data paths), of which the run takes this much:
+MEASURED_SHARE = 0.9
+# Neither declared nor read on the hosts: 2.5 x Elasticsearch's 40mb (seed 002's operators' choice), which
+# any disk and network a data node runs on today carries.
 UNDECLARED_RATE = 100 * MIB
 # A returning node's copies recover together, bounded by the smallest data node's processors: measured
 # on 2 processors, 80 copies took 11 s at 4 at a time, 7.5 at 8, 5.5 at 15 and 4.5 at 30 (docs/benchmarks.md).
@@ -139,15 +143,26 @@ def rate_limit(given: str, data: Sequence[EsNode]) -> Limit:
                      f"{RUN_BANDWIDTH_SHARE:.0%} of the smallest recovery bandwidth the data nodes declare "
                      f"({node.name}: {human_bytes(bandwidth)}/s, node.bandwidth.recovery.*); Elasticsearch alone "
                      f"takes {ES_BANDWIDTH_SHARE:.0%}, a restart waits on its recoveries")
+    measured = [(n.host_bytes_s, n) for n in data if n.host_bytes_s]
+    if measured:
+        bandwidth, node = min(measured, key=lambda m: (m[0], m[1].name))
+        read = (f"; {len(measured)} of {len(data)} data nodes' hosts read, the others taken as alike"
+                if len(measured) < len(data) else "")
+        chosen, why = int(bandwidth * MEASURED_SHARE), (
+            f"{MEASURED_SHARE:.0%} of the least that a data node's host carries, as read on it ({node.name}: "
+            f"{node.host_said}, {human_bytes(bandwidth)}/s){read}; the rest is left to searches and writes")
+    else:
+        chosen, why = UNDECLARED_RATE, (
+            "the data nodes declare no recovery bandwidth (node.bandwidth.recovery.* in elasticsearch.yml) and "
+            "their hosts were not read, so nothing says what their disks and network carry: 2.5 x "
+            "Elasticsearch's 40mb")
     # A rate set for the cluster applies to every node: it must not lower any node's own.
     own = [(*own_rate(n), n) for n in data]
     top = max(own, key=lambda o: (o[0], o[2].name), default=None)
-    if top is not None and top[0] > UNDECLARED_RATE:
+    if top is not None and top[0] > chosen:
         return Limit(RATE, size_text(top[0]), f"{top[2].name}'s own rate ({top[1]}): a rate set for the cluster "
                      "applies to every node and must not lower it")
-    return Limit(RATE, size_text(UNDECLARED_RATE),
-                 "the data nodes declare no recovery bandwidth (node.bandwidth.recovery.* in elasticsearch.yml), "
-                 "so nothing says what their disks and network carry: 2.5 x Elasticsearch's 40mb")
+    return Limit(RATE, size_text(chosen), why)
 
 
 def size_text(n: int) -> str:

@@ -12,13 +12,14 @@ from typing import Any, Generic, TypeVar
 from orchestrator.config.loader import read_bytes_of, strict_json
 from orchestrator.config.model import Inventory, ProductSettings
 from orchestrator.errors import ConfigError
+from orchestrator.hosts.capacity import HostCapacity
 from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.plan import Mode, Plan
 from orchestrator.restart.product import Column, RunStepFn
 from orchestrator.restart.steps import StepFn
 from orchestrator.shards import safety, steps
 from orchestrator.shards.adapter import ShardClusterAdapter
-from orchestrator.shards.plan import build_plan
+from orchestrator.shards.plan import build_plan, match_nodes
 from orchestrator.shards.snapshot import ClusterSnapshot
 from orchestrator.shards.versions import ELASTICSEARCH_PATHS, UpgradePaths
 from orchestrator.units import human_bytes
@@ -61,6 +62,14 @@ class ShardProduct(Generic[ShardAdapterT]):
 
     def node_logs(self, adapter: ShardAdapterT) -> dict[str, str]:
         return adapter.node_log_files()
+
+    def with_host_capacity(self, inv: Inventory, snapshot: ClusterSnapshot,
+                           capacity: Mapping[str, HostCapacity]) -> ClusterSnapshot:
+        ids, _ = match_nodes(inv, snapshot)
+        read = {ids[name]: c for name, c in capacity.items() if name in ids and c.bytes_s}
+        return replace(snapshot, nodes=tuple(
+            replace(n, host_bytes_s=read[n.id].bytes_s, host_said=read[n.id].text) if n.id in read else n
+            for n in snapshot.nodes))
 
     def with_upgrade_facts(self, adapter: ShardAdapterT, snapshot: ClusterSnapshot) -> ClusterSnapshot:
         return replace(snapshot, upgrade=adapter.upgrade_facts())

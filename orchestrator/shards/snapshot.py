@@ -33,6 +33,10 @@ class EsNode:
     memory_bytes: int | None = None  # the host's memory (read for the plan only)
     # The node's own recovery settings (elasticsearch.yml): indices.recovery.*, node.bandwidth.recovery.*
     recovery_settings: tuple[tuple[str, str], ...] = ()
+    # What its host carries for a recovery, as read on the host (hosts/capacity.py; None: not read), and how
+    # the host said it ("a 10 Gb/s link (eth0), an NVMe disk (~1.4 GiB/s)").
+    host_bytes_s: int | None = None
+    host_said: str = ""
 
     @property
     def is_master_eligible(self) -> bool:
@@ -203,10 +207,12 @@ class ClusterSnapshot:
         for n in self.nodes:
             if not all(isinstance(v, str) for v in (n.id, n.name, n.host, n.ip)) or not isinstance(n.roles, tuple):
                 raise TypeError(f"node {str(n.id)[:40]!r}: id, name, host and ip must be text")
-            if not all(isinstance(v, int | None) for v in (n.processors, n.memory_bytes)) or not all(
+            if not all(isinstance(v, int | None) for v in (n.processors, n.memory_bytes, n.host_bytes_s)) or not all(
                     len(p) == 2 and all(isinstance(t, str) for t in p) for p in n.recovery_settings):
-                raise TypeError(f"node {str(n.id)[:40]!r}: processors and memory_bytes must be whole numbers, "
-                                "recovery_settings pairs of text")
+                raise TypeError(f"node {str(n.id)[:40]!r}: processors, memory_bytes and host_bytes_s must be whole "
+                                "numbers, recovery_settings pairs of text")
+            if not isinstance(n.host_said, str):
+                raise TypeError(f"node {str(n.id)[:40]!r}: host_said must be text")
 
 
 COPY_TYPES: tuple[set[type], ...] = ({str}, {int}, {bool}, {str}, {str, type(None)}, {int})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import shlex
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from orchestrator.config.discovered import Facts
 from orchestrator.config.model import ClusterSection, Inventory, NodeEntry, ProductSettings
 from orchestrator.errors import ConfigError
+from orchestrator.hosts.capacity import HostCapacity
 from orchestrator.hosts.transport import CommandResult
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.journal import BatchRecord, RunOptions
@@ -298,6 +299,10 @@ class FakeProduct:
         lost = sorted(i for n in nodes for i in sole.get(n, ())
                       if not any(fnmatchcase(i, p) for p in options.allow_unavailable))
         return [f"stopping it leaves index(es) {', '.join(lost)} with no copy."] if lost else []
+
+    def with_host_capacity(self, inv: Inventory, snapshot: FakeSnapshot,
+                           capacity: Mapping[str, HostCapacity]) -> FakeSnapshot:
+        return snapshot
 
     def with_upgrade_facts(self, adapter: FakeCluster, snapshot: FakeSnapshot) -> FakeSnapshot:
         raise ConfigError("upgrade", [f"`orchestrate upgrade` is not available for {self.name} clusters yet: roll "

@@ -85,7 +85,45 @@ def test_the_plan_shows_why_and_leaves_what_elasticsearch_already_does() -> None
 
 
 def test_node_facts_survive_a_saved_snapshot() -> None:
-    snap = snapshot([node("a", processors=2, memory_bytes=GIB, recovery_settings=((BANDWIDTH + "network", "1gb"),))],
+    snap = snapshot([node("a", processors=2, memory_bytes=GIB, recovery_settings=((BANDWIDTH + "network", "1gb"),),
+                          host_bytes_s=10**9, host_said="a 10 Gb/s link (ens5)")],
                     [], "a")
     again = ClusterSnapshot.from_json(json.loads(json.dumps(snap.to_json())))
     assert again.nodes == snap.nodes
+
+
+def test_the_rate_follows_what_the_hosts_carry_and_never_binds_below_it() -> None:
+    """Host profiles unlike the sandbox: the limit is 90 % of the least a data node's host carries (its
+    link or its disk), so recoveries are not held below what the hardware does; what a node declares
+    still wins, and a node's own higher rate is never lowered."""
+    from orchestrator.hosts.capacity import HostCapacity, parse_capacity
+    from orchestrator.shards.product import ShardProduct
+
+    def on(name: str, capacity: HostCapacity) -> object:
+        return node(name, host_bytes_s=capacity.bytes_s, host_said=capacity.text)
+
+    nvme_10g = HostCapacity(link_mbit_s=10_000, link="ens5", disk="NVMe")
+    assert nvme_10g.bytes_s == 1_250_000_000, "the link binds before the NVMe disk"
+    value, why = chosen([on("a", nvme_10g), on("b", nvme_10g)])[RATE]
+    assert value == "1072mb" and "90% of the least that a data node's host carries" in why, why
+    assert "a 10 Gb/s link (ens5), an NVMe disk" in why
+    ssd_25g = HostCapacity(link_mbit_s=25_000, link="bond0", disk="SSD")
+    assert chosen([on("a", ssd_25g)])[RATE][0] == "386mb", "the SSD binds before 25 GbE: 90 % of 450 MB/s"
+    hdd_1g = HostCapacity(link_mbit_s=1_000, link="eth0", disk="HDD")
+    value, why = chosen([on("a", nvme_10g), on("b", hdd_1g)])[RATE]
+    assert value == "107mb" and "(b: a 1 Gb/s link (eth0), an HDD disk" in why, "the slowest host decides"
+    value, why = chosen([on("a", hdd_1g), node("b")])[RATE]
+    assert value == "107mb" and "1 of 2 data nodes' hosts read, the others taken as alike" in why
+    declared = (("node.bandwidth.recovery.network", "2gb"),)
+    assert chosen([node("a", recovery_settings=declared, host_bytes_s=10**8, host_said="x")])[RATE][0] == "1638mb"
+    own = node("y", recovery_settings=(("indices.recovery.max_bytes_per_sec", "300mb"),), host_bytes_s=10**8,
+               host_said="a 1 Gb/s link (eth0)")
+    assert chosen([own])[RATE][0] == "300mb", "its own rate is higher than its host's share"
+    # Read on the host as the plan reads it, then given to the snapshot by inventory name.
+    said = parse_capacity("link eth0 -1\nlink ens5 10000\nlink ens6 1000\ndisk /var/lib/es nvme0n1p2 0\n"
+                          "disk /data2 sdb1 1\nkernel btime 1795500000 cpus 8\n")
+    assert said == HostCapacity(link_mbit_s=10_000, link="ens5", disk="HDD"), "the slowest data disk"
+    assert parse_capacity("link veth0 \ndisk /d  \n") == HostCapacity(), "nothing readable: nothing assumed"
+    snap = snapshot([node("a"), node("b")], [], "a")
+    read = ShardProduct().with_host_capacity(inventory(["a", "b"]), snap, {"a": nvme_10g, "b": HostCapacity()})
+    assert [(n.host_bytes_s, n.host_said) for n in read.nodes] == [(1_250_000_000, nvme_10g.text), (None, "")]

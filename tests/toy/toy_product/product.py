@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -17,6 +17,7 @@ from typing import Any
 from orchestrator.config.discovered import Facts
 from orchestrator.config.model import ClusterSection, Inventory, ProductSettings, settings_of
 from orchestrator.errors import ConfigError, UnsafeToProceed
+from orchestrator.hosts.capacity import HostCapacity
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.journal import BatchRecord, RunOptions
 from orchestrator.restart.plan import Batch, Mode, Plan, SettingChange
@@ -169,6 +170,10 @@ class ToyProduct:
 
     def stop_check(self, snapshot: ToySnapshot, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
         return []
+
+    def with_host_capacity(self, inv: Inventory, snapshot: ToySnapshot,
+                           capacity: Mapping[str, HostCapacity]) -> ToySnapshot:
+        return snapshot
 
     def with_upgrade_facts(self, adapter: ToyCluster, snapshot: ToySnapshot) -> ToySnapshot:
         raise ConfigError("upgrade", ["a toy cluster has no versions"])
