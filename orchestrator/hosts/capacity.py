@@ -42,12 +42,15 @@ class HostCapacity:
 
 def capacity_command(data_paths: Sequence[str]) -> str:
     """Prints `link NAME SPEED` for each network interface that is up (not loopback), and
-    `disk PATH DEVICE ROTATIONAL` for each data path. Read-only; a value it cannot read is left empty."""
+    `disk DEVICE ROTATIONAL` for each data path. Read-only; a value it cannot read is left empty."""
     links = ('for d in /sys/class/net/*; do n=${d##*/}; [ "$n" = lo ] && continue; '
              '[ "$(cat "$d/operstate" 2>/dev/null)" = up ] || continue; '
              'echo "link $n $(cat "$d/speed" 2>/dev/null)"; done')
-    disks = [f'echo "disk {shlex.quote(p)} $(lsblk -ndo NAME,ROTA "$(findmnt -nvo SOURCE --target {shlex.quote(p)} '
-             f'2>/dev/null)" 2>/dev/null | head -n 1)"' for p in data_paths]
+    # The device under the path, through links (/dev/mapper/vg-lv is dm-0); a partition's queue is its disk's.
+    disks = [f'd=$(readlink -f "$(findmnt -nvo SOURCE --target {shlex.quote(p)} 2>/dev/null)" 2>/dev/null); '
+             f'n=${{d##*/}}; r=$(cat "/sys/class/block/$n/queue/rotational" 2>/dev/null || '
+             f'cat "/sys/class/block/$n/../queue/rotational" 2>/dev/null); echo "disk $n $r"'
+             for p in data_paths]
     return "; ".join([links, *disks])
 
 
@@ -59,8 +62,8 @@ def parse_capacity(output: str) -> HostCapacity:
         words = line.split()
         if len(words) == 3 and words[0] == "link" and words[2].isdigit() and int(words[2]) > 0:
             speeds.append((int(words[2]), words[1]))
-        elif len(words) == 4 and words[0] == "disk" and words[3] in ("0", "1"):
-            kinds.append("HDD" if words[3] == "1" else "NVMe" if words[2].startswith("nvme") else "SSD")
+        elif len(words) == 3 and words[0] == "disk" and words[2] in ("0", "1"):
+            kinds.append("HDD" if words[2] == "1" else "NVMe" if words[1].startswith("nvme") else "SSD")
     fastest = max(speeds, default=None)
     slowest = min(kinds, key=lambda k: DISK_BYTES_S[k], default=None)
     return HostCapacity(link_mbit_s=fastest[0] if fastest else None, link=fastest[1] if fastest else "",

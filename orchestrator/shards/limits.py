@@ -149,8 +149,8 @@ def rate_limit(given: str, data: Sequence[EsNode]) -> Limit:
         read = (f"; {len(measured)} of {len(data)} data nodes' hosts read, the others taken as alike"
                 if len(measured) < len(data) else "")
         chosen, why = int(bandwidth * MEASURED_SHARE), (
-            f"{MEASURED_SHARE:.0%} of the least that a data node's host carries, as read on it ({node.name}: "
-            f"{node.host_said}, {human_bytes(bandwidth)}/s){read}; the rest is left to searches and writes")
+            f"{MEASURED_SHARE:.0%} of the least that a data node's host carries, as read on it ({node.name}'s, "
+            f"{human_bytes(bandwidth)}/s: {node.host_said}){read}; the rest is left to searches and writes")
     else:
         chosen, why = UNDECLARED_RATE, (
             "the data nodes declare no recovery bandwidth (node.bandwidth.recovery.* in elasticsearch.yml) and "

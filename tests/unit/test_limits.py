@@ -111,7 +111,7 @@ def test_the_rate_follows_what_the_hosts_carry_and_never_binds_below_it() -> Non
     assert chosen([on("a", ssd_25g)])[RATE][0] == "386mb", "the SSD binds before 25 GbE: 90 % of 450 MB/s"
     hdd_1g = HostCapacity(link_mbit_s=1_000, link="eth0", disk="HDD")
     value, why = chosen([on("a", nvme_10g), on("b", hdd_1g)])[RATE]
-    assert value == "107mb" and "(b: a 1 Gb/s link (eth0), an HDD disk" in why, "the slowest host decides"
+    assert value == "107mb" and "(b's, 119.2 MiB/s: a 1 Gb/s link (eth0), an HDD disk" in why, why
     value, why = chosen([on("a", hdd_1g), node("b")])[RATE]
     assert value == "107mb" and "1 of 2 data nodes' hosts read, the others taken as alike" in why
     declared = (("node.bandwidth.recovery.network", "2gb"),)
@@ -120,10 +120,12 @@ def test_the_rate_follows_what_the_hosts_carry_and_never_binds_below_it() -> Non
                host_said="a 1 Gb/s link (eth0)")
     assert chosen([own])[RATE][0] == "300mb", "its own rate is higher than its host's share"
     # Read on the host as the plan reads it, then given to the snapshot by inventory name.
-    said = parse_capacity("link eth0 -1\nlink ens5 10000\nlink ens6 1000\ndisk /var/lib/es nvme0n1p2 0\n"
-                          "disk /data2 sdb1 1\nkernel btime 1795500000 cpus 8\n")
+    said = parse_capacity("link eth0 -1\nlink ens5 10000\nlink ens6 1000\ndisk nvme0n1p2 0\ndisk sdb1 1\n"
+                          "disk proc \nkernel btime 1795500000 cpus 8\n")
     assert said == HostCapacity(link_mbit_s=10_000, link="ens5", disk="HDD"), "the slowest data disk"
-    assert parse_capacity("link veth0 \ndisk /d  \n") == HostCapacity(), "nothing readable: nothing assumed"
+    assert parse_capacity("link veth0 \ndisk  \n") == HostCapacity(), "nothing readable: nothing assumed"
+    ssd_only = parse_capacity("disk dm-0 0\n")
+    assert ssd_only == HostCapacity(disk="SSD") and ssd_only.bytes_s == 450 * 10**6
     snap = snapshot([node("a"), node("b")], [], "a")
     read = ShardProduct().with_host_capacity(inventory(["a", "b"]), snap, {"a": nvme_10g, "b": HostCapacity()})
     assert [(n.host_bytes_s, n.host_said) for n in read.nodes] == [(1_250_000_000, nvme_10g.text), (None, "")]
