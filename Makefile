@@ -29,6 +29,7 @@ bench: setup
 	.venv/bin/python -m tests.benchmarks.bench_plan --nodes 5000 --copies 1000000 --out reports/bench-plan-5000.json
 	.venv/bin/python -m tests.benchmarks.bench_restart
 	.venv/bin/python -m tests.benchmarks.bench_reuse --idle-runs 10 --idle-wait
+	.venv/bin/python -m tests.benchmarks.bench_recovery
 
 # The run report of a succeeded and of a failed run, rendered by headless Chromium, for review.
 report-shot: setup
