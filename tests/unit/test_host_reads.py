@@ -1,0 +1,62 @@
+"""What a plan reads on the hosts (runs/host_reads.py): one transport for all its reads, each host's
+capacity and kernel, the nodes' logs; a host that does not answer is asked once, and never fails the plan."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from orchestrator.config.model import Inventory, NodeEntry
+from orchestrator.errors import HostUnreachable
+from orchestrator.hosts.transport import CommandResult
+from orchestrator.restart.plan import Mode, Plan
+from orchestrator.runs import host_reads
+
+LOG = ("[2026-11-24T19:29:58,000][INFO ][o.e.b.Elasticsearch      ] [a] version[9.5.3], pid[100]\n"
+       "[2026-11-24T19:30:02,000][INFO ][o.e.n.Node               ] [a] starting ...\n"
+       "[2026-11-24T19:30:03,000][INFO ][o.e.n.Node               ] [a] started {a}\n")
+
+
+class Hosts:
+    """Host a answers as a sandbox host would; host b is down. Counts what each was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+        self.opened = self.closed = 0
+
+    def run(self, node: NodeEntry, command: str, timeout_s: float | None = None) -> CommandResult:
+        self.asked.append(node.name)
+        if node.name == "b":
+            raise HostUnreachable(f"{node.host}: connection timed out")
+        if command.startswith("grep"):
+            return CommandResult(0, LOG, "")
+        return CommandResult(0, "link orv1 10000\ndisk vda 0\nkernel btime 1795500000 cpus 2\n", "")
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def test_one_transport_each_host_asked_once_and_a_down_host_costs_one_try(monkeypatch: pytest.MonkeyPatch) -> None:
+    hosts = Hosts()
+
+    def opened(inv: Any) -> Hosts:
+        hosts.opened += 1
+        return hosts
+
+    monkeypatch.setattr(host_reads, "make_transport", opened)
+    inv = Inventory.model_validate({"cluster": {"name": "c"}, "ssh": {"transport": "local"},
+                                    "nodes": [{"name": "a", "host": "10.0.0.1", "data_paths": ["/d"]},
+                                              {"name": "b", "host": "10.0.0.2"}]})
+    product = SimpleNamespace(node_logs=lambda cluster: {"id-a": "/logs/c.log", "id-b": "/logs/c.log"})
+    target: Any = SimpleNamespace(inv=inv, product=product, cluster=None)
+    plan = Plan(cluster="c", product="elasticsearch", mode=Mode.NODE, batches=(), settings=(), tuning=(),
+                estimate_s=0.0, problems=(), node_ids={"a": "id-a", "b": "id-b"})
+    with host_reads.HostReads(target) as reads:
+        capacity = reads.capacity()
+        restarts = reads.last_restarts(plan)
+    assert list(capacity) == ["a"] and capacity["a"].bytes_s == 450_000_000, "an SSD under 10 GbE"
+    assert list(restarts) == ["a"] and restarts["a"].start_s == 6.0  # 1 s launch + 5 s to started
+    assert sorted(hosts.asked) == ["a", "a", "b"], "b, down, was asked once for both reads"
+    assert (hosts.opened, hosts.closed) == (1, 1)
