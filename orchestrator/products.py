@@ -1,8 +1,8 @@
 """The product registry: which plug-in restarts which `cluster.product`.
 
 The only place that maps product names to code: the built-in plug-ins below, those another package
-installs under the entry-point group `rolling_orchestrator.products` (name = module holding `PRODUCT`),
-and those `register` adds at run time. Plug-ins are imported when first asked for, so `--help` and a
+installs under the entry-point group `rolling_orchestrator.products` (name = module holding `PRODUCT`).
+Plug-ins are imported when first asked for, so `--help` and a
 Riak run never load the Elasticsearch client.
 """
 
@@ -27,7 +27,6 @@ BUILT_IN = {
     "riak": "orchestrator.riak.product",
 }
 PLUGINS: dict[str, str] = dict(BUILT_IN)  # name -> module; the installed ones are added when first asked for
-NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,40}$"  # as the inventory's cluster.product
 
 
 @cache
@@ -35,15 +34,6 @@ def _installed() -> None:
     """Adds the plug-ins other packages declare (a built-in name is never taken over)."""
     for ep in entry_points(group=ENTRY_POINTS):
         PLUGINS.setdefault(ep.name, ep.value)
-
-
-def register(name: str, module: str) -> None:
-    """Adds a plug-in at run time: ``module`` holds its `PRODUCT` (a `Product[ItsSnapshot, ItsAdapter]`)."""
-    from orchestrator.config.model import Inventory
-
-    if name in BUILT_IN or name in Inventory.model_fields:
-        raise ConfigError("products", [f"{name!r} is taken (a built-in product, or a section of the inventory)"])
-    PLUGINS[name] = module
 
 
 def names() -> tuple[str, ...]:

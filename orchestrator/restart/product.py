@@ -17,6 +17,7 @@ from typing import Any, Protocol, TypeVar
 
 from orchestrator.config.discovered import Facts
 from orchestrator.config.model import ClusterSection, Inventory, ProductSettings
+from orchestrator.errors import ConfigError
 from orchestrator.hosts.capacity import HostCapacity
 from orchestrator.restart.adapter import AdapterT
 from orchestrator.restart.context import RunContext
@@ -26,6 +27,12 @@ from orchestrator.restart.steps import StepFn
 
 RunStepFn = Callable[[RunContext[AdapterT]], None]  # a `before_run` step of a product whose adapter is AdapterT
 SnapshotT = TypeVar("SnapshotT")
+
+
+def not_discoverable(product: str) -> ConfigError:
+    """What `inventory discover` says of a product that cannot be asked (`discovers` False)."""
+    return ConfigError("inventory discover", [f"discovery reads Elasticsearch and OpenSearch clusters; write a "
+                                              f"{product} inventory by hand (docs/configuration.md)"])
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from orchestrator.config.model import Inventory
 from orchestrator.restart.plan import EST_START_TO_JOIN_S, EST_STOP_S, Batch, Mode, Plan, SettingChange
-from orchestrator.riak.settings import riak_settings
+from orchestrator.riak.settings import RiakSettings, riak_settings
 from orchestrator.riak.status import RiakSnapshot, cluster_problems
 
 TRANSFER_LIMIT = "transfer_limit"
@@ -18,9 +18,8 @@ TRANSFER_LIMIT = "transfer_limit"
 EST_HANDOFF_S = 15.0
 
 
-def match_members(inv: Inventory, snap: RiakSnapshot) -> tuple[dict[str, str], list[str]]:
+def match_members(inv: Inventory, settings: RiakSettings, snap: RiakSnapshot) -> tuple[dict[str, str], list[str]]:
     """Inventory name -> Riak node name; lists nodes that are not members, and members not listed."""
-    settings = riak_settings(inv)
     mapping, problems = {}, []
     named = {n.name for n in inv.nodes}
     problems += [f"riak.node_names names {name}, which is not a node of the inventory"
@@ -41,7 +40,8 @@ def match_members(inv: Inventory, snap: RiakSnapshot) -> tuple[dict[str, str], l
 
 
 def build_riak_plan(inv: Inventory, snap: RiakSnapshot, mode: Mode, tuning: tuple[str, ...] = ()) -> Plan:
-    mapping, problems = match_members(inv, snap)
+    settings = riak_settings(inv)
+    mapping, problems = match_members(inv, settings, snap)
     problems += cluster_problems(snap)
     if mode is Mode.ZONE:
         problems.append("zone mode is for Elasticsearch awareness zones: Riak places replicas by ring position, "
@@ -58,7 +58,7 @@ def build_riak_plan(inv: Inventory, snap: RiakSnapshot, mode: Mode, tuning: tupl
         batches.append(Batch(number=number, label=name, nodes=(name,),
                              estimate_s=EST_STOP_S + EST_START_TO_JOIN_S + EST_HANDOFF_S,
                              figures={"ring_pct": member.ring_pct} if member else {}))
-    limit = riak_settings(inv).transfer_limit
+    limit = settings.transfer_limit
     changes = [] if limit is None else [SettingChange(key=TRANSFER_LIMIT, scope=m.node, before=snap.limits.get(m.node),
                                                       during=limit, when="for the run") for m in snap.members]
     notes = [f"claimant {claimant} is restarted last" if claimant in mapping.values() else "",

@@ -13,7 +13,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.hosts.capacity import HostCapacity
 from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.plan import Mode, Plan
-from orchestrator.restart.product import Column, Product
+from orchestrator.restart.product import Column, Product, not_discoverable
 from orchestrator.riak import steps
 from orchestrator.riak.adapter import RiakAdapter
 from orchestrator.riak.plan import build_riak_plan
@@ -41,8 +41,7 @@ class RiakProduct:
                       Column("objects", lambda f: str(int(f["handoff_objects"])) if "handoff_objects" in f else "-"))
 
     def discover(self, section: ClusterSection) -> Facts:
-        raise ConfigError("inventory discover", [f"discovery reads Elasticsearch and OpenSearch clusters; write a "
-                                                 f"{self.name} inventory by hand (docs/configuration.md)"])
+        raise not_discoverable(self.name)
 
     def connect(self, inv: Inventory) -> RiakAdapter:
         from orchestrator.hosts.transport import make_transport

@@ -20,7 +20,7 @@ from orchestrator.hosts.transport import CommandResult
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.journal import BatchRecord, RunOptions
 from orchestrator.restart.plan import Batch, Mode, Plan, SettingChange
-from orchestrator.restart.product import Column, Product, RunStepFn
+from orchestrator.restart.product import Column, Product, RunStepFn, not_discoverable
 from orchestrator.restart.steps import StepFn, restore_settings, set_temporarily
 from orchestrator.retry import Clock
 
@@ -264,8 +264,7 @@ class FakeProduct:
     report_columns: tuple[Column, ...] = ()
 
     def discover(self, section: ClusterSection) -> Facts:
-        raise ConfigError("inventory discover", [f"discovery reads Elasticsearch and OpenSearch clusters; write a "
-                                                 f"{self.name} inventory by hand (docs/configuration.md)"])
+        raise not_discoverable(self.name)
 
     def connect(self, inv: Inventory) -> FakeCluster:
         raise ConfigError("inventory", ["the fake product is built by tests, not from an inventory"])
