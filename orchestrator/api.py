@@ -16,7 +16,7 @@ See docs/pipelines.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,8 +26,8 @@ from orchestrator.restart.events import Event, discard
 from orchestrator.restart.journal import Journal, RunFailed
 from orchestrator.restart.plan import Mode, Plan
 
-__all__ = ["Cancel", "Event", "Plan", "RunResult", "forcemerge", "plan", "restart", "resume", "status", "tune",
-           "upgrade"]
+__all__ = ["Cancel", "Event", "Plan", "RunResult", "forcemerge", "plan", "restart", "resume", "run_of", "status",
+           "tune", "upgrade", "watcher"]
 
 EventCallback = Callable[[Event], None]
 
@@ -45,15 +45,17 @@ class RunResult:
 
     run_id: str
     cluster: str
-    result: str  # succeeded (a failed or stopped run raises instead)
+    result: str  # succeeded, or deferred when asked (a failed or stopped run raises instead)
     journal: Path
     summary: dict[str, Any]
 
 
-def _target(cluster: str | None, config: str | Path | None, upgrade: bool = False, reboot: bool = False) -> Any:
+def _target(cluster: str | None, config: str | Path | None, upgrade: bool = False, reboot: bool = False,
+            cluster_keys: Mapping[str, Any] | None = None) -> Any:
     from orchestrator.runs.target import open_target
 
-    return open_target(cluster, Path(config) if config is not None else None, upgrade=upgrade, reboot=reboot)
+    return open_target(cluster, Path(config) if config is not None else None, upgrade=upgrade, reboot=reboot,
+                       cluster_keys=cluster_keys)
 
 
 def _options(target: Any, allow_yellow: bool, allow_unavailable: Sequence[str], nodes: Sequence[str],
@@ -74,18 +76,22 @@ def _mode(by: str) -> Mode:
 
 def plan(cluster: str | None = None, *, config: str | Path | None = None, by: str = "node",
          allow_yellow: bool = False, allow_unavailable: Sequence[str] = (), nodes: Sequence[str] = (),
-         exclude: Sequence[str] = ()) -> Plan:
+         exclude: Sequence[str] = (), cluster_keys: Mapping[str, Any] | None = None) -> Plan:
     """The restart plan, changing nothing: batches, estimates, notes, and `problems` (`plan.safe`)."""
     from orchestrator.runs import plans
 
-    target = _target(cluster, config)
+    target = _target(cluster, config, cluster_keys=cluster_keys)
     return plans.make_plan(target, _mode(by), _options(target, allow_yellow, allow_unavailable, nodes, exclude))
 
 
 def _finished(journal: Journal) -> RunResult:
+    from orchestrator.restart.journal import RunState
     from orchestrator.runs.status import summary as run_summary
 
     summary = run_summary(journal)
+    if journal.state is RunState.DEFERRED:  # not finished: its report comes at its end
+        return RunResult(run_id=journal.run_id, cluster=journal.cluster, result=summary["result"],
+                         journal=Path(summary["journal"]), summary=summary)
     report = _report(journal)
     if report is not None:
         summary["report"] = str(report)
@@ -116,36 +122,44 @@ def _run(action: Callable[[], Journal]) -> RunResult:
 def restart(cluster: str | None = None, *, config: str | Path | None = None, by: str = "node",
             allow_yellow: bool = False, allow_unavailable: Sequence[str] = (), nodes: Sequence[str] = (),
             exclude: Sequence[str] = (), pause_between_s: float = 0, stop_after: int = 0, reboot: bool = False,
-            on_event: EventCallback | None = None, cancel: Cancel | None = None) -> RunResult:
-    """A rolling restart, as `orchestrate restart --yes` (``reboot``: `--reboot`, each host rebooted):
-    refused (`PreflightFailed`, nothing changed) when the plan is unsafe. ``on_event`` receives every
-    event, in the calling thread."""
+            canary: bool = False, on_event: EventCallback | None = None, cancel: Cancel | None = None,
+            cluster_keys: Mapping[str, Any] | None = None, defer: bool = False, origin: str = "") -> RunResult:
+    """A rolling restart, as `orchestrate restart --yes` (``reboot``: `--reboot`, each host rebooted;
+    ``canary``: `--canary`): refused (`PreflightFailed`, nothing changed) when the plan is unsafe.
+    ``on_event`` receives every event, in the calling thread.
+
+    For schedulers: ``cluster_keys`` are `cluster:` keys over the inventory's (endpoints, secrets named by
+    environment variable); ``defer``: the run leaves its long waits to the caller's trigger and returns
+    with result "deferred" (`summary["waiting"]`; see `watcher` and `resume`); ``origin``: the caller's
+    task, recorded in the journal (`run_of` finds the run again on a retry)."""
     from dataclasses import replace
 
-    target = _target(cluster, config, reboot=reboot)
-    options = replace(_options(target, allow_yellow, allow_unavailable, nodes, exclude,
+    target = _target(cluster, config, reboot=reboot, cluster_keys=cluster_keys)
+    options = replace(_options(target, allow_yellow, allow_unavailable, nodes, exclude, canary=canary,
                                pause_between_s=pause_between_s), reboot=reboot)
-    return _start(target, by, options, stop_after, on_event, cancel)
+    return _start(target, by, options, stop_after, on_event, cancel, defer, origin)
 
 
 def upgrade(cluster: str | None = None, *, to: str, config: str | Path | None = None, by: str = "node",
             snapshot_check: bool = True, allow_yellow: bool = False, allow_unavailable: Sequence[str] = (),
-            nodes: Sequence[str] = (), exclude: Sequence[str] = (), stop_after: int = 0,
-            on_event: EventCallback | None = None, cancel: Cancel | None = None) -> RunResult:
+            nodes: Sequence[str] = (), exclude: Sequence[str] = (), stop_after: int = 0, canary: bool = False,
+            on_event: EventCallback | None = None, cancel: Cancel | None = None,
+            cluster_keys: Mapping[str, Any] | None = None, defer: bool = False, origin: str = "") -> RunResult:
     """A rolling upgrade to ``to``, as `orchestrate upgrade --to VERSION --yes` (docs/upgrade.md): refused
     (`PreflightFailed`, nothing changed) on an unsupported path, without a recent snapshot (unless
     ``snapshot_check=False``), or when the plan is unsafe."""
     from orchestrator.runs import plans
 
-    target = _target(cluster, config, upgrade=True)
-    options = plans.upgrade_options(_options(target, allow_yellow, allow_unavailable, nodes, exclude), to,
-                                    snapshot_check)
-    return _start(target, by, options, stop_after, on_event, cancel)
+    target = _target(cluster, config, upgrade=True, cluster_keys=cluster_keys)
+    options = plans.upgrade_options(_options(target, allow_yellow, allow_unavailable, nodes, exclude, canary=canary),
+                                    to, snapshot_check)
+    return _start(target, by, options, stop_after, on_event, cancel, defer, origin)
 
 
 def _start(target: Any, by: str, options: Any, stop_after: int, on_event: EventCallback | None,
-           cancel: Cancel | None) -> RunResult:
+           cancel: Cancel | None, defer: bool = False, origin: str = "") -> RunResult:
     from orchestrator.errors import PreflightFailed
+    from orchestrator.restart.deferral import Deferral
     from orchestrator.runs import plans
     from orchestrator.runs import restart as runs
 
@@ -155,20 +169,44 @@ def _start(target: Any, by: str, options: Any, stop_after: int, on_event: EventC
         if not the_plan.safe:
             raise PreflightFailed(runs.other_runs(target) + the_plan.all_problems())
         return _run(lambda: runs.start(target, the_plan, options, on_event or discard, abort=cancel,
-                                       stop_after=stop_after, early=early))
+                                       stop_after=stop_after, early=early,
+                                       deferral=Deferral() if defer else None, origin=origin))
 
 
 def resume(cluster: str | None = None, *, config: str | Path | None = None, run_id: str | None = None,
            accept_changes: bool = False, allow_unavailable: Sequence[str] = (), stop_after: int = 0,
-           on_event: EventCallback | None = None, cancel: Cancel | None = None) -> RunResult:
-    """Continue an interrupted, failed or stopped run from its journal, as `orchestrate resume`."""
+           on_event: EventCallback | None = None, cancel: Cancel | None = None,
+           cluster_keys: Mapping[str, Any] | None = None, defer: bool = False) -> RunResult:
+    """Continue an interrupted, failed, stopped or deferred run from its journal, as `orchestrate resume`.
+    ``defer``: as in `restart`; a deferred run's wait, handed back by the trigger, is waited here."""
     from orchestrator.runs import plans
     from orchestrator.runs import restart as runs
 
-    target = _target(cluster, config)
+    target = _target(cluster, config, cluster_keys=cluster_keys)
     accepted = plans.patterns(list(allow_unavailable))
     return _run(lambda: runs.resume(target, on_event or discard, run_id, accept_changes=accept_changes,
-                                    abort=cancel, accept_unavailable=accepted, stop_after=stop_after))
+                                    abort=cancel, accept_unavailable=accepted, stop_after=stop_after,
+                                    deferring=defer))
+
+
+def run_of(cluster: str | None = None, *, origin: str, config: str | Path | None = None,
+           cluster_keys: Mapping[str, Any] | None = None) -> tuple[str, str] | None:
+    """The newest run a scheduler's task (``origin``) started on the cluster, and its state (None: none):
+    a retried task resumes its own run instead of starting another."""
+    from orchestrator.restart import journal as journals
+
+    target = _target(cluster, config, cluster_keys=cluster_keys)
+    journal = journals.started_by(target.name, origin)
+    return None if journal is None else (journal.run_id, journal.state.value)
+
+
+def watcher(cluster: str | None = None, *, run_id: str, config: str | Path | None = None,
+            cluster_keys: Mapping[str, Any] | None = None) -> Any:
+    """A `runs.watch.Watcher` of a deferred run: its `look()` says whether the run's wait is over (for a
+    scheduler's trigger, one look per poll; it keeps the run's lock alive)."""
+    from orchestrator.runs.watch import Watcher
+
+    return Watcher(_target(cluster, config, cluster_keys=cluster_keys), run_id)
 
 
 def status(cluster: str | None = None, *, config: str | Path | None = None) -> dict[str, Any]:
@@ -180,7 +218,7 @@ def status(cluster: str | None = None, *, config: str | Path | None = None) -> d
 
 def forcemerge(cluster: str | None = None, *, config: str | Path | None = None, indices: str,
                max_segments: int = 5, concurrency: int = 2, include_write_indices: bool = False,
-               on_event: EventCallback | None = None) -> Any:
+               on_event: EventCallback | None = None, cluster_keys: Mapping[str, Any] | None = None) -> Any:
     """Force-merge indices no longer written to (`orchestrate forcemerge`); returns the merge report
     (`outcome`: success, partial or failure; `results` per index). Chain `restart` after a success."""
     from orchestrator.forcemerge.cluster import shard_cluster
@@ -190,7 +228,7 @@ def forcemerge(cluster: str | None = None, *, config: str | Path | None = None, 
         from orchestrator.errors import ConfigError
 
         raise ConfigError("forcemerge", ["max_segments must be 1-100 and concurrency 1-16"])
-    target = _target(cluster, config)
+    target = _target(cluster, config, cluster_keys=cluster_keys)
     es = shard_cluster(target.cluster, target.name, target.product.name)
     decisions = plan_merges(es, indices, max_segments, include_write_indices)
     return run_merges(es, decisions, max_segments, concurrency, on_event or discard)

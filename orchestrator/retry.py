@@ -35,22 +35,30 @@ class Seen(Generic[T]):
 
 def wait_until(probe: Callable[[Seen[T]], T | None], *, what: str, timeout_s: float, interval_s: float,
                clock: Clock | None = None, hint: str = "",
-               should_stop: Callable[[], bool] | None = None) -> T:
-    """Call ``probe`` until it returns a value; raise WaitTimeout naming what was awaited and seen."""
+               should_stop: Callable[[], bool] | None = None,
+               on_first_miss: Callable[[str], None] | None = None) -> T:
+    """Call ``probe`` until it returns a value; raise WaitTimeout naming what was awaited and seen.
+    ``on_first_miss``: called (with what was seen) when the first look finds the wait not over; it may
+    raise to leave the wait to someone else (a scheduler's trigger, restart/deferral.py)."""
     clock = clock or Clock()
     seen: Seen[T] = Seen()
     start = clock.monotonic()
 
     began = start
+    first = True
 
     def attempt() -> T | None:
-        nonlocal began
+        nonlocal began, first
         began = clock.monotonic()
         try:
-            return probe(seen)
+            result = probe(seen)
         except TRANSIENT as exc:
             seen.text = f"transient error: {exc}"
-            return None
+            result = None
+        if result is None and first and on_first_miss is not None:
+            on_first_miss(seen.text)
+        first = False
+        return result
 
     def stop(state: RetryCallState) -> bool:
         return clock.monotonic() - start >= timeout_s or bool(should_stop and should_stop())

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from orchestrator.config.loader import load_model
 from orchestrator.config.model import NAME_RE, Inventory
@@ -47,8 +49,16 @@ def known_clusters(incomplete: str = "") -> list[str]:
     return sorted(n for n in names if n.startswith(incomplete))
 
 
-def load_inventory(cluster: str | None, config: Path | None) -> tuple[Inventory, Path]:
+def load_inventory(cluster: str | None, config: Path | None,
+                   cluster_keys: Mapping[str, Any] | None = None) -> tuple[Inventory, Path]:
+    """The inventory, checked; ``cluster_keys``: `cluster:` keys given from elsewhere (a scheduler's
+    connection: endpoints, username, secrets named by environment variable), over the file's."""
     path = inventory_path(cluster, config)
-    inv = load_model(path, Inventory)
+
+    def with_cluster_keys(data: dict[str, Any]) -> dict[str, Any]:
+        section = data.get("cluster")
+        return {**data, "cluster": {**(section if isinstance(section, dict) else {}), **(cluster_keys or {})}}
+
+    inv = load_model(path, Inventory, with_cluster_keys if cluster_keys else None)
     inv.set_source(path)
     return inv, path

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Callable
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -197,11 +198,16 @@ def problems_of(exc: ValidationError, node: yaml.Node | None) -> list[str]:
     return problems
 
 
-def load_model(path: Path | Traversable, model: type[M]) -> M:
+def load_model(path: Path | Traversable, model: type[M],
+               overrides: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> M:
+    """The file, checked as ``model``; ``overrides``: what the caller puts over the file's keys first (a
+    scheduler's connection gives the cluster's endpoints and secrets), checked with it."""
     text = read_text(path)
     data = parse(path, text)
     if not isinstance(data, dict):
         raise ConfigError(str(path), ["the file must be a YAML mapping (key: value) at the top level"])
+    if overrides is not None:
+        data = overrides(data)
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -10,6 +10,7 @@ from orchestrator.config.model import Inventory, NodeEntry
 from orchestrator.hosts.service import ServiceControl
 from orchestrator.hosts.transport import Transport
 from orchestrator.restart.adapter import AdapterT_co
+from orchestrator.restart.deferral import Deferral
 from orchestrator.restart.events import Event, EventSink
 from orchestrator.restart.journal import Journal, NodeRecord, RunOptions
 from orchestrator.restart.phases import Phase
@@ -61,6 +62,7 @@ class RunContext(Generic[AdapterT_co]):
     tuner: Tuner | None = None
     clock: Clock = field(default_factory=Clock)
     abort: AbortFlag = field(default_factory=AbortFlag)
+    deferral: Deferral | None = None  # set: long waits are left to a scheduler's trigger (restart/deferral.py)
 
     @property
     def options(self) -> RunOptions:

@@ -17,6 +17,7 @@ from orchestrator.errors import Aborted, OrchestratorError, StoppedAfter, Unsafe
 from orchestrator.restart import steps
 from orchestrator.restart.adapter import AdapterT
 from orchestrator.restart.context import RunContext
+from orchestrator.restart.deferral import Deferred, deferrable_wait
 from orchestrator.restart.events import Event
 from orchestrator.restart.hooks import run_hooks
 from orchestrator.restart.journal import BatchRecord, BatchState, RunState, measured_batch_seconds
@@ -25,7 +26,7 @@ from orchestrator.restart.phases import Phase, reached
 from orchestrator.restart.procedure import Procedure
 from orchestrator.restart.product import Product, RunStepFn, SnapshotT
 from orchestrator.restart.steps import PER_NODE, StepFn
-from orchestrator.retry import Seen, wait_until
+from orchestrator.retry import Seen
 from orchestrator.units import counted
 
 # Steps between these two leave a node down: an abort waits until the node is back.
@@ -56,9 +57,11 @@ class Engine(Generic[SnapshotT, AdapterT]):
     # --- the run ---------------------------------------------------------------------------------
     def run(self) -> None:
         ctx, journal = self.ctx, self.ctx.journal
+        back_from_deferral = journal.state is RunState.DEFERRED
         journal.set_state(RunState.RUNNING)
         try:
-            self.hooks("before_run")
+            if not back_from_deferral:  # the same run going on, not a new start: its hooks ran
+                self.hooks("before_run")
             self.run_preludes()
             if not journal.run_setup_done:
                 for _name, run_step in self.procedure.before_run:
@@ -75,6 +78,13 @@ class Engine(Generic[SnapshotT, AdapterT]):
             upgrade = journal.plan.upgrade
             done = f"upgraded to {upgrade.to}" if upgrade else "rebooted" if ctx.options.reboot else "restarted"
             self.finish(RunState.SUCCEEDED, f"all {counted(len(journal.batches), 'batch')} {done}")
+        except Deferred as exc:
+            # Nothing restored: the run goes on when its watcher hands the wait back.
+            journal.defer(exc.wait)
+            ctx.emit(Event("run", f"deferred: {exc.wait.what} is left to the scheduler's trigger "
+                                  f"(seen: {exc.wait.seen or 'not yet'})", batch=exc.wait.batch,
+                           data={"result": RunState.DEFERRED.value, "waiting": exc.wait.to_json()}))
+            raise
         except Aborted as exc:
             stopped = self.stop_safely(exc)
             # A stop after the batches asked ends this part of the run as planned: `after_run` (expire
@@ -265,10 +275,11 @@ class Engine(Generic[SnapshotT, AdapterT]):
         ctx.journal.set_paused(reason)
         ctx.emit(Event("run", f"paused before batch {batch.number} ({batch.label}): {reason}. "
                               f"`orchestrate continue --cluster {cluster}` goes on", batch=batch.number))
-        wait_until(lambda seen: True if pause_request(ctx.cluster) is None else None,
-                   what=f"`orchestrate continue --cluster {cluster}`", timeout_s=MAX_PAUSE_S,
-                   interval_s=max(ctx.inv.timeouts.poll_interval_s, PAUSE_POLL_S), clock=ctx.clock,
-                   should_stop=lambda: ctx.abort.requested)
+        deferrable_wait(ctx.deferral, "pause", batch.number, tuple(batch.nodes),
+                        lambda seen: True if pause_request(ctx.cluster) is None else None,
+                        what=f"`orchestrate continue --cluster {cluster}`", timeout_s=MAX_PAUSE_S,
+                        interval_s=max(ctx.inv.timeouts.poll_interval_s, PAUSE_POLL_S), clock=ctx.clock,
+                        should_stop=lambda: ctx.abort.requested)
         ctx.journal.set_paused(None)
         ctx.emit(Event("run", f"continued: batch {batch.number} ({batch.label}) next", batch=batch.number))
 
@@ -318,10 +329,11 @@ class Engine(Generic[SnapshotT, AdapterT]):
             return True if healthy_in_a_row >= needed else None
 
         try:
-            wait_until(safe, what=f"the cluster to be safe for batch {batch.number} ({batch.label})",
-                       timeout_s=ctx.inv.timeouts.gate_give_up_s,
-                       interval_s=max(ctx.inv.timeouts.poll_interval_s, 1),
-                       clock=ctx.clock, should_stop=lambda: ctx.abort.requested)
+            deferrable_wait(ctx.deferral, "gate", batch.number, tuple(batch.nodes), safe,
+                            what=f"the cluster to be safe for batch {batch.number} ({batch.label})",
+                            timeout_s=ctx.inv.timeouts.gate_give_up_s,
+                            interval_s=max(ctx.inv.timeouts.poll_interval_s, 1),
+                            clock=ctx.clock, should_stop=lambda: ctx.abort.requested)
         except OrchestratorError as exc:
             if isinstance(exc, Aborted):
                 raise

@@ -29,6 +29,7 @@ from typing import Any, get_type_hints
 from orchestrator.config.loader import read_bytes_of, strict_json
 from orchestrator.errors import ConfigError, JournalError, OrchestratorError
 from orchestrator.paths import private_dir, state_root, write_atomically
+from orchestrator.restart.deferral import Wait
 from orchestrator.restart.phases import Phase, check_transition
 from orchestrator.restart.plan import Mode, Plan
 
@@ -46,6 +47,7 @@ class RunState(StrEnum):
     ABORTED = "aborted"  # stopped by an operator (Ctrl-C, SIGTERM, a hook's abort); `resume` goes on
     STOPPED = "stopped"  # stopped as asked, after --stop-after's batches; `resume` goes on
     ABANDONED = "abandoned"  # given up by `orchestrate abandon`: its settings put back, never resumed
+    DEFERRED = "deferred"  # a long wait left to a scheduler's trigger (restart/deferral.py); resumed after it
 
     @property
     def finished(self) -> bool:
@@ -214,6 +216,8 @@ class Journal:
     paused: str | None = None  # why the run is holding at a batch boundary, while it is
     hook_values: dict[str, str] = field(default_factory=dict)  # saved by hooks for later ones (a silence id)
     history: list[HistoryEntry] = field(default_factory=list)  # each end and each resume, oldest first
+    waiting: dict[str, Any] | None = None  # while deferred: the wait left to the trigger (deferral.Wait)
+    origin: str = ""  # who started the run, when a scheduler did: its task's key (finds the run on a retry)
     format: int = FORMAT_VERSION
     path: Path | None = field(default=None, compare=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, compare=False, repr=False)
@@ -253,7 +257,9 @@ class Journal:
         with self.change():
             self.state = state
             self.message = message
-            self.finished = None if state is RunState.RUNNING else time.time()
+            self.finished = None if state in (RunState.RUNNING, RunState.DEFERRED) else time.time()
+            if state is not RunState.DEFERRED:
+                self.waiting = None
             if state is not RunState.RUNNING:
                 self.history = [*self.history, HistoryEntry(self.finished or time.time(), state.value, message)]
 
@@ -263,6 +269,16 @@ class Journal:
                                                      else "")
         with self.change():
             self.history = [*self.history, HistoryEntry(time.time(), "resumed", said)]
+
+    def defer(self, wait: Wait) -> None:
+        """The run leaves ``wait`` to its trigger: said in the journal, for the trigger and for `status`."""
+        self.set_state(RunState.DEFERRED, f"waiting for {wait.what} (deferred to the scheduler's trigger)")
+        with self.change():
+            self.waiting = wait.to_json()
+
+    @property
+    def deferred_wait(self) -> Wait | None:
+        return Wait.from_json(self.waiting) if self.state is RunState.DEFERRED and self.waiting else None
 
     def save_hook_values(self, values: dict[str, str]) -> None:
         with self.change():
@@ -381,6 +397,7 @@ class Journal:
             "message": self.message, "run_setup_done": self.run_setup_done, "preludes_done": self.preludes_done,
             "prelude_reports": self.prelude_reports, "cluster_calls": self.cluster_calls, "paused": self.paused,
             "hook_values": self.hook_values, "history": [asdict(h) for h in self.history],
+            "waiting": self.waiting, "origin": self.origin,
             "batches": [asdict(b) for b in self.batches], "nodes": {k: asdict(v) for k, v in self.nodes.items()},
             "undo": [asdict(u) for u in self.undo],
         }
@@ -417,7 +434,9 @@ class Journal:
                 prelude_reports=raw["prelude_reports"], cluster_calls=raw["cluster_calls"],
                 paused=None if raw.get("paused") is None else str(raw["paused"]),
                 hook_values={str(k): str(v) for k, v in dict(raw.get("hook_values", {})).items()},
-                history=[HistoryEntry(**h) for h in raw.get("history", [])])
+                history=[HistoryEntry(**h) for h in raw.get("history", [])],
+                waiting=None if raw.get("waiting") is None else Wait.from_json(raw["waiting"]).to_json(),
+                origin=str(raw.get("origin") or ""))
             journal.check_consistent()
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise JournalError(f"journal {path} is damaged ({str(exc)[:200]}); it was not written by this tool "
@@ -479,6 +498,19 @@ def latest(cluster: str, run_id: str | None = None) -> Journal | None:
         return Journal.load(path)
     paths = sorted(directory.glob("*.json"))
     return Journal.load(paths[-1]) if paths else None
+
+
+def started_by(cluster: str, origin: str, look_back: int = 50) -> Journal | None:
+    """The newest of the cluster's last ``look_back`` runs that ``origin`` (a scheduler's task) started."""
+    directory = runs_dir(cluster)
+    for path in reversed(sorted(directory.glob("*.json"))[-look_back:] if directory.is_dir() else []):
+        try:
+            journal = Journal.load(path)
+        except JournalError:
+            continue
+        if origin and journal.origin == origin:
+            return journal
+    return None
 
 
 def last_success(cluster: str, look_back: int = 50) -> float | None:

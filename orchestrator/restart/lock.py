@@ -58,6 +58,7 @@ class LockHolder:
     started: float | None
     renewed: float | None
     failed: bool
+    deferred: bool = False  # its run left a wait to a scheduler's trigger, which renews the lock meanwhile
 
     @classmethod
     def from_document(cls, doc: Mapping[str, Any]) -> LockHolder:
@@ -65,7 +66,7 @@ class LockHolder:
         return cls(run_id=_text(doc.get("run_id")), host=_text(doc.get("host"), 255),
                    pid=pid if isinstance(pid, int) and not isinstance(pid, bool) and 0 < pid < 2**31 else None,
                    started=_time(doc.get("started")), renewed=_time(doc.get("renewed")),
-                   failed=doc.get("state") == "failed")
+                   failed=doc.get("state") == "failed", deferred=doc.get("state") == "deferred")
 
     def last_sign_of_life(self, now: float) -> float | None:
         """When the holder last renewed the lock (or took it); None when the document shows no believable
@@ -107,6 +108,9 @@ class LockHolder:
             life = "the run FAILED and waits for `orchestrate resume` (its temporary settings are still in force)"
         elif quiet == float("inf"):
             life = "STALE: the lock shows no believable time of renewal (damaged or forged)"
+        elif self.deferred and not self.is_stale(now):
+            life = (f"DEFERRED: the run waits in a scheduler's trigger, which renewed the lock {quiet:.0f} s ago; "
+                    "the run resumes from its journal when the wait is over")
         elif self.is_stale(now):
             life = f"STALE: not renewed for {quiet:.0f} s (a live run renews every {RENEW_S:.0f} s)"
         else:
@@ -115,14 +119,18 @@ class LockHolder:
         return f"run {self.run_id} on {self.host} (pid {pid}) since {started}, {life}"
 
     def as_json(self) -> dict[str, Any]:
+        state = "failed" if self.failed else "deferred" if self.deferred else "running"
         return {"run_id": self.run_id, "host": self.host, "pid": self.pid, "started": self.started,
-                "renewed": self.renewed, "state": "failed" if self.failed else "running", "stale": self.is_stale()}
+                "renewed": self.renewed, "state": state, "stale": self.is_stale()}
 
     def why_keep(self) -> str | None:
         """Why `unlock` must not remove this lock without --force (None: its run is dead)."""
         if self.failed:
             return (f"run {self.run_id} failed and waits for `orchestrate resume` with its temporary settings "
                     "in force; removing its lock lets another run start over them")
+        if self.deferred and not self.is_stale():
+            return (f"run {self.run_id} is deferred: a scheduler's trigger watches it and renewed its lock "
+                    f"{self.quiet_s():.0f} s ago")
         dead_here = self.host == socket.gethostname() and not self.alive_here()
         if dead_here or self.is_stale():
             return None
@@ -153,7 +161,9 @@ class RunLock:
             return
         holder = LockHolder.from_document(self.adapter.read_lock(LOCK_INDEX, self.doc_id) or {})
         same_run = holder.run_id == self.run_id
-        gone = holder.failed or holder.is_stale() or not (holder.pid != os.getpid() and holder.alive_here())
+        # A deferred run's holder is its trigger, not a process: the run's resume takes the lock back.
+        gone = holder.failed or holder.deferred or holder.is_stale() or not (holder.pid != os.getpid()
+                                                                             and holder.alive_here())
         if takeover and same_run and gone:
             self.adapter.delete_lock(LOCK_INDEX, self.doc_id)
             if self.adapter.create_lock(LOCK_INDEX, self.doc_id, body):
@@ -188,6 +198,14 @@ class RunLock:
         except Exception:  # the run's own error is the one to report
             self.renewals_failed += 1
 
+    def mark_deferred(self) -> None:
+        """Kept by a deferred run, said so: its trigger renews it (`renew_deferred`) until the run resumes."""
+        self.stop_renewing()
+        try:
+            renew_deferred(self.adapter, self.run_id, marking=True)
+        except Exception:  # a failed mark leaves the lock live for STALE_S, while the trigger takes over
+            self.renewals_failed += 1
+
     def stop_renewing(self) -> None:
         self._stop.set()
         if self._renewer is not None:
@@ -204,6 +222,15 @@ class RunLock:
 
 
 # --- a pause request: a document beside the lock, so `pause` works from any machine ------------------
+def renew_deferred(adapter: ClusterAdapter[Any], run_id: str, marking: bool = False) -> bool:
+    """A sign of life of a deferred run, from whoever watches it (``marking``: the run itself, deferring).
+    False when the lock is no longer the deferred run's: taken back by its resume, or removed."""
+    holder = read_holder(adapter)
+    if holder is None or holder.run_id != run_id or not (holder.deferred or marking):
+        return False
+    return adapter.renew_lock(LOCK_INDEX, RUN_DOC, run_id, {"state": "deferred", "renewed": time.time()})
+
+
 def request_pause(adapter: ClusterAdapter[Any], reason: str) -> bool:
     """Ask the cluster's run to pause at its next batch boundary; False when a pause is already asked."""
     body = {"reason": reason, "host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}

@@ -19,6 +19,7 @@ from orchestrator.config.discovered import Facts
 from orchestrator.config.model import ClusterSection, Inventory, ProductSettings
 from orchestrator.errors import ConfigError
 from orchestrator.hosts.capacity import HostCapacity
+from orchestrator.hosts.transport import Transport
 from orchestrator.restart.adapter import AdapterT
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.journal import RunOptions
@@ -116,6 +117,11 @@ class Product(Protocol[SnapshotT, AdapterT]):
                            capacity: Mapping[str, HostCapacity]) -> SnapshotT:
         """The snapshot with what each node's host carries (by inventory name, as read on the hosts), for
         the limits the plan raises; unchanged where the product chooses none from it."""
+        ...
+
+    def host_transport(self, inv: Inventory) -> Transport | None:
+        """The product's own way to its nodes' hosts (the fake's in-memory hosts); None: SSH or local,
+        as the inventory's `ssh` says (every real product)."""
         ...
 
     def with_upgrade_facts(self, adapter: AdapterT, snapshot: SnapshotT) -> SnapshotT:

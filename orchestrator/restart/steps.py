@@ -20,10 +20,11 @@ from orchestrator.hosts.service import render
 from orchestrator.hosts.transport import LocalTransport
 from orchestrator.restart.adapter import AdapterT, ClusterAdapter
 from orchestrator.restart.context import RunContext
+from orchestrator.restart.deferral import Deferred, deferrable_wait, merged
 from orchestrator.restart.events import Event, EventSink
 from orchestrator.restart.journal import REBOOTED, BatchRecord, BatchState, Journal, UndoRecord, UndoState
 from orchestrator.restart.phases import Phase, reached
-from orchestrator.retry import Seen, wait_until
+from orchestrator.retry import Seen
 
 # A batch step of a product whose adapter is AdapterT; bare `StepFn`: a step any product can run.
 StepFn = Callable[[RunContext[AdapterT], BatchRecord], None]
@@ -50,6 +51,10 @@ def for_each_node(ctx: RunContext, batch: BatchRecord, fn: Callable[[str], None]
     failed = {name: f.exception() for name, f in futures.items() if f.exception() is not None}
     if not failed:
         return
+    deferred = [e.wait for e in failed.values() if isinstance(e, Deferred)]
+    if len(deferred) == len(failed):  # the nodes that are not through wait: one wait for them all
+        raise Deferred(merged(deferred))
+    failed = {name: e for name, e in failed.items() if not isinstance(e, Deferred)}  # a real error first
     first = next(iter(failed.values()))
     others = [f"{name} {'failed too' if name in failed else 'ok'} (phase {ctx.record(name).phase})"
               for name in batch.nodes if name != next(iter(failed))]
@@ -239,11 +244,12 @@ def wait_for_join(ctx: RunContext, batch: BatchRecord) -> None:
                 return None
             return identity
 
-        identity = wait_until(joined, what=f"{name} to rejoin the cluster as a new process",
-                              timeout_s=ctx.inv.timeouts.join_s, interval_s=ctx.inv.timeouts.poll_interval_s,
-                              clock=ctx.clock,
-                              hint=f"Check the service and its log on {ctx.node(name).host}; when the node is "
-                                   "back, `orchestrate resume` continues (temporary settings stay meanwhile).")
+        identity = deferrable_wait(ctx.deferral, "join", rec.batch, (name,), joined,
+                                   what=f"{name} to rejoin the cluster as a new process",
+                                   timeout_s=ctx.inv.timeouts.join_s, interval_s=ctx.inv.timeouts.poll_interval_s,
+                                   clock=ctx.clock,
+                                   hint=f"Check the service and its log on {ctx.node(name).host}; when the node is "
+                                        "back, `orchestrate resume` continues (temporary settings stay meanwhile).")
         # Join time counts from the moment the start command returned (wall clock: survives a resume).
         issued = rec.started_at.get("start_issued")
         join_s = time.time() - issued - rec.phases.get("start", 0) if issued else ctx.clock.monotonic() - started

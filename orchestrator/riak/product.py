@@ -11,6 +11,7 @@ from orchestrator.config.discovered import Facts
 from orchestrator.config.model import ClusterSection, Inventory
 from orchestrator.errors import ConfigError
 from orchestrator.hosts.capacity import HostCapacity
+from orchestrator.hosts.transport import Transport
 from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.plan import Mode, Plan
 from orchestrator.restart.product import Column, Product, not_discoverable
@@ -70,6 +71,9 @@ class RiakProduct:
     def with_host_capacity(self, inv: Inventory, snapshot: RiakSnapshot,
                            capacity: Mapping[str, HostCapacity]) -> RiakSnapshot:
         return snapshot  # handoffs: no recovery rate is chosen
+
+    def host_transport(self, inv: Inventory) -> Transport | None:
+        return None
 
     def with_upgrade_facts(self, adapter: RiakAdapter, snapshot: RiakSnapshot) -> RiakSnapshot:
         raise ConfigError("upgrade", [f"`orchestrate upgrade` is not available for {self.name} clusters yet: roll "

@@ -15,10 +15,10 @@ from typing import TypeVar
 from orchestrator.config.model import NodeEntry
 from orchestrator.errors import OrchestratorError
 from orchestrator.hosts.capacity import HostCapacity, capacity_command, parse_capacity
-from orchestrator.hosts.transport import Transport, make_transport
+from orchestrator.hosts.transport import Transport
 from orchestrator.restart.durations import WANTED, LastRestart, last_restart, shared_cpu_starts
 from orchestrator.restart.plan import Plan
-from orchestrator.runs.target import Target
+from orchestrator.runs.target import Target, transport_of
 
 HOSTS_READ = 24  # nodes whose hosts a plan reads (in parallel); the others are taken as alike
 # Which kernel a host runs on, as far as hosts can tell: its boot time (not a container's own: containers of
@@ -54,7 +54,7 @@ class HostReads:
             return {}
         try:
             if self._transport is None:
-                self._transport = make_transport(self.target.inv)
+                self._transport = transport_of(self.target.inv)
             transport = self._transport
         except OrchestratorError:
             return {}

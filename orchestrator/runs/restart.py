@@ -21,11 +21,12 @@ from orchestrator.config.playbook import Playbook
 from orchestrator.errors import JournalError, OrchestratorError, PreflightFailed
 from orchestrator.forcemerge.prelude import PRELUDES
 from orchestrator.hosts.service import ServiceControl
-from orchestrator.hosts.transport import Transport, make_transport
+from orchestrator.hosts.transport import Transport
 from orchestrator.restart import journal as journals
 from orchestrator.restart import lock
 from orchestrator.restart.adapter import ClusterAdapter
 from orchestrator.restart.context import AbortFlag, RunContext
+from orchestrator.restart.deferral import Deferral, Deferred
 from orchestrator.restart.engine import Engine
 from orchestrator.restart.events import Event, EventSink
 from orchestrator.restart.install import install_problems
@@ -48,7 +49,7 @@ from orchestrator.restart.reboot import reboot_problems
 from orchestrator.restart.steps import put_back
 from orchestrator.runs.audit import audit_log
 from orchestrator.runs.metrics import metrics_sink
-from orchestrator.runs.target import Target
+from orchestrator.runs.target import Target, transport_of
 from orchestrator.tuning.apply import make_tuner
 from orchestrator.units import counted
 
@@ -80,7 +81,7 @@ class EarlyHostCheck:
 
     def _check(self, inv: Inventory) -> None:
         try:
-            transport = make_transport(inv)
+            transport = transport_of(inv)
             self._checked.set_result((transport, check_hosts(inv, transport)))
         except BaseException as exc:  # handed to the caller of result(), in its thread
             self._checked.set_exception(exc)
@@ -141,14 +142,15 @@ def other_runs(target: Target) -> list[str]:
     return problems
 
 
-def new_journal(target: Target, plan: Plan, options: RunOptions, prelude: dict[str, dict[str, Any]]) -> Journal:
+def new_journal(target: Target, plan: Plan, options: RunOptions, prelude: dict[str, dict[str, Any]],
+                origin: str = "") -> Journal:
     spec = RunSpec(mode=plan.mode, options=options, playbook=target.playbook.model_dump(mode="json"),
                    inventory_path=str(target.inventory_path), inventory=target.inv.model_dump(mode="json"),
                    plan=plan, prelude=prelude)
     batches = [BatchRecord(number=b.number, label=b.label, nodes=list(b.nodes)) for b in plan.batches]
     nodes = {n: NodeRecord(name=n, batch=b.number) for b in plan.batches for n in b.nodes}
     return journals.create(Journal(run_id=journals.new_run_id(), cluster=target.name, spec=spec, batches=batches,
-                                   nodes=nodes))
+                                   nodes=nodes, origin=origin))
 
 
 @contextmanager
@@ -179,16 +181,17 @@ def abort_on_signals(abort: AbortFlag, emit: EventSink) -> Iterator[None]:
 
 def execute(target: Target, journal: Journal, playbook: Playbook, transport: Transport, emit: EventSink,
             takeover: bool, abort: AbortFlag | None = None, accept_unavailable: tuple[str, ...] = (),
-            stop_after: int = 0) -> Journal:
-    """Run (or resume) the journal's run under its lock, everything it does written to its audit log."""
+            stop_after: int = 0, deferral: Deferral | None = None) -> Journal:
+    """Run (or resume) the journal's run under its lock, everything it does written to its audit log.
+    With a ``deferral``, the run may return deferred (`journal.state`), its lock kept for its trigger."""
     with audit_log(journal, emit, "resume" if takeover else "start") as logged_emit:
         return _execute(target, journal, playbook, transport, metrics_sink(journal, target.inv.metrics, logged_emit),
-                        takeover, abort, accept_unavailable, stop_after)
+                        takeover, abort, accept_unavailable, stop_after, deferral)
 
 
 def _execute(target: Target, journal: Journal, playbook: Playbook, transport: Transport, emit: EventSink,
              takeover: bool, abort: AbortFlag | None, accept_unavailable: tuple[str, ...],
-             stop_after: int) -> Journal:
+             stop_after: int, deferral: Deferral | None) -> Journal:
     inv = target.inv
     lock = RunLock(target.cluster, inv.cluster.name, journal.run_id)
     lock.acquire(takeover=takeover)
@@ -201,19 +204,23 @@ def _execute(target: Target, journal: Journal, playbook: Playbook, transport: Tr
     tuner = make_tuner(inv, transport)
     ctx = RunContext(inv=inv, cluster=target.cluster, transport=transport,
                      service=ServiceControl(transport, inv.service, inv.timeouts.stop_s + inv.timeouts.start_s),
-                     journal=journal, emit=emit, tuner=tuner, abort=abort)
+                     journal=journal, emit=emit, tuner=tuner, abort=abort, deferral=deferral)
     failed = True
     try:
         lock.keep_renewed()  # stopped in `finally`, whatever happens
         with abort_on_signals(abort, emit):
             Engine(ctx, target.product, resolve(playbook, target.product), PRELUDES, stop_after).run()
         failed = False
+    except Deferred:
+        failed = False  # the journal says deferred; the lock stays, renewed by the trigger
     except OrchestratorError as exc:
         failed = journal.state is RunState.FAILED
         raise RunFailed(exc, journal) from exc
     finally:
         # A failed run keeps the lock: its temporary settings are still in force until `resume`.
-        if failed:
+        if journal.state is RunState.DEFERRED:
+            lock.mark_deferred()
+        elif failed:
             lock.mark_failed()
         else:
             lock.release()
@@ -225,7 +232,8 @@ def _execute(target: Target, journal: Journal, playbook: Playbook, transport: Tr
 
 def start(target: Target, plan: Plan, options: RunOptions, emit: EventSink,
           prelude: dict[str, dict[str, Any]] | None = None, abort: AbortFlag | None = None,
-          stop_after: int = 0, early: EarlyHostCheck | None = None) -> Journal:
+          stop_after: int = 0, early: EarlyHostCheck | None = None, deferral: Deferral | None = None,
+          origin: str = "") -> Journal:
     """Preflight, then a new run. Nothing is changed when preflight fails. ``stop_after``: stop (every
     setting restored, StoppedAfter) once that many batches are done; `resume` goes on. ``early``: the
     SSH preflight, begun while the plan was made."""
@@ -233,7 +241,7 @@ def start(target: Target, plan: Plan, options: RunOptions, emit: EventSink,
     if early is not None:
         transport, hosts = early.result()
     else:
-        transport = make_transport(target.inv)
+        transport = transport_of(target.inv)
         hosts = check_hosts(target.inv, transport)
     problems += sudo_rules_problems(target.inv, target.product) + hosts
     planned = [target.inv.node(n) for b in plan.batches for n in b.nodes]
@@ -244,11 +252,11 @@ def start(target: Target, plan: Plan, options: RunOptions, emit: EventSink,
     if problems:
         transport.close()
         raise PreflightFailed(problems)
-    journal = new_journal(target, plan, options, prelude or {})
+    journal = new_journal(target, plan, options, prelude or {}, origin)
     emit(Event("run", f"run {journal.run_id} started: {counted(len(plan.batches), 'batch')}, journal {journal.path}",
                data={"run_id": journal.run_id, "journal": str(journal.path)}))
     return execute(target, journal, target.playbook, transport, emit, takeover=False, abort=abort,
-                   stop_after=stop_after)
+                   stop_after=stop_after, deferral=deferral)
 
 
 # How a run reports (its metrics outputs, which the command line may set) is not what it does.
@@ -275,9 +283,11 @@ def inventory_changes_since(target: Target, run_id: str | None = None) -> list[s
 
 
 def resume(target: Target, emit: EventSink, run_id: str | None = None, accept_changes: bool = False,
-           abort: AbortFlag | None = None, accept_unavailable: tuple[str, ...] = (), stop_after: int = 0) -> Journal:
+           abort: AbortFlag | None = None, accept_unavailable: tuple[str, ...] = (), stop_after: int = 0,
+           deferring: bool = False) -> Journal:
     """Finish an interrupted or failed run with its recorded procedure, options and plan (plus any index
-    patterns now accepted as unavailable, recorded in it)."""
+    patterns now accepted as unavailable, recorded in it). ``deferring``: it may defer again (a
+    scheduler's task); a deferred run's wait, handed back by its trigger, is waited here."""
     journal = journals.latest(target.name, run_id)
     if journal is None:
         raise JournalError(f"no run to resume for cluster {target.name}")
@@ -294,7 +304,7 @@ def resume(target: Target, emit: EventSink, run_id: str | None = None, accept_ch
                                + (f" and {len(changed) - 10} more" if len(changed) > 10 else "")
                                + ". Check it; `orchestrate resume --yes` resumes with it (the run's own procedure, "
                                "options and plan are kept as recorded)"])
-    transport = make_transport(target.inv)
+    transport = transport_of(target.inv)
     problems = check_hosts(target.inv, transport)
     if problems:
         transport.close()
@@ -305,8 +315,9 @@ def resume(target: Target, emit: EventSink, run_id: str | None = None, accept_ch
                       "batches done" + (f"; inventory changed: {'; '.join(changed[:3])}" if changed else ""),
                data={"run_id": journal.run_id, "journal": str(journal.path)}))
     playbook = Playbook.model_validate(journal.spec.playbook)
+    deferral = Deferral(back_for=journal.deferred_wait) if deferring else None
     return execute(target, journal, playbook, transport, emit, takeover=True, abort=abort,
-                   accept_unavailable=accept_unavailable, stop_after=stop_after)
+                   accept_unavailable=accept_unavailable, stop_after=stop_after, deferral=deferral)
 
 
 def abandon_run(journal: Journal, cluster: ClusterAdapter[Any], name: str, emit: EventSink) -> Journal:

@@ -67,4 +67,5 @@ def summary(journal: Journal) -> dict[str, Any]:
         "duration_s": round(end - journal.created, 1),
         "cluster_calls": journal.cluster_calls,
         **({"forcemerge": journal.prelude_reports.get("forcemerge")} if "forcemerge" in journal.spec.prelude else {}),
+        **({"waiting": journal.waiting} if journal.waiting else {}),
     }

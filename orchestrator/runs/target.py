@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from orchestrator.config.loader import problems_of
 from orchestrator.config.model import Inventory, MetricsSection, settings_of
 from orchestrator.config.playbook import Playbook, load_playbook
 from orchestrator.errors import ConfigError
+from orchestrator.hosts.transport import Transport, make_transport
 from orchestrator.restart.adapter import ClusterAdapter
 from orchestrator.restart.procedure import Procedure, require_install, resolve
 from orchestrator.restart.product import Product
@@ -51,10 +53,16 @@ def load_procedure(inv: Inventory, product: Product[Any, Any], upgrade: bool = F
     return procedure
 
 
-def open_target(cluster: str | None, config: Path | None, upgrade: bool = False, reboot: bool = False) -> Target:
+def transport_of(inv: Inventory) -> Transport:
+    """The way to the nodes' hosts: the product's own where it has one, else SSH or local as `ssh` says."""
+    return products.get(inv.cluster.product).host_transport(inv) or make_transport(inv)
+
+
+def open_target(cluster: str | None, config: Path | None, upgrade: bool = False, reboot: bool = False,
+                cluster_keys: Mapping[str, Any] | None = None) -> Target:
     """Load and check everything before the first call to the cluster: a bad file fails here. ``reboot``:
-    the procedure of `restart --reboot` (restart/reboot.py)."""
-    inv, path = load_inventory(cluster, config)
+    the procedure of `restart --reboot` (restart/reboot.py); ``cluster_keys``: see `load_inventory`."""
+    inv, path = load_inventory(cluster, config, cluster_keys)
     product = products.get(inv.cluster.product)
     settings_of(inv, product.settings)  # the product's own section, checked before anything else
     procedure = load_procedure(inv, product, upgrade)

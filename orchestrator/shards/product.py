@@ -13,6 +13,7 @@ from orchestrator.config.loader import read_bytes_of, strict_json
 from orchestrator.config.model import Inventory, ProductSettings
 from orchestrator.errors import ConfigError
 from orchestrator.hosts.capacity import HostCapacity
+from orchestrator.hosts.transport import Transport
 from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.plan import Mode, Plan
 from orchestrator.restart.product import Column, RunStepFn
@@ -70,6 +71,9 @@ class ShardProduct(Generic[ShardAdapterT]):
         return replace(snapshot, nodes=tuple(
             replace(n, host_bytes_s=read[n.id].bytes_s, host_said=read[n.id].text) if n.id in read else n
             for n in snapshot.nodes))
+
+    def host_transport(self, inv: Inventory) -> Transport | None:
+        return None
 
     def with_upgrade_facts(self, adapter: ShardAdapterT, snapshot: ClusterSnapshot) -> ClusterSnapshot:
         return replace(snapshot, upgrade=adapter.upgrade_facts())

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import shlex
+import time
 from typing import Any
 
 from orchestrator.errors import ClusterError, HostError, OrchestratorError, WaitTimeout
 from orchestrator.restart.context import RunContext
+from orchestrator.restart.deferral import deferrable_wait
 from orchestrator.restart.events import Event
 from orchestrator.restart.install import target_version
 from orchestrator.restart.journal import BatchRecord
@@ -118,6 +120,9 @@ def wait_for_recovery(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) 
         if ctx.record(name).phase == Phase.JOINED:
             ctx.set_phase(name, Phase.RECOVERING, f"{name}: waiting for its shards to recover")
     started = ctx.clock.monotonic()
+    # A run back from a deferral counts the recovery from when its wait first began.
+    began = ctx.deferral.waiting_since("recovery", batch.number) if ctx.deferral is not None else None
+    earlier_s = time.time() - began if began is not None else 0.0
     limit = ctx.inv.timeouts.recovery_s
 
     allow_yellow = ctx.options.allow_yellow
@@ -182,11 +187,12 @@ def wait_for_recovery(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) 
         return None
 
     what = "the cluster to be green again" if not allow_yellow else "the cluster to be back to its accepted yellow"
-    wait_until(settled, what=what, timeout_s=limit,
-               interval_s=ctx.inv.timeouts.poll_interval_s, clock=ctx.clock, should_stop=lambda: ctx.abort.requested,
-               hint="Shards are still recovering or cannot be allocated (see `_cluster/allocation/explain`); "
-                    "`orchestrate resume` waits again.")
-    elapsed = ctx.clock.monotonic() - started
+    deferrable_wait(ctx.deferral, "recovery", batch.number, tuple(batch.nodes), settled, what=what, timeout_s=limit,
+                    interval_s=ctx.inv.timeouts.poll_interval_s, clock=ctx.clock,
+                    should_stop=lambda: ctx.abort.requested,
+                    hint="Shards are still recovering or cannot be allocated (see `_cluster/allocation/explain`); "
+                         "`orchestrate resume` waits again.")
+    elapsed = ctx.clock.monotonic() - started + earlier_s
     stats = recovery_stats(ctx, batch)
     for name in batch.nodes:
         ctx.timed(name, "recovery", elapsed)

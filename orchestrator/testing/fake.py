@@ -16,7 +16,7 @@ from orchestrator.config.discovered import Facts
 from orchestrator.config.model import ClusterSection, Inventory, NodeEntry, ProductSettings
 from orchestrator.errors import ConfigError
 from orchestrator.hosts.capacity import HostCapacity
-from orchestrator.hosts.transport import CommandResult
+from orchestrator.hosts.transport import CommandResult, Transport
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.journal import BatchRecord, RunOptions
 from orchestrator.restart.plan import Batch, Mode, Plan, SettingChange
@@ -248,9 +248,22 @@ def raise_limit(ctx: RunContext[FakeCluster]) -> None:
             set_temporarily(ctx, change.key, change.scope, live, change.during, None)
 
 
+# The fake clusters an inventory of `product: fake` reaches, by its cluster name: a test of what is built on
+# the tool (a scheduler's DAG, say) puts them here, then runs the tool as its users do.
+FLEET: dict[str, FakeCluster] = {}
+
+
+def fleet_member(inv: Inventory) -> FakeCluster:
+    try:
+        return FLEET[inv.cluster.name]
+    except KeyError:
+        raise ConfigError("inventory", [f"cluster.name: no fake cluster {inv.cluster.name!r}; a test makes one with "
+                                        "orchestrator.testing.fake.FLEET[NAME] = FakeCluster.of([...])"]) from None
+
+
 class FakeProduct:
     name = "fake"
-    default_playbook = "fake-rolling"
+    default_playbook = str(Path(__file__).with_name("fake-rolling.yaml"))
     upgrade_playbook: str | None = None
     batch_steps: ClassVar[dict[str, StepFn[FakeCluster]]] = {"hold_setting": hold, "release_setting": release}
     run_steps: ClassVar[dict[str, RunStepFn[FakeCluster]]] = {"raise_limit": raise_limit}
@@ -267,7 +280,10 @@ class FakeProduct:
         raise not_discoverable(self.name)
 
     def connect(self, inv: Inventory) -> FakeCluster:
-        raise ConfigError("inventory", ["the fake product is built by tests, not from an inventory"])
+        return fleet_member(inv)
+
+    def host_transport(self, inv: Inventory) -> Transport | None:
+        return FakeTransport(fleet_member(inv))
 
     def plan(self, inv: Inventory, snap: FakeSnapshot, mode: Mode, options: RunOptions,
              tuning: tuple[str, ...]) -> Plan:

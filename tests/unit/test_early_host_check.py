@@ -20,7 +20,7 @@ class Connections:
 
 
 def test_the_host_check_is_under_way_before_anyone_asks_for_its_answer(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runs, "make_transport", lambda inv: Connections())
+    monkeypatch.setattr(runs, "transport_of", lambda inv: Connections())
     began = threading.Event()
     checked: list[object] = []
 
@@ -43,7 +43,7 @@ def test_bad_ssh_settings_are_said_where_the_run_would_have_said_them(monkeypatc
     def refuse(inv: object) -> None:
         raise ConfigError("inventory", ["ssh.known_hosts: file /nowhere not found"])
 
-    monkeypatch.setattr(runs, "make_transport", refuse)
+    monkeypatch.setattr(runs, "transport_of", refuse)
     with runs.hosts_checked_early(inventory(["a"])) as early:  # nothing raised while the plan is made
         assert early is not None
         with pytest.raises(ConfigError, match="known_hosts"):
@@ -60,7 +60,7 @@ def test_a_run_refused_first_does_not_wait_for_the_hosts_and_their_connections_c
         monkeypatch: pytest.MonkeyPatch) -> None:
     made: list[Connections] = []
     answer = threading.Event()
-    monkeypatch.setattr(runs, "make_transport", lambda inv: made.append(Connections()) or made[-1])
+    monkeypatch.setattr(runs, "transport_of", lambda inv: made.append(Connections()) or made[-1])
     monkeypatch.setattr(runs, "check_hosts", lambda inv, transport: [] if answer.wait(5) else ["no answer"])
     with runs.hosts_checked_early(inventory(["a"])):
         assert eventually(lambda: bool(made)), "the check began"

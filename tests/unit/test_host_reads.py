@@ -45,7 +45,7 @@ def test_one_transport_each_host_asked_once_and_a_down_host_costs_one_try(monkey
         hosts.opened += 1
         return hosts
 
-    monkeypatch.setattr(host_reads, "make_transport", opened)
+    monkeypatch.setattr(host_reads, "transport_of", opened)
     inv = Inventory.model_validate({"cluster": {"name": "c"}, "ssh": {"transport": "local"},
                                     "nodes": [{"name": "a", "host": "10.0.0.1", "data_paths": ["/d"]},
                                               {"name": "b", "host": "10.0.0.2"}]})

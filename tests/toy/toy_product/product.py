@@ -18,6 +18,7 @@ from orchestrator.config.discovered import Facts
 from orchestrator.config.model import ClusterSection, Inventory, ProductSettings, settings_of
 from orchestrator.errors import ConfigError, UnsafeToProceed
 from orchestrator.hosts.capacity import HostCapacity
+from orchestrator.hosts.transport import Transport
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.journal import BatchRecord, RunOptions
 from orchestrator.restart.plan import Batch, Mode, Plan, SettingChange
@@ -174,6 +175,9 @@ class ToyProduct:
     def with_host_capacity(self, inv: Inventory, snapshot: ToySnapshot,
                            capacity: Mapping[str, HostCapacity]) -> ToySnapshot:
         return snapshot
+
+    def host_transport(self, inv: Inventory) -> Transport | None:
+        return None
 
     def with_upgrade_facts(self, adapter: ToyCluster, snapshot: ToySnapshot) -> ToySnapshot:
         raise ConfigError("upgrade", ["a toy cluster has no versions"])
