@@ -500,30 +500,24 @@ def latest(cluster: str, run_id: str | None = None) -> Journal | None:
     return Journal.load(paths[-1]) if paths else None
 
 
-def started_by(cluster: str, origin: str, look_back: int = 50) -> Journal | None:
-    """The newest of the cluster's last ``look_back`` runs that ``origin`` (a scheduler's task) started."""
+def newest_first(cluster: str, look_back: int = 50) -> Iterator[Journal]:
+    """The cluster's last ``look_back`` runs that can be read, newest first."""
     directory = runs_dir(cluster)
     for path in reversed(sorted(directory.glob("*.json"))[-look_back:] if directory.is_dir() else []):
         try:
-            journal = Journal.load(path)
+            yield Journal.load(path)
         except JournalError:
             continue
-        if origin and journal.origin == origin:
-            return journal
-    return None
 
 
-def last_success(cluster: str, look_back: int = 50) -> float | None:
-    """When the newest succeeded run of ``cluster`` finished (among its last ``look_back`` runs)."""
-    directory = runs_dir(cluster)
-    for path in reversed(sorted(directory.glob("*.json"))[-look_back:] if directory.is_dir() else []):
-        try:
-            journal = Journal.load(path)
-        except JournalError:
-            continue
-        if journal.state is RunState.SUCCEEDED and journal.finished:
-            return journal.finished
-    return None
+def started_by(cluster: str, origin: str) -> Journal | None:
+    """The newest recent run that ``origin`` (a scheduler's task) started."""
+    return next((j for j in newest_first(cluster) if origin and j.origin == origin), None)
+
+
+def last_success(cluster: str) -> float | None:
+    """When the newest succeeded run of ``cluster`` finished (among its recent runs)."""
+    return next((j.finished for j in newest_first(cluster) if j.state is RunState.SUCCEEDED and j.finished), None)
 
 
 def measured_batch_seconds(cluster: str, mode: str, before: str, look_back: int = 5) -> float | None:
