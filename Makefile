@@ -8,7 +8,7 @@ demo: setup
 	./scripts/demo
 
 lint: setup
-	.venv/bin/ruff check orchestrator tests
+	.venv/bin/ruff check orchestrator tests docs/examples
 	.venv/bin/mypy
 	MYPYPATH=tests/toy .venv/bin/mypy -p toy_product  # a plug-in outside the package, checked against the interface
 

@@ -27,7 +27,7 @@ from orchestrator.restart.journal import Journal, RunFailed
 from orchestrator.restart.plan import Mode, Plan
 
 __all__ = ["Cancel", "Event", "Plan", "RunResult", "forcemerge", "plan", "restart", "resume", "run_of", "status",
-           "tune", "upgrade", "watcher"]
+           "summary", "tune", "upgrade", "watcher"]
 
 EventCallback = Callable[[Event], None]
 
@@ -198,6 +198,22 @@ def run_of(cluster: str | None = None, *, origin: str, config: str | Path | None
     target = _target(cluster, config, cluster_keys=cluster_keys)
     journal = journals.started_by(target.name, origin)
     return None if journal is None else (journal.run_id, journal.state.value)
+
+
+def summary(cluster: str | None = None, *, run_id: str, config: str | Path | None = None,
+            cluster_keys: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A run's summary (`--json`'s last line), whatever its state: for a scheduler's task that finds its
+    run already finished, or stopped after `stop_after` batches."""
+    from orchestrator.restart import journal as journals
+    from orchestrator.runs.status import summary as run_summary
+
+    target = _target(cluster, config, cluster_keys=cluster_keys)
+    journal = journals.latest(target.name, run_id)
+    if journal is None:
+        from orchestrator.errors import JournalError
+
+        raise JournalError(f"no run {run_id} for cluster {target.name}")
+    return run_summary(journal)
 
 
 def watcher(cluster: str | None = None, *, run_id: str, config: str | Path | None = None,

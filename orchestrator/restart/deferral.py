@@ -100,9 +100,9 @@ def deferrable_wait(deferral: Deferral | None, kind: WaitKind, batch: int, nodes
                           should_stop=should_stop)
     began = deferral.waiting_since(kind, batch)
     if began is not None:
-        left = max(timeout_s - (time.time() - began), 0.0)
-        return wait_until(probe, what=what, timeout_s=left, interval_s=interval_s, clock=clock, hint=hint,
-                          should_stop=should_stop)
+        waited = time.time() - began
+        return wait_until(probe, what=what, timeout_s=max(timeout_s - waited, 0.0), interval_s=interval_s,
+                          clock=clock, hint=hint, should_stop=should_stop, waited_before_s=min(waited, timeout_s))
     since = time.time()
 
     def defer(seen: str) -> None:

@@ -44,6 +44,11 @@ class Watcher:
         self.run_id = run_id
         self.renewed = 0.0
 
+    @property
+    def interval_s(self) -> float:
+        """How often to look: as often as the run itself polls."""
+        return self.target.inv.timeouts.poll_interval_s
+
     def look(self) -> Look:
         journal = journals.latest(self.target.name, self.run_id)
         if journal is None:

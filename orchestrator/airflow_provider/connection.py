@@ -1,0 +1,93 @@
+"""From an Airflow Connection to the inventory's `cluster:` keys: endpoints, user, secrets.
+
+The secrets never reach a file or a journal: each is put in this process's environment under a name
+derived from the connection's id, and the inventory names that variable (`password: {env: NAME}`),
+as an operator's own inventory does. The names are stable, so a resumed run sees the inventory it
+started with.
+
+Fields: host (one host or URL, or several separated by commas), port, schema (http or https; https
+when empty), login and password (a user), extra: `api_key` (instead of a user), `endpoints` (a list
+of URLs, instead of host and port), `ca_file`, `verify_certs`, `request_timeout_s`, `inventory` (the
+inventory file's path, when the task names none).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.errors import ConfigError
+
+EXTRA_KEYS = {"api_key", "endpoints", "ca_file", "verify_certs", "request_timeout_s", "inventory"}
+
+
+@dataclass(frozen=True)
+class ConnectionFields:
+    """What the provider reads of an Airflow Connection (so that the mapping is tested without Airflow)."""
+
+    conn_id: str
+    host: str | None = None
+    port: int | None = None
+    schema: str | None = None
+    login: str | None = None
+    password: str | None = None
+    extra: dict[str, Any] | None = None
+
+
+def secret_variable(conn_id: str, what: str) -> str:
+    return "ORCHESTRATOR_AIRFLOW_" + re.sub(r"[^A-Z0-9]", "_", conn_id.upper()) + "_" + what
+
+
+def endpoints_of(fields: ConnectionFields) -> list[str]:
+    extra = fields.extra or {}
+    if extra.get("endpoints"):
+        given = extra["endpoints"]
+        if not isinstance(given, list) or not all(isinstance(u, str) for u in given):
+            raise ConfigError(f"connection {fields.conn_id}", ["extra.endpoints: give a list of http(s)://host:port"])
+        return list(given)
+    if not fields.host:
+        return []
+    scheme = (fields.schema or "https").lower()
+    if scheme not in ("http", "https"):
+        raise ConfigError(f"connection {fields.conn_id}", [f"schema {fields.schema!r}: give http or https"])
+    out = []
+    for host in (h.strip() for h in fields.host.split(",") if h.strip()):
+        if "://" in host:
+            out.append(host)
+        else:
+            out.append(f"{scheme}://{host}" + (f":{fields.port}" if fields.port and ":" not in host else ""))
+    return out
+
+
+def cluster_keys(fields: ConnectionFields, environ: dict[str, str] | os._Environ[str] = os.environ) -> dict[str, Any]:
+    """The `cluster:` keys the connection gives (its secrets put in ``environ``, named there)."""
+    extra = fields.extra or {}
+    unknown = sorted(set(extra) - EXTRA_KEYS)
+    if unknown:
+        known = ", ".join(sorted(EXTRA_KEYS))
+        raise ConfigError(f"connection {fields.conn_id}", [f"extra.{k}: unknown key (known: {known})" for k in unknown])
+    keys: dict[str, Any] = {}
+    endpoints = endpoints_of(fields)
+    if endpoints:
+        keys["endpoints"] = endpoints
+    if fields.login:
+        keys["username"] = fields.login
+    if fields.password:
+        name = secret_variable(fields.conn_id, "PASSWORD")
+        environ[name] = fields.password
+        keys["password"] = {"env": name}
+    if extra.get("api_key"):
+        name = secret_variable(fields.conn_id, "API_KEY")
+        environ[name] = str(extra["api_key"])
+        keys["api_key"] = {"env": name}
+    for key in ("ca_file", "verify_certs", "request_timeout_s"):
+        if key in extra:
+            keys[key] = extra[key]
+    return keys
+
+
+def inventory_of(fields: ConnectionFields) -> str | None:
+    value = (fields.extra or {}).get("inventory")
+    return str(value) if value else None

@@ -1,0 +1,208 @@
+"""The operators: a plan check, a force-merge, and a rolling restart (or upgrade) that defers its waits.
+
+Each reads its cluster as `orchestrate` does (an inventory by name or path), with the endpoints and
+secrets of an Airflow Connection over the inventory's (connection.py). Every event of a run goes to
+the task's log as it happens; what `--json` would print last is the task's return value (XCom); a
+failure is raised with the operator's message (never a traceback of ours), and a retried task resumes
+its own run from the journal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.sdk import BaseHook, BaseOperator, Context
+from airflow.sdk.exceptions import AirflowException
+
+from orchestrator import api
+from orchestrator.airflow_provider.connection import ConnectionFields, cluster_keys, inventory_of
+from orchestrator.airflow_provider.triggers import RunWaitTrigger
+from orchestrator.errors import OrchestratorError, StoppedAfter
+from orchestrator.restart.events import Event
+
+
+def read_connection(conn_id: str | None) -> tuple[dict[str, Any], str | None]:
+    """The connection's `cluster:` keys and the inventory path it names (none without a connection)."""
+    if conn_id is None:
+        return {}, None
+    conn = BaseHook.get_connection(conn_id)
+    fields = ConnectionFields(conn_id=conn_id, host=conn.host, port=conn.port, schema=conn.schema,
+                              login=conn.login, password=conn.password, extra=conn.extra_dejson)
+    return cluster_keys(fields), inventory_of(fields)
+
+
+class ClusterOperator(BaseOperator):
+    """What the three operators share: the cluster (``cluster``: an inventory name; ``inventory``: its
+    path; or the connection's `inventory` extra) and the connection (``conn_id``)."""
+
+    template_fields: Sequence[str] = ("cluster", "inventory", "conn_id")
+
+    def __init__(self, *, cluster: str | None = None, inventory: str | None = None, conn_id: str | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.cluster = cluster
+        self.inventory = inventory
+        self.conn_id = conn_id
+
+    def where(self) -> dict[str, Any]:
+        """The keyword arguments of the Python API that name the cluster."""
+        keys, named = read_connection(self.conn_id)
+        config = self.inventory or named
+        if config is None and not self.cluster:
+            raise AirflowException("give the operator `cluster` (an inventory's name), `inventory` (its path), "
+                                   "or a connection whose extra names `inventory`")
+        return {"cluster": self.cluster, "config": config, "cluster_keys": keys or None}
+
+    def said(self, event: Event) -> None:
+        self.log.info("%s", event.message)
+
+    def failed(self, exc: OrchestratorError) -> AirflowException:
+        return AirflowException(f"{type(exc).__name__}: {exc}")
+
+
+class PlanCheckOperator(ClusterOperator):
+    """Fails the task when the rolling restart's plan is unsafe (`orchestrate plan`); returns the plan."""
+
+    template_fields: Sequence[str] = (*ClusterOperator.template_fields, "nodes", "exclude")
+
+    def __init__(self, *, by: str = "node", nodes: Sequence[str] = (), exclude: Sequence[str] = (),
+                 allow_yellow: bool = False, allow_unavailable: Sequence[str] = (), **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.by, self.nodes, self.exclude = by, list(nodes), list(exclude)
+        self.allow_yellow, self.allow_unavailable = allow_yellow, list(allow_unavailable)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        try:
+            plan = api.plan(**self.where(), by=self.by, nodes=self.nodes, exclude=self.exclude,
+                            allow_yellow=self.allow_yellow, allow_unavailable=self.allow_unavailable)
+        except OrchestratorError as exc:
+            raise self.failed(exc) from None
+        for line in plan.notes:
+            self.log.info("plan: %s", line)
+        if not plan.safe:
+            raise AirflowException("the plan is unsafe: " + " ".join(plan.all_problems()))
+        self.log.info("plan: %d batches, about %.0f s", len(plan.batches), plan.estimate_s)
+        return plan.to_json()
+
+
+class ForceMergeOperator(ClusterOperator):
+    """Force-merges indices no longer written to (`orchestrate forcemerge`); fails unless every merge
+    succeeded; returns the merge report."""
+
+    template_fields: Sequence[str] = (*ClusterOperator.template_fields, "indices")
+
+    def __init__(self, *, indices: str, max_segments: int = 5, concurrency: int = 2,
+                 include_write_indices: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.indices, self.max_segments, self.concurrency = indices, max_segments, concurrency
+        self.include_write_indices = include_write_indices
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        try:
+            report = api.forcemerge(**self.where(), indices=self.indices, max_segments=self.max_segments,
+                                    concurrency=self.concurrency, include_write_indices=self.include_write_indices,
+                                    on_event=self.said)
+        except OrchestratorError as exc:
+            raise self.failed(exc) from None
+        out: dict[str, Any] = report.to_json()
+        if report.outcome != "success":
+            raise AirflowException(f"force-merge {report.outcome}: " + "; ".join(
+                f"{r['index']}: {r.get('error') or r.get('state')}" for r in out.get("results", [])
+                if r.get("state") != "merged"))
+        return out
+
+
+class RollingRestartOperator(ClusterOperator):
+    """A rolling restart (``reboot``: each host rebooted; ``upgrade_to``: a rolling upgrade), node by node
+    or zone by zone (``by``), as `orchestrate restart --yes`.
+
+    ``deferrable`` (the default): once a batch waits (its nodes rejoining, recovering, the gate before
+    the next, a canary's pause), the task defers to `RunWaitTrigger` and frees its worker slot; it comes
+    back for each step that acts. The trigger looks every ``poll_interval_s`` (default: the inventory's
+    `timeouts.poll_interval_s`). A retried task (a worker killed mid-run, a failure fixed) resumes its
+    own run from the journal: no node is restarted twice, no setting left changed. ``stop_after``: the
+    task succeeds after that many batches, its run stopped (a later task resumes it)."""
+
+    template_fields: Sequence[str] = (*ClusterOperator.template_fields, "nodes", "exclude", "upgrade_to")
+
+    def __init__(self, *, by: str = "node", nodes: Sequence[str] = (), exclude: Sequence[str] = (),
+                 canary: bool = False, stop_after: int = 0, allow_yellow: bool = False,
+                 allow_unavailable: Sequence[str] = (), reboot: bool = False, upgrade_to: str | None = None,
+                 snapshot_check: bool = True, deferrable: bool = True, poll_interval_s: float | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.by, self.nodes, self.exclude, self.canary = by, list(nodes), list(exclude), canary
+        self.stop_after, self.allow_yellow, self.allow_unavailable = stop_after, allow_yellow, list(allow_unavailable)
+        self.reboot, self.upgrade_to, self.snapshot_check = reboot, upgrade_to, snapshot_check
+        self.deferrable, self.poll_interval_s = deferrable, poll_interval_s
+        self.cancel = api.Cancel()
+
+    @staticmethod
+    def origin(context: Context) -> str:
+        """This task's key, recorded in the run's journal: its retries find the run again."""
+        ti = context["ti"]
+        return f"airflow:{ti.dag_id}/{ti.run_id}/{ti.task_id}/{ti.map_index}"
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        where = self.where()
+        origin = self.origin(context)
+        try:
+            found = api.run_of(**where, origin=origin)
+            if found is not None and found[1] == "succeeded":
+                self.log.info("run %s of this task already succeeded", found[0])
+                return api.summary(**where, run_id=found[0])
+            if found is not None:
+                self.log.info("resuming this task's run %s (%s)", found[0], found[1])
+                return self.went(where, lambda: api.resume(**where, run_id=found[0], defer=self.deferrable,
+                                                           on_event=self.said, cancel=self.cancel))
+            return self.went(where, lambda: self.start(where, origin))
+        except OrchestratorError as exc:
+            raise self.failed(exc) from None
+
+    def start(self, where: dict[str, Any], origin: str) -> api.RunResult:
+        common = {**where, "by": self.by, "nodes": self.nodes, "exclude": self.exclude, "canary": self.canary,
+                  "stop_after": self.stop_after, "allow_yellow": self.allow_yellow,
+                  "allow_unavailable": self.allow_unavailable, "on_event": self.said, "cancel": self.cancel,
+                  "defer": self.deferrable, "origin": origin}
+        if self.upgrade_to:
+            return api.upgrade(**common, to=self.upgrade_to, snapshot_check=self.snapshot_check)
+        return api.restart(**common, reboot=self.reboot)
+
+    def went(self, where: dict[str, Any], action: Any) -> dict[str, Any]:
+        """The run's outcome: deferred (the task defers), finished (its summary), stopped as asked."""
+        try:
+            result: api.RunResult = action()
+        except StoppedAfter:
+            found = api.run_of(**where, origin=self.origin(self.context_now()))
+            if found is None:
+                raise
+            return api.summary(**where, run_id=found[0])
+        if result.result == "deferred":
+            waiting = result.summary.get("waiting") or {}
+            self.log.info("deferring: %s", waiting.get("what", "a wait"))
+            self.defer(trigger=RunWaitTrigger(cluster=where["cluster"], inventory=where["config"],
+                                              conn_id=self.conn_id, run_id=result.run_id,
+                                              poll_interval_s=self.poll_interval_s),
+                       method_name="execute_complete")
+        if "report" in result.summary:
+            self.log.info("run report: %s", result.summary["report"])
+        return result.summary
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        """Back from the trigger: the wait is over (or out of time, or the run moved on): resume the run."""
+        self.log.info("the trigger handed the run back: %s (%s)", event.get("text"), event.get("verdict"))
+        where = self.where()
+        try:
+            return self.went(where, lambda: api.resume(**where, run_id=event["run_id"], defer=self.deferrable,
+                                                       on_event=self.said, cancel=self.cancel))
+        except OrchestratorError as exc:
+            raise self.failed(exc) from None
+
+    def context_now(self) -> Context:
+        from airflow.sdk import get_current_context
+
+        return get_current_context()
+
+    def on_kill(self) -> None:
+        self.cancel.cancel("the Airflow task was killed")

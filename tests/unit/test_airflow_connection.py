@@ -1,0 +1,38 @@
+"""An Airflow Connection's fields as the inventory's `cluster:` keys: secrets only by variable name."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.airflow_provider.connection import ConnectionFields, cluster_keys, inventory_of
+from orchestrator.errors import ConfigError
+
+
+def test_a_user_and_password_become_keys_and_the_password_a_variable_of_this_process() -> None:
+    environ: dict[str, str] = {}
+    keys = cluster_keys(ConnectionFields("logs-prod", host="es-1.example,es-2.example", port=9200, login="orch",
+                                         password="s3cret", extra={"ca_file": "/etc/ca.pem"}), environ)
+    assert keys == {"endpoints": ["https://es-1.example:9200", "https://es-2.example:9200"], "username": "orch",
+                    "password": {"env": "ORCHESTRATOR_AIRFLOW_LOGS_PROD_PASSWORD"}, "ca_file": "/etc/ca.pem"}
+    assert environ == {"ORCHESTRATOR_AIRFLOW_LOGS_PROD_PASSWORD": "s3cret"}
+    assert "s3cret" not in repr(keys)
+
+
+def test_an_api_key_and_listed_endpoints_and_the_inventory_path_come_from_the_extra() -> None:
+    environ: dict[str, str] = {}
+    fields = ConnectionFields("c", schema="http", extra={"api_key": "k", "endpoints": ["http://10.0.0.1:9200"],
+                                                          "inventory": "/etc/orchestrator/logs.yaml"})
+    assert cluster_keys(fields, environ) == {"endpoints": ["http://10.0.0.1:9200"], "api_key": {"env":
+                                                                                              "ORCHESTRATOR_AIRFLOW_C_API_KEY"}}
+    assert environ["ORCHESTRATOR_AIRFLOW_C_API_KEY"] == "k"
+    assert inventory_of(fields) == "/etc/orchestrator/logs.yaml"
+
+
+@pytest.mark.parametrize(("fields", "said"), [
+    (ConnectionFields("c", host="h", schema="ftp"), "schema 'ftp'"),
+    (ConnectionFields("c", extra={"pasword": "x"}), "extra.pasword: unknown key"),
+    (ConnectionFields("c", extra={"endpoints": "http://h:9200"}), "extra.endpoints: give a list"),
+])
+def test_a_connection_that_cannot_be_read_is_said_by_field(fields: ConnectionFields, said: str) -> None:
+    with pytest.raises(ConfigError, match=said):
+        cluster_keys(fields, {})

@@ -1,0 +1,95 @@
+"""The fleet DAG of docs/examples, run by Airflow's own `dag.test()` over clusters of the fake cluster
+engine (orchestrator.testing): a canary, then waves of mapped tasks in a pool, each task deferring
+its waits to the trigger; one failing cluster stops the waves after its own."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator.testing.fake import FLEET, LIMIT, FakeCluster
+from tests.airflow_home import dag_module  # before Airflow: it sets Airflow's home
+
+# Airflow's own deprecations (its test client's httpx, say) are not this project's to fix.
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+              pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient` is deprecated")]
+EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "fleet_dag.py"
+NODES = ["n1", "n2", "n3"]
+
+
+@pytest.fixture
+def fake_fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("ORCHESTRATOR_STATE", str(tmp_path / "state"))
+    monkeypatch.setenv("ORCHESTRATOR_CONFIGS", str(tmp_path / "configs"))
+    (tmp_path / "configs").mkdir()
+    yield tmp_path / "configs"
+    FLEET.clear()
+
+
+def add_cluster(configs: Path, name: str, fails: bool = False) -> FakeCluster:
+    cluster = FakeCluster.of(NODES, join_polls=3)
+    cluster.settings[("cluster", LIMIT)] = "normal"
+    if fails:
+        cluster.nodes["n2"].rejoins = False  # its second node never comes back
+    FLEET[name] = cluster
+    (configs / f"{name}.yaml").write_text(yaml.safe_dump({
+        "cluster": {"name": name, "product": "fake"}, "ssh": {"transport": "local"},
+        "nodes": [{"name": n, "host": f"{name}-{n}"} for n in NODES],
+        "timeouts": {"join_s": 2 if fails else 30, "recovery_s": 60, "poll_interval_s": 0.05}}))
+    return cluster
+
+
+def task_states(dag_run) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    return {f"{ti.task_id}[{ti.map_index}]" if ti.map_index >= 0 else ti.task_id: str(ti.state)
+            for ti in dag_run.get_task_instances()}
+
+
+def test_the_fleet_dag_restarts_wave_after_wave_and_stops_after_a_failed_cluster(fake_fleet: Path) -> None:
+    from airflow.models.pool import Pool
+    from airflow.models.taskinstance import TaskInstance
+    from sqlalchemy import event
+
+    clusters = {name: add_cluster(fake_fleet, name, fails=name == "eu-2")
+                for name in ["canary", "eu-1", "eu-2", "us-1", "us-2"]}
+    fleet = {"canary": "canary", "waves": [["eu-1", "eu-2"], ["us-1", "us-2"]], "conn_id": None}
+    module = dag_module(EXAMPLE, "fleet_dag", {"fleet.yaml": yaml.safe_dump(fleet)})
+    Pool.create_or_update_pool("cluster_restarts", slots=2, description="rolling restarts at once",
+                               include_deferred=False)
+
+    seen: list[tuple[str, int, str]] = []  # every state a task instance was given, as Airflow set it
+
+    def record(ti: TaskInstance, value: object, old: object, initiator: object) -> None:
+        seen.append((ti.task_id, ti.map_index, getattr(value, "value", str(value))))
+
+    event.listen(TaskInstance.state, "set", record)
+    try:
+        dag_run = module.dag.test()
+    finally:
+        event.remove(TaskInstance.state, "set", record)
+
+    states = task_states(dag_run)
+    assert states == {"canary": "success", "wave_1[0]": "success", "wave_1[1]": "failed",
+                      "wave_2[0]": "upstream_failed", "wave_2[1]": "upstream_failed"}, states
+    assert str(dag_run.state) == "failed"
+    for name in ("canary", "eu-1"):
+        assert {n.name: n.starts for n in clusters[name].nodes.values()} == dict.fromkeys(NODES, 1), name
+        assert clusters[name].settings == {("cluster", LIMIT): "normal"}, name
+    # The failed cluster: its first node restarted, its second started and never rejoined; the run failed
+    # there, keeping its settings for `resume`, and its third node was never touched.
+    assert {n.name: n.starts for n in clusters["eu-2"].nodes.values()} == {"n1": 1, "n2": 1, "n3": 0}
+    for name in ("us-1", "us-2"):
+        assert all(n.starts == 0 for n in clusters[name].nodes.values()), f"{name} restarted after a failed wave"
+    # Each restart deferred while its nodes rejoined: once per node for the clusters that finished.
+    assert deferrals(seen, "canary", -1) == len(NODES)
+    assert deferrals(seen, "wave_1", 0) == len(NODES)
+
+
+def deferrals(seen: list[tuple[str, int, str]], task: str, index: int) -> int:
+    """How many times the task went into `deferred` (Airflow sets a state on more than one copy of the
+    task instance: repeats of one state in a row are one transition)."""
+    states = [state for t, i, state in seen if (t, i) == (task, index)]
+    transitions = [s for n, s in enumerate(states) if n == 0 or states[n - 1] != s]
+    return transitions.count("deferred")
