@@ -4,6 +4,7 @@ anything of Airflow's."""
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
 import shutil
@@ -14,6 +15,9 @@ from pathlib import Path
 from types import ModuleType
 
 HOME = Path(os.environ.get("ORCHESTRATOR_TEST_AIRFLOW_HOME") or tempfile.mkdtemp(prefix="airflow-home-"))
+if "ORCHESTRATOR_TEST_AIRFLOW_HOME" not in os.environ:
+    atexit.register(shutil.rmtree, HOME, True)  # made for this process: gone with it
+    os.environ["ORCHESTRATOR_TEST_AIRFLOW_HOME"] = str(HOME)  # a DAG run in a child process shares it
 DAGS = HOME / "dags"
 SETTINGS = {
     "AIRFLOW_HOME": str(HOME),

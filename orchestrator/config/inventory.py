@@ -49,6 +49,9 @@ def known_clusters(incomplete: str = "") -> list[str]:
     return sorted(n for n in names if n.startswith(incomplete))
 
 
+CREDENTIALS = {"username", "password", "api_key"}
+
+
 def load_inventory(cluster: str | None, config: Path | None,
                    cluster_keys: Mapping[str, Any] | None = None) -> tuple[Inventory, Path]:
     """The inventory, checked; ``cluster_keys``: `cluster:` keys given from elsewhere (a scheduler's
@@ -56,8 +59,10 @@ def load_inventory(cluster: str | None, config: Path | None,
     path = inventory_path(cluster, config)
 
     def with_cluster_keys(data: dict[str, Any]) -> dict[str, Any]:
-        section = data.get("cluster")
-        return {**data, "cluster": {**(section if isinstance(section, dict) else {}), **(cluster_keys or {})}}
+        section = dict(data["cluster"]) if isinstance(data.get("cluster"), dict) else {}
+        if CREDENTIALS & set(cluster_keys or {}):  # the given credentials replace the file's, not mix with them
+            section = {k: v for k, v in section.items() if k not in CREDENTIALS}
+        return {**data, "cluster": {**section, **(cluster_keys or {})}}
 
     inv = load_model(path, Inventory, with_cluster_keys if cluster_keys else None)
     inv.set_source(path)

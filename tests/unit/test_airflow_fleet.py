@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from orchestrator.testing.fake import FLEET, LIMIT, FakeCluster
-from tests.airflow_home import dag_module  # before Airflow: it sets Airflow's home
+from tests.airflow_home import dag_module
 
 # Airflow's own deprecations (its test client's httpx, say) are not this project's to fix.
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
