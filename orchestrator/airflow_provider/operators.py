@@ -9,10 +9,10 @@ its own run from the journal.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from airflow.sdk import BaseHook, BaseOperator, Context
+from airflow.sdk import BaseHook, BaseOperator, Context, get_current_context
 from airflow.sdk.exceptions import AirflowException
 
 from orchestrator import api
@@ -20,6 +20,10 @@ from orchestrator.airflow_provider.connection import ConnectionFields, cluster_k
 from orchestrator.airflow_provider.triggers import RunWaitTrigger
 from orchestrator.errors import OrchestratorError, StoppedAfter
 from orchestrator.restart.events import Event
+
+
+def done_batches(summary: dict[str, Any]) -> int:
+    return sum(1 for batch in summary.get("batches", ()) if batch.get("state") == "done")
 
 
 def read_connection(conn_id: str | None) -> tuple[dict[str, Any], str | None]:
@@ -149,14 +153,16 @@ class RollingRestartOperator(ClusterOperator):
         origin = self.origin(context)
         try:
             found = api.run_of(**where, origin=origin)
-            if found is not None and found[1] == "succeeded":
-                self.log.info("run %s of this task already succeeded", found[0])
-                return api.summary(**where, run_id=found[0])
-            if found is not None:
-                self.log.info("resuming this task's run %s (%s)", found[0], found[1])
-                return self.went(where, lambda: api.resume(**where, run_id=found[0], defer=self.deferrable,
-                                                           on_event=self.said, cancel=self.cancel))
-            return self.went(where, lambda: self.start(where, origin))
+            if found is None:
+                return self.went(where, self.stop_after, lambda: self.start(where, origin))
+            run_id, state = found
+            summary = api.summary(**where, run_id=run_id)
+            if state == "succeeded":
+                self.log.info("run %s of this task already succeeded", run_id)
+                return summary
+            self.log.info("resuming this task's run %s (%s)", run_id, state)
+            stop_at = done_batches(summary) + self.stop_after if self.stop_after else 0
+            return self.went(where, stop_at, lambda: self.resume(where, run_id, stop_at, summary))
         except OrchestratorError as exc:
             raise self.failed(exc) from None
 
@@ -169,12 +175,19 @@ class RollingRestartOperator(ClusterOperator):
             return api.upgrade(**common, to=self.upgrade_to, snapshot_check=self.snapshot_check)
         return api.restart(**common, reboot=self.reboot)
 
-    def went(self, where: dict[str, Any], action: Any) -> dict[str, Any]:
+    def resume(self, where: dict[str, Any], run_id: str, stop_at: int, summary: dict[str, Any]) -> api.RunResult:
+        """This task's run, resumed; ``stop_at``: the count of batches done at which it stops (0: none), so
+        that `stop_after` counts the task's batches across its deferrals, not one stretch's."""
+        stop_after = max(stop_at - done_batches(summary), 1) if stop_at else 0
+        return api.resume(**where, run_id=run_id, defer=self.deferrable, stop_after=stop_after,
+                          on_event=self.said, cancel=self.cancel)
+
+    def went(self, where: dict[str, Any], stop_at: int, action: Callable[[], api.RunResult]) -> dict[str, Any]:
         """The run's outcome: deferred (the task defers), finished (its summary), stopped as asked."""
         try:
-            result: api.RunResult = action()
+            result = action()
         except StoppedAfter:
-            found = api.run_of(**where, origin=self.origin(self.context_now()))
+            found = api.run_of(**where, origin=self.origin(get_current_context()))
             if found is None:
                 raise
             return api.summary(**where, run_id=found[0])
@@ -183,7 +196,7 @@ class RollingRestartOperator(ClusterOperator):
             self.log.info("deferring: %s", waiting.get("what", "a wait"))
             self.defer(trigger=RunWaitTrigger(cluster=where["cluster"], inventory=where["config"],
                                               conn_id=self.conn_id, run_id=result.run_id,
-                                              poll_interval_s=self.poll_interval_s),
+                                              poll_interval_s=self.poll_interval_s, stop_at=stop_at),
                        method_name="execute_complete")
         if "report" in result.summary:
             self.log.info("run report: %s", result.summary["report"])
@@ -193,16 +206,14 @@ class RollingRestartOperator(ClusterOperator):
         """Back from the trigger: the wait is over (or out of time, or the run moved on): resume the run."""
         self.log.info("the trigger handed the run back: %s (%s)", event.get("text"), event.get("verdict"))
         where = self.where()
+        run_id, stop_at = str(event["run_id"]), int(event.get("stop_at") or 0)
         try:
-            return self.went(where, lambda: api.resume(**where, run_id=event["run_id"], defer=self.deferrable,
-                                                       on_event=self.said, cancel=self.cancel))
+            summary = api.summary(**where, run_id=run_id)
+            if summary["result"] == "succeeded":  # taken back by hand and finished meanwhile
+                return summary
+            return self.went(where, stop_at, lambda: self.resume(where, run_id, stop_at, summary))
         except OrchestratorError as exc:
             raise self.failed(exc) from None
-
-    def context_now(self) -> Context:
-        from airflow.sdk import get_current_context
-
-        return get_current_context()
 
     def on_kill(self) -> None:
         self.cancel.cancel("the Airflow task was killed")

@@ -19,15 +19,16 @@ from orchestrator.errors import OrchestratorError
 
 class RunWaitTrigger(BaseTrigger):
     def __init__(self, *, cluster: str | None, inventory: str | None, conn_id: str | None, run_id: str,
-                 poll_interval_s: float | None = None) -> None:
+                 poll_interval_s: float | None = None, stop_at: int = 0) -> None:
         super().__init__()
         self.cluster, self.inventory, self.conn_id = cluster, inventory, conn_id
         self.run_id, self.poll_interval_s = run_id, poll_interval_s
+        self.stop_at = stop_at  # handed back with the event: where the task's `stop_after` stops the run
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}",
                 {"cluster": self.cluster, "inventory": self.inventory, "conn_id": self.conn_id,
-                 "run_id": self.run_id, "poll_interval_s": self.poll_interval_s})
+                 "run_id": self.run_id, "poll_interval_s": self.poll_interval_s, "stop_at": self.stop_at})
 
     def watcher(self) -> Any:
         from orchestrator import api
@@ -45,11 +46,12 @@ class RunWaitTrigger(BaseTrigger):
             while True:
                 look = await asyncio.to_thread(watcher.look)
                 if look.hand_back:
-                    yield TriggerEvent({"run_id": self.run_id, "verdict": look.verdict, "text": look.text})
+                    yield TriggerEvent({"run_id": self.run_id, "verdict": look.verdict, "text": look.text,
+                                        "stop_at": self.stop_at})
                     return
                 if look.text != said:  # the triggerer's log says what the run waits for, once per change
                     said = look.text
                     self.log.info("run %s waits: %s", self.run_id, said)
                 await asyncio.sleep(interval_s)
         except OrchestratorError as exc:  # the task resumes the run, which says what is wrong in its own words
-            yield TriggerEvent({"run_id": self.run_id, "verdict": "error", "text": str(exc)})
+            yield TriggerEvent({"run_id": self.run_id, "verdict": "error", "text": str(exc), "stop_at": self.stop_at})

@@ -93,3 +93,47 @@ def deferrals(seen: list[tuple[str, int, str]], task: str, index: int) -> int:
     states = [state for t, i, state in seen if (t, i) == (task, index)]
     transitions = [s for n, s in enumerate(states) if n == 0 or states[n - 1] != s]
     return transitions.count("deferred")
+
+
+ONE_CLUSTER_DAG = '''
+from datetime import UTC, datetime
+from airflow.sdk import DAG
+from orchestrator.airflow_provider import RollingRestartOperator
+
+with DAG("one_cluster", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=UTC), catchup=False) as dag:
+    RollingRestartOperator(task_id="restart", cluster="solo", stop_after=1)
+'''
+
+
+def test_a_task_with_stop_after_rolls_that_many_batches_per_try_of_one_run(fake_fleet: Path,
+                                                                           tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from orchestrator import api
+
+    cluster = add_cluster(fake_fleet, "solo")
+    source = tmp_path / "one_cluster.py"
+    source.write_text(ONE_CLUSTER_DAG)
+    module = dag_module(source, "one_cluster")
+    when = datetime(2026, 11, 25, tzinfo=UTC)
+
+    first = module.dag.test(logical_date=when, run_after=when)
+    assert task_states(first) == {"restart": "success"}
+    assert {n.name: n.starts for n in cluster.nodes.values()} == {"n1": 1, "n2": 0, "n3": 0}
+    run_id, state = api.run_of("solo", origin=f"airflow:one_cluster/{first.run_id}/restart/-1") or ("", "")
+    assert state == "stopped"
+
+    # Tried again (cleared, or the next task of a DAG that rolls a batch a day): the same run, one batch more.
+    again = module.dag.test(logical_date=when, run_after=when)
+    assert task_states(again) == {"restart": "success"}
+    assert {n.name: n.starts for n in cluster.nodes.values()} == {"n1": 1, "n2": 1, "n3": 0}
+    assert api.run_of("solo", origin=f"airflow:one_cluster/{again.run_id}/restart/-1") == (run_id, "stopped")
+
+    last = module.dag.test(logical_date=when, run_after=when)
+    assert {n.name: n.starts for n in cluster.nodes.values()} == dict.fromkeys(NODES, 1), "each node once"
+    assert api.run_of("solo", origin=f"airflow:one_cluster/{last.run_id}/restart/-1") == (run_id, "succeeded")
+    assert cluster.settings == {("cluster", LIMIT): "normal"}
+
+    after = module.dag.test(logical_date=when, run_after=when)  # a try after success: nothing restarted
+    assert task_states(after) == {"restart": "success"}
+    assert {n.name: n.starts for n in cluster.nodes.values()} == dict.fromkeys(NODES, 1)
