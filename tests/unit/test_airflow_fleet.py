@@ -137,3 +137,29 @@ def test_a_task_with_stop_after_rolls_that_many_batches_per_try_of_one_run(fake_
     after = module.dag.test(logical_date=when, run_after=when)  # a try after success: nothing restarted
     assert task_states(after) == {"restart": "success"}
     assert {n.name: n.starts for n in cluster.nodes.values()} == dict.fromkeys(NODES, 1)
+
+
+PLAN_CHECK_DAG = '''
+from datetime import UTC, datetime
+from airflow.sdk import DAG
+from orchestrator.airflow_provider import PlanCheckOperator, RollingRestartOperator
+
+with DAG("checked", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=UTC), catchup=False) as dag:
+    for name in ("healthy", "degraded"):
+        PlanCheckOperator(task_id=f"plan_{name}", cluster=name) >> RollingRestartOperator(
+            task_id=f"restart_{name}", cluster=name)
+'''
+
+
+def test_the_plan_check_fails_the_task_on_an_unsafe_plan_and_nothing_after_it_runs(fake_fleet: Path,
+                                                                                   tmp_path: Path) -> None:
+    healthy, degraded = add_cluster(fake_fleet, "healthy"), add_cluster(fake_fleet, "degraded")
+    degraded.nodes["n3"].up = False  # a node already out of the cluster: no restart may start
+    source = tmp_path / "checked.py"
+    source.write_text(PLAN_CHECK_DAG)
+    dag_run = dag_module(source, "checked").dag.test()
+    assert task_states(dag_run) == {"plan_healthy": "success", "restart_healthy": "success",
+                                    "plan_degraded": "failed", "restart_degraded": "upstream_failed"}
+    assert all(n.starts == 1 for n in healthy.nodes.values())
+    assert all(n.starts == 0 for n in degraded.nodes.values()), "nothing changed on the unsafe cluster"
+    assert degraded.settings == {("cluster", LIMIT): "normal"}
