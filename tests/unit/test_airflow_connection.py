@@ -36,3 +36,16 @@ def test_an_api_key_and_listed_endpoints_and_the_inventory_path_come_from_the_ex
 def test_a_connection_that_cannot_be_read_is_said_by_field(fields: ConnectionFields, said: str) -> None:
     with pytest.raises(ConfigError, match=said):
         cluster_keys(fields, {})
+
+
+def test_airflow_is_an_extra_and_the_tool_runs_without_importing_it() -> None:
+    import subprocess
+    import sys
+    from importlib.metadata import requires
+
+    airflow = [r for r in requires("rolling-orchestrator") or [] if r.lower().startswith("apache-airflow")]
+    assert airflow and all('extra == "airflow"' in r for r in airflow), airflow
+    probe = ("import sys, orchestrator.api, orchestrator.cli.main, orchestrator.airflow_provider.connection; "
+             "print(sorted(m for m in sys.modules if m == 'airflow' or m.startswith('airflow.')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]", "the command line, the API and the provider's package import no Airflow"
