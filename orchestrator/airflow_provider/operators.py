@@ -51,7 +51,10 @@ class ClusterOperator(BaseOperator):
 
     def where(self) -> dict[str, Any]:
         """The keyword arguments of the Python API that name the cluster."""
-        keys, named = read_connection(self.conn_id)
+        try:
+            keys, named = read_connection(self.conn_id)
+        except OrchestratorError as exc:  # a connection that cannot be read: said by field
+            raise self.failed(exc) from None
         config = self.inventory or named
         if config is None and not self.cluster:
             raise AirflowException("give the operator `cluster` (an inventory's name), `inventory` (its path), "
