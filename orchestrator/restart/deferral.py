@@ -72,13 +72,19 @@ class Deferred(Exception):
 @dataclass(frozen=True)
 class Deferral:
     """A run's deferral policy. ``back_for``: the wait the watcher handed back (over, or out of time),
-    waited here; ``since``: when it began."""
+    waited in the worker for what is left of its timeout."""
 
     back_for: Wait | None = None
 
     def waiting_since(self, kind: WaitKind, batch: int) -> float | None:
         held = self.back_for
         return held.since if held is not None and (held.kind, held.batch) == (kind, batch) else None
+
+
+def waited_before_s(deferral: Deferral | None, kind: WaitKind, batch: int) -> float:
+    """How long this wait went on before the run deferred it (0: a wait begun now)."""
+    began = deferral.waiting_since(kind, batch) if deferral is not None else None
+    return time.time() - began if began is not None else 0.0
 
 
 def merged(waits: list[Wait]) -> Wait:
@@ -95,18 +101,13 @@ def deferrable_wait(deferral: Deferral | None, kind: WaitKind, batch: int, nodes
     """`wait_until`, for a run that may defer: without a deferral, exactly it. With one, the first look
     that finds the wait not over raises `Deferred`, unless this is the wait the run came back for:
     then it is waited here, for what is left of its timeout (counted from when it first began)."""
-    if deferral is None:
-        return wait_until(probe, what=what, timeout_s=timeout_s, interval_s=interval_s, clock=clock, hint=hint,
-                          should_stop=should_stop)
-    began = deferral.waiting_since(kind, batch)
-    if began is not None:
-        waited = time.time() - began
-        return wait_until(probe, what=what, timeout_s=max(timeout_s - waited, 0.0), interval_s=interval_s,
-                          clock=clock, hint=hint, should_stop=should_stop, waited_before_s=min(waited, timeout_s))
+    back = deferral is not None and deferral.waiting_since(kind, batch) is not None
+    waited = waited_before_s(deferral, kind, batch)
     since = time.time()
 
     def defer(seen: str) -> None:
         raise Deferred(Wait(kind, batch, nodes, what, since, timeout_s, seen))
 
-    return wait_until(probe, what=what, timeout_s=timeout_s, interval_s=interval_s, clock=clock, hint=hint,
-                      should_stop=should_stop, on_first_miss=defer)
+    return wait_until(probe, what=what, timeout_s=max(timeout_s - waited, 0.0), interval_s=interval_s, clock=clock,
+                      hint=hint, should_stop=should_stop, waited_before_s=min(waited, timeout_s),
+                      on_first_miss=defer if deferral is not None and not back else None)

@@ -272,9 +272,9 @@ class Journal:
 
     def defer(self, wait: Wait) -> None:
         """The run leaves ``wait`` to its trigger: said in the journal, for the trigger and for `status`."""
-        self.set_state(RunState.DEFERRED, f"waiting for {wait.what} (deferred to the scheduler's trigger)")
-        with self.change():
+        with self._lock:  # one save: set_state keeps the wait of a deferred run
             self.waiting = wait.to_json()
+            self.set_state(RunState.DEFERRED, f"waiting for {wait.what} (deferred to the scheduler's trigger)")
 
     @property
     def deferred_wait(self) -> Wait | None:

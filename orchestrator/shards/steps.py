@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import shlex
-import time
 from typing import Any
 
 from orchestrator.errors import ClusterError, HostError, OrchestratorError, WaitTimeout
 from orchestrator.restart.context import RunContext
-from orchestrator.restart.deferral import deferrable_wait
+from orchestrator.restart.deferral import deferrable_wait, waited_before_s
 from orchestrator.restart.events import Event
 from orchestrator.restart.install import target_version
 from orchestrator.restart.journal import BatchRecord
@@ -121,8 +120,7 @@ def wait_for_recovery(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) 
             ctx.set_phase(name, Phase.RECOVERING, f"{name}: waiting for its shards to recover")
     started = ctx.clock.monotonic()
     # A run back from a deferral counts the recovery from when its wait first began.
-    began = ctx.deferral.waiting_since("recovery", batch.number) if ctx.deferral is not None else None
-    earlier_s = time.time() - began if began is not None else 0.0
+    earlier_s = waited_before_s(ctx.deferral, "recovery", batch.number)
     limit = ctx.inv.timeouts.recovery_s
 
     allow_yellow = ctx.options.allow_yellow
