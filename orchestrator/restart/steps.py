@@ -223,8 +223,10 @@ def wait_for_join(ctx: RunContext, batch: BatchRecord) -> None:
         def joined(seen: Seen[str]) -> str | None:
             nonlocal started_again
             left = ctx.inv.timeouts.join_s - (ctx.clock.monotonic() - started)
-            # A deferring run looks without a server-side wait: the wait is its trigger's to do.
-            server_wait_s = 0.0 if ctx.deferral is not None and ctx.deferral.back_for is None else JOIN_WAIT_S
+            # A deferring run looks without a server-side wait (the wait is its trigger's to do), unless
+            # this is the wait its trigger handed back.
+            deferring = ctx.deferral is not None and ctx.deferral.waiting_since("join", rec.batch) is None
+            server_wait_s = 0.0 if deferring else JOIN_WAIT_S
             identity = live_identity(ctx, name, wait_s=min(server_wait_s, max(left, 0)))
             if identity is None:
                 seen.text = f"{name} is not in the cluster yet"

@@ -133,6 +133,11 @@ class FakeCluster:
             return f"pid {node.pid}"
 
     def await_identity(self, plan: Plan, name: str, timeout_s: float) -> str | None:
+        """A server-side wait: a node that is booting and will rejoin has joined by its end."""
+        with self._lock:
+            node = self.nodes[name]
+            if timeout_s > 0 and node.up and node.rejoins:
+                node.polls_to_join = 0
         return self.live_identity(plan, name)
 
     def put_settings(self, scope: str, values: dict[str, Any]) -> None:
