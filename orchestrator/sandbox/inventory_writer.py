@@ -55,7 +55,7 @@ def riak_inventory_document(paths: SandboxPaths, st: SandboxState) -> dict[str, 
     return {
         "cluster": {"name": st.cluster_name, "product": "riak"},
         "ssh": {"transport": "ssh", "user": "root", "key_file": str(paths.ssh_key),
-                "known_hosts": str(paths.known_hosts), "connect_timeout_s": 5},
+                "known_hosts": str(paths.known_hosts)},
         # Riak's own commands, as an operator without a riak systemd unit would configure them.
         "service": {"manager": "commands", "stop": "riak stop", "start": "riak start", "status": "riak ping"},
         "nodes": [{"name": h.name, "host": h.address,
@@ -76,7 +76,7 @@ def inventory_document(paths: SandboxPaths, st: SandboxState) -> dict[str, Any]:
         "cluster": {"name": st.cluster_name, "product": st.product,
                     "endpoints": [h.http_url for h in st.hosts]},
         "ssh": ({"transport": "ssh", "user": "root", "key_file": str(paths.ssh_key),
-                 "known_hosts": str(paths.known_hosts), "connect_timeout_s": 5}
+                 "known_hosts": str(paths.known_hosts)}
                 if netns else {"transport": "local"}),
         "service": {"manager": "systemd", "unit": unit} if netns else local_service_commands(paths, unit),
         # Behind a bastion, hosts are the SSH config's aliases: it says how to reach them (ProxyJump).
