@@ -210,21 +210,34 @@ class SshTransport:
         self._jumps: dict[tuple[str, ...], paramiko.SSHClient] = {}  # jump connections, shared by nodes
         self._extra_known: dict[str, KnownHosts] = {}  # UserKnownHostsFile of the SSH config
         self.ssh_config = SshConfig.load(self.cfg)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the tables above; held for moments, never over the network
+        # One lock per node while its connection opens (two threads asking for one host open one
+        # connection), and one for the shared jump connections: hosts connect in parallel, so a host
+        # that is slow to answer holds up no other.
+        self._connecting: dict[str, threading.Lock] = {}
+        self._jumps_lock = threading.Lock()
 
     def _user(self, node: NodeEntry) -> str:
         return route(self.ssh_config, self.cfg, node).target.user
 
     def _connect(self, node: NodeEntry) -> paramiko.SSHClient:
         with self._lock:
-            client = self._clients.get(node.name)
+            connecting = self._connecting.setdefault(node.name, threading.Lock())
+        with connecting:
+            with self._lock:
+                client = self._clients.get(node.name)
             transport = client.get_transport() if client else None
             if client is not None and transport is not None and transport.is_active():
                 return client
             way = route(self.ssh_config, self.cfg, node)
-            sock = self._tunnel(way, node) if way.jumps else None
+            if way.jumps:
+                with self._jumps_lock:
+                    sock = self._tunnel(way, node)
+            else:
+                sock = None
             client = self._open(way.target, node, sock, way.known_hosts)
-            self._clients[node.name] = client
+            with self._lock:
+                self._clients[node.name] = client
             return client
 
     def _tunnel(self, way: Route, node: NodeEntry) -> paramiko.Channel:
@@ -256,11 +269,12 @@ class SshTransport:
 
     def _known_keys(self, extra_files: tuple[str, ...]) -> list[KnownHosts]:
         found = [self.known]
-        for path in extra_files:
-            if path not in self._extra_known and Path(path).is_file():
-                self._extra_known[path] = KnownHosts.load(Path(path))
-            if path in self._extra_known:
-                found.append(self._extra_known[path])
+        with self._lock:  # hosts connect in parallel: each file read once
+            for path in extra_files:
+                if path not in self._extra_known and Path(path).is_file():
+                    self._extra_known[path] = KnownHosts.load(Path(path))
+                if path in self._extra_known:
+                    found.append(self._extra_known[path])
         return found
 
     def _open(self, hop: Hop, node: NodeEntry, sock: paramiko.Channel | None,

@@ -6,6 +6,7 @@ accept a command or to send its exit status. The transport must give up at its c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import struct
@@ -119,13 +120,14 @@ def test_a_command_whose_server_goes_silent_ends_at_its_timeout(silent_server: t
     assert took < 15, f"gave up only after {took:.1f} s"
 
 
-class FirstSessionUnanswered(paramiko.ServerInterface):
-    """Never answers the first connection's opening of a session (as a server process wedged on that
-    connection); on any later connection, runs each command as a success with "ok" as its output."""
+class Answering(paramiko.ServerInterface):
+    """Runs each command as a success with "ok" as its output. ``unanswered_sessions``: that many first
+    openings of a session are never answered (as a server process wedged on that connection)."""
 
-    def __init__(self) -> None:
+    def __init__(self, unanswered_sessions: int = 0) -> None:
         self.released = threading.Event()
         self.sessions_asked = 0
+        self.unanswered_sessions = unanswered_sessions
         self.commands: list[bytes] = []
 
     def get_allowed_auths(self, username: str) -> str:
@@ -136,7 +138,7 @@ class FirstSessionUnanswered(paramiko.ServerInterface):
 
     def check_channel_request(self, kind: str, chanid: int) -> int:
         self.sessions_asked += 1
-        if self.sessions_asked == 1:
+        if self.sessions_asked <= self.unanswered_sessions:
             self.released.wait(60)  # bounded, so the server thread always ends
             return paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
         return paramiko.OPEN_SUCCEEDED
@@ -160,7 +162,7 @@ class FirstSessionUnanswered(paramiko.ServerInterface):
 
 def test_a_session_never_opened_is_tried_once_on_a_fresh_connection_and_the_command_runs_once(
         tmp_path: Path) -> None:
-    server = FirstSessionUnanswered()
+    server = Answering(unanswered_sessions=1)
     with serving(server, server.released, tmp_path, connections=2) as (port, known_hosts, key, transports):
         inv = Inventory.model_validate({
             "cluster": {"name": "c", "endpoints": ["http://127.0.0.1:9"]},
@@ -177,6 +179,51 @@ def test_a_session_never_opened_is_tried_once_on_a_fresh_connection_and_the_comm
     assert result.ok and result.stdout == "ok\n"
     assert server.commands == [b"echo ok"], "run exactly once, on the fresh connection"
     assert len(transports) == 2 and took < 10, f"{len(transports)} connections, {took:.1f} s"
+
+
+def test_hosts_connect_in_parallel_so_a_host_slow_to_answer_holds_up_no_other(tmp_path: Path) -> None:
+    """A host that accepts the connection and then says nothing (a wedged sshd) costs its own connect
+    timeout, never the other hosts': a check of a fleet is as long as its slowest host, not their sum."""
+    silent = socket.create_server(("127.0.0.1", 0))
+    accepted = threading.Event()
+
+    def accept_and_say_nothing() -> None:
+        with contextlib.suppress(OSError):
+            conn, _ = silent.accept()
+            accepted.set()
+            time.sleep(5)  # bounded: longer than the connect timeout below
+            conn.close()
+
+    threading.Thread(target=accept_and_say_nothing, daemon=True).start()
+    server = Answering()
+    with serving(server, server.released, tmp_path) as (port, known_hosts, key, _transports):
+        inv = Inventory.model_validate({
+            "cluster": {"name": "c", "endpoints": ["http://127.0.0.1:9"]},
+            "ssh": {"user": "root", "known_hosts": str(known_hosts), "key_file": str(key), "connect_timeout_s": 3},
+            "nodes": [{"name": "wedged", "host": "127.0.0.1", "ssh_port": silent.getsockname()[1]},
+                      {"name": "fine", "host": "127.0.0.1", "ssh_port": port}]})
+        ssh = SshTransport(inv)
+        wedged_outcome: list[BaseException] = []
+
+        def check_wedged() -> None:
+            try:
+                ssh.check(inv.nodes[0])
+            except HostUnreachable as exc:
+                wedged_outcome.append(exc)
+
+        wedged = threading.Thread(target=check_wedged, daemon=True)
+        try:
+            wedged.start()
+            assert accepted.wait(10), "the wedged host's connection was never made"
+            started = time.monotonic()
+            ssh.check(inv.nodes[1])
+            took = time.monotonic() - started
+            wedged.join(15)
+        finally:
+            ssh.close()
+            silent.close()
+    assert took < 1.5, f"the fine host waited {took:.1f} s for the wedged one's connection"
+    assert len(wedged_outcome) == 1, "the wedged host still fails, at its own timeout"
 
 
 @pytest.mark.parametrize("reset_after_s", [0, 0.3])  # before paramiko reads, and while it reads the banner
