@@ -165,7 +165,7 @@ def _start(target: Any, by: str, options: Any, stop_after: int, on_event: EventC
 
     mode = _mode(by)
     with runs.hosts_checked_early(target.inv) as early:  # SSH preflight while the plan is made
-        the_plan = plans.make_plan(target, mode, options)
+        the_plan = plans.make_plan(target, mode, options, host_transport=early.transport if early else None)
         if not the_plan.safe:
             raise PreflightFailed(runs.other_runs(target) + the_plan.all_problems())
         return _run(lambda: runs.start(target, the_plan, options, on_event or discard, abort=cancel,

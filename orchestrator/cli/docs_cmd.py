@@ -5,7 +5,6 @@ from __future__ import annotations
 from importlib.resources import files
 
 import typer
-from rich.markdown import Markdown
 
 from orchestrator.cli.output import out_console
 from orchestrator.errors import ConfigError
@@ -30,6 +29,8 @@ def docs(topic: str = typer.Argument(None, help="A guide, e.g. privileges, upgra
         raise ConfigError("command line", [f"no guide named {topic!r}; the guides: {', '.join(topics())}"])
     text = files(PACKAGE).joinpath(f"{name}.md").read_text(encoding="utf-8")
     if out_console.is_terminal:
+        from rich.markdown import Markdown  # here: its import cost every other command 60 ms at start
+
         out_console.print(Markdown(text))
     else:
         out_console.print(text, markup=False, highlight=False, end="")

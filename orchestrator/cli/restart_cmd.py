@@ -174,7 +174,7 @@ def plan_confirm_and_run(target: Target, by: Mode, run_options: RunOptions, json
                          question: str, stop_after: int) -> None:
     """Plan, show, ask (``question`` with {batches} and {cluster}), then run and report: restart and upgrade."""
     with runs.hosts_checked_early(target.inv, begin=yes) as early:
-        the_plan = plans.make_plan(target, by, run_options)
+        the_plan = plans.make_plan(target, by, run_options, host_transport=early.transport if early else None)
         show_and_confirm(target, the_plan, json_out, yes,
                          question.format(batches=counted(len(the_plan.batches), "batch"), cluster=target.name))
         nodes = [n for b in the_plan.batches for n in b.nodes]

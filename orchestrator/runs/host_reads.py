@@ -7,8 +7,9 @@ most `HOSTS_READ` nodes; a host that does not answer is left out, and reading ne
 from __future__ import annotations
 
 import shlex
+import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import TypeVar
 
@@ -28,22 +29,47 @@ KERNEL_OF_HOST = "echo \"kernel $(grep -m1 '^btime ' /proc/stat) cpus $(nproc)\"
 T = TypeVar("T")
 
 
-class HostReads:
-    """The plan's reads on the hosts, over one transport (its connections opened once, closed at the end)."""
+def in_background(read: Callable[[], T]) -> Future[T]:
+    """``read`` begun in a daemon thread: a plan refused by the cluster never waits for a host that does
+    not answer."""
+    done: Future[T] = Future()
 
-    def __init__(self, target: Target) -> None:
+    def run() -> None:
+        try:
+            done.set_result(read())
+        except BaseException as exc:  # handed to the caller of result(), in its thread
+            done.set_exception(exc)
+
+    threading.Thread(target=run, name="host-reads", daemon=True).start()
+    return done
+
+
+class HostReads:
+    """The plan's reads on the hosts, over one transport: its own (connections opened once, closed at the
+    end), or ``shared``, the run's (the SSH preflight's connections, begun at the same time: see
+    runs/restart.py EarlyHostCheck), which the run closes."""
+
+    def __init__(self, target: Target, shared: Callable[[], Transport] | None = None) -> None:
         self.target = target
         self.timeout_s = target.inv.ssh.connect_timeout_s + 5
         self.kernels: dict[str, str] = {}  # inventory name -> its host's kernel, read with its capacity
         self.unanswered: set[str] = set()  # nodes whose host did not answer: not asked again by this plan
+        self._shared = shared
         self._transport: Transport | None = None
+        self._node_logs: Future[dict[str, str]] | None = None
 
     def __enter__(self) -> HostReads:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        if self._transport is not None:
+        if self._transport is not None and self._shared is None:
             self._transport.close()
+
+    def begin(self) -> Future[dict[str, HostCapacity]]:
+        """The reads that need no plan begun now, while the cluster's state is read: the hosts' capacity
+        (its result) and where the nodes keep their logs (for `last_restarts`)."""
+        self._node_logs = in_background(lambda: self.target.product.node_logs(self.target.cluster))
+        return in_background(self.capacity)
 
     def _in_parallel(self, nodes: Sequence[NodeEntry], command: Callable[[NodeEntry], str],
                      read: Callable[[NodeEntry, str], T | None]) -> dict[str, T]:
@@ -54,7 +80,7 @@ class HostReads:
             return {}
         try:
             if self._transport is None:
-                self._transport = transport_of(self.target.inv)
+                self._transport = self._shared() if self._shared is not None else transport_of(self.target.inv)
             transport = self._transport
         except OrchestratorError:
             return {}
@@ -87,7 +113,8 @@ class HostReads:
         """Inventory name -> the node's last restart, from its own log on its host; starts that shared a
         kernel's CPUs counted at their share (restart/durations.py)."""
         try:
-            files = self.target.product.node_logs(self.target.cluster)
+            files = (self._node_logs.result() if self._node_logs is not None
+                     else self.target.product.node_logs(self.target.cluster))
         except OrchestratorError:
             return {}
         paths = {name: files[i] for name, i in plan.node_ids.items() if i in files}

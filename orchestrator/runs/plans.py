@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from fnmatch import fnmatchcase
@@ -15,6 +15,7 @@ from orchestrator import products
 from orchestrator.config.inventory import load_inventory
 from orchestrator.config.model import Inventory
 from orchestrator.errors import ConfigError
+from orchestrator.hosts.transport import Transport
 from orchestrator.paths import write_atomically
 from orchestrator.restart.durations import with_measured_restarts
 from orchestrator.restart.journal import RunOptions
@@ -88,16 +89,18 @@ def select_nodes(plan: Plan, options: RunOptions) -> Plan:
 
 
 def make_plan(target: Target, mode: Mode, options: RunOptions, save_snapshot: Path | None = None,
-              held: list[object] | None = None) -> Plan:
+              held: list[object] | None = None, host_transport: Callable[[], Transport] | None = None) -> Plan:
     """Plan from the live cluster (reads only); optionally keep the snapshot it was made from. ``held``:
-    where the caller keeps the snapshot alive (see `plan_from_file`)."""
-    snapshot = target.cluster.snapshot()
-    if held is not None:
-        held.append(snapshot)
-    if options.upgrade_to:
-        snapshot = target.product.with_upgrade_facts(target.cluster, snapshot)
-    with HostReads(target) as hosts:
-        snapshot = target.product.with_host_capacity(target.inv, snapshot, hosts.capacity())
+    where the caller keeps the snapshot alive (see `plan_from_file`). ``host_transport``: the run's
+    transport, for the hosts' reads (else one of their own)."""
+    with HostReads(target, host_transport) as hosts:
+        capacity = hosts.begin()  # the hosts answer while the cluster does
+        snapshot = target.cluster.snapshot()
+        if held is not None:
+            held.append(snapshot)
+        if options.upgrade_to:
+            snapshot = target.product.with_upgrade_facts(target.cluster, snapshot)
+        snapshot = target.product.with_host_capacity(target.inv, snapshot, capacity.result())
         if save_snapshot is not None:
             save(target, snapshot, save_snapshot)
         with gc_paused():

@@ -76,15 +76,24 @@ class EarlyHostCheck:
     A daemon thread: a run refused before it starts never waits for hosts that do not answer."""
 
     def __init__(self, inv: Inventory) -> None:
+        self._made: Future[Transport] = Future()
         self._checked: Future[tuple[Transport, list[str]]] = Future()
         threading.Thread(target=self._check, args=(inv,), name="host-check", daemon=True).start()
 
     def _check(self, inv: Inventory) -> None:
         try:
             transport = transport_of(inv)
+            self._made.set_result(transport)
             self._checked.set_result((transport, check_hosts(inv, transport)))
         except BaseException as exc:  # handed to the caller of result(), in its thread
+            if not self._made.done():
+                self._made.set_exception(exc)
             self._checked.set_exception(exc)
+
+    def transport(self) -> Transport:
+        """The run's transport, as soon as it is made (before its check ends): the plan's host reads
+        share its connections. Raises what making it raised."""
+        return self._made.result()
 
     def result(self) -> tuple[Transport, list[str]]:
         """The run's transport and the hosts' problems; raises what making the transport raised."""

@@ -34,6 +34,7 @@ def test_the_host_check_is_under_way_before_anyone_asks_for_its_answer(monkeypat
         assert early is not None
         assert began.wait(5), "the check had not begun while the plan would be made"
         transport, problems = early.result()
+        assert early.transport() is transport, "the plan's host reads share the run's connections"
         assert problems == ["b: the host key is not the known one"]
         assert checked == [transport], "one check, on the transport the run then uses"
     assert isinstance(transport, Connections) and transport.closed, "closed when the run did not take it"
@@ -48,6 +49,8 @@ def test_bad_ssh_settings_are_said_where_the_run_would_have_said_them(monkeypatc
         assert early is not None
         with pytest.raises(ConfigError, match="known_hosts"):
             early.result()
+        with pytest.raises(ConfigError, match="known_hosts"):
+            early.transport()  # the plan's host reads then read nothing: said once, by the run
 
 
 def test_no_early_check_where_an_operator_is_asked_first(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,6 +3,7 @@ capacity and kernel, the nodes' logs; a host that does not answer is asked once,
 
 from __future__ import annotations
 
+import threading
 from types import SimpleNamespace
 from typing import Any
 
@@ -38,6 +39,17 @@ class Hosts:
         self.closed += 1
 
 
+INV = Inventory.model_validate({"cluster": {"name": "c"}, "ssh": {"transport": "local"},
+                                "nodes": [{"name": "a", "host": "10.0.0.1", "data_paths": ["/d"]},
+                                          {"name": "b", "host": "10.0.0.2"}]})
+PLAN = Plan(cluster="c", product="elasticsearch", mode=Mode.NODE, batches=(), settings=(), tuning=(),
+            estimate_s=0.0, problems=(), node_ids={"a": "id-a", "b": "id-b"})
+
+
+def logs_of(cluster: object) -> dict[str, str]:
+    return {"id-a": "/logs/c.log", "id-b": "/logs/c.log"}
+
+
 def test_one_transport_each_host_asked_once_and_a_down_host_costs_one_try(monkeypatch: pytest.MonkeyPatch) -> None:
     hosts = Hosts()
 
@@ -46,13 +58,8 @@ def test_one_transport_each_host_asked_once_and_a_down_host_costs_one_try(monkey
         return hosts
 
     monkeypatch.setattr(host_reads, "transport_of", opened)
-    inv = Inventory.model_validate({"cluster": {"name": "c"}, "ssh": {"transport": "local"},
-                                    "nodes": [{"name": "a", "host": "10.0.0.1", "data_paths": ["/d"]},
-                                              {"name": "b", "host": "10.0.0.2"}]})
-    product = SimpleNamespace(node_logs=lambda cluster: {"id-a": "/logs/c.log", "id-b": "/logs/c.log"})
-    target: Any = SimpleNamespace(inv=inv, product=product, cluster=None)
-    plan = Plan(cluster="c", product="elasticsearch", mode=Mode.NODE, batches=(), settings=(), tuning=(),
-                estimate_s=0.0, problems=(), node_ids={"a": "id-a", "b": "id-b"})
+    target: Any = SimpleNamespace(inv=INV, product=SimpleNamespace(node_logs=logs_of), cluster=None)
+    plan = PLAN
     with host_reads.HostReads(target) as reads:
         capacity = reads.capacity()
         restarts = reads.last_restarts(plan)
@@ -60,3 +67,22 @@ def test_one_transport_each_host_asked_once_and_a_down_host_costs_one_try(monkey
     assert list(restarts) == ["a"] and restarts["a"].start_s == 6.0  # 1 s launch + 5 s to started
     assert sorted(hosts.asked) == ["a", "a", "b"], "b, down, was asked once for both reads"
     assert (hosts.opened, hosts.closed) == (1, 1)
+
+
+def test_reads_begin_before_the_cluster_is_read_on_the_run_s_transport_which_stays_open(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run's plan reads its hosts over the SSH preflight's connections (begun at the same time), and
+    leaves them open for the run; the hosts answer while the cluster's state is read."""
+    hosts = Hosts()
+    monkeypatch.setattr(host_reads, "transport_of", lambda inv: pytest.fail("opened a transport of its own"))
+    logs_asked = threading.Event()
+    product = SimpleNamespace(node_logs=lambda cluster: logs_asked.set() or logs_of(cluster))
+    target: Any = SimpleNamespace(inv=INV, product=product, cluster=None)
+    with host_reads.HostReads(target, shared=lambda: hosts) as reads:
+        capacity = reads.begin()
+        assert logs_asked.wait(5), "the nodes' log files were asked for before the plan needed them"
+        assert list(capacity.result(timeout=5)) == ["a"]
+        restarts = reads.last_restarts(PLAN)
+    assert list(restarts) == ["a"]
+    assert sorted(hosts.asked) == ["a", "a", "b"]
+    assert hosts.closed == 0, "the run's transport is the run's to close"
