@@ -31,6 +31,7 @@ bench: setup
 	.venv/bin/python -m tests.benchmarks.bench_reuse --idle-runs 10 --idle-wait
 	.venv/bin/python -m tests.benchmarks.bench_recovery
 	.venv/bin/python -m tests.benchmarks.bench_script
+	.venv/bin/python -m tests.benchmarks.bench_journal
 
 # The run report of a succeeded and of a failed run, rendered by headless Chromium, for review.
 report-shot: setup

@@ -33,6 +33,20 @@ def test_round_trip_and_owner_only(tmp_path: Path) -> None:
     assert not list(tmp_path.glob(".r1.json.*")), "no temporary file left behind"
 
 
+def test_what_is_saved_is_the_whole_journal_and_a_replaced_spec_is_saved_anew(tmp_path: Path) -> None:
+    """The spec is encoded once per spec (see Journal.to_text): a spec replaced by a resume's
+    --allow-unavailable must still reach the file."""
+    j = journal(tmp_path / "r1.json")
+    j.set_phase("a", Phase.STOPPING)
+    j.accept_unavailable(("logs-*",))
+    j.timed("a", "stop", 1.5)
+    saved = json.loads((tmp_path / "r1.json").read_text())
+    assert saved == json.loads(json.dumps(j.to_dict(), default=str)), "the file says what the journal holds"
+    loaded = Journal.load(tmp_path / "r1.json")
+    assert loaded.spec.options.allow_unavailable == ("logs-*",)
+    assert loaded.nodes["a"].phase == "stopping" and loaded.nodes["a"].phases == {"stop": 1.5}
+
+
 def test_original_value_is_the_first_recorded(tmp_path: Path) -> None:
     j = journal(tmp_path / "r1.json")
     j.record_undo("k", "persistent", "all", "primaries", 1)
