@@ -26,6 +26,11 @@ from orchestrator.shards.snapshot import ClusterSnapshot, EsNode, Health, ShardC
 # OpenSearch calls the master role cluster_manager; the shared decisions read "master".
 ROLE_ALIASES = {"cluster_manager": "master"}
 RECOVERY_SETTINGS = ("indices.recovery.", "node.bandwidth.recovery.")  # a node's own, read for the plan
+# What `nodes` reads of each node: a third of node info's answer (its JVM's arguments, memory pools and
+# collectors are most of it), read before every batch, for every node of the cluster.
+NODE_FIELDS = ",".join(f"nodes.*.{f}" for f in (
+    "name", "host", "ip", "roles", "attributes", "version", "process.id", "jvm.pid", "jvm.start_time_in_millis",
+    "os.allocated_processors", "settings"))
 
 
 class ShardClusterAdapter(LockDocuments, ClusterFacts, MergeRequests):
@@ -34,7 +39,8 @@ class ShardClusterAdapter(LockDocuments, ClusterFacts, MergeRequests):
 
 
     def nodes(self) -> list[EsNode]:
-        raw = self._do("list nodes", "GET", "/_nodes/jvm,process,settings,os", {"flat_settings": "true"})
+        raw = self._do("list nodes", "GET", "/_nodes/jvm,process,settings,os",
+                       {"flat_settings": "true", "filter_path": NODE_FIELDS})
         nodes = []
         for node_id, n in raw["nodes"].items():
             own = (n.get("settings") or {}).items()
