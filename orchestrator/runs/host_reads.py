@@ -57,19 +57,31 @@ class HostReads:
         self._shared = shared
         self._transport: Transport | None = None
         self._node_logs: Future[dict[str, str]] | None = None
+        self._capacity: Future[dict[str, HostCapacity]] | None = None
 
     def __enter__(self) -> HostReads:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        if self._transport is not None and self._shared is None:
+        if self._shared is not None:
+            return
+        # A plan refused while the hosts still answer (the cluster's error came first): its own
+        # connections close when their reads end, not under them.
+        if self._capacity is not None:
+            self._capacity.add_done_callback(lambda _done: self._close_own())
+        else:
+            self._close_own()
+
+    def _close_own(self) -> None:
+        if self._transport is not None:
             self._transport.close()
 
     def begin(self) -> Future[dict[str, HostCapacity]]:
         """The reads that need no plan begun now, while the cluster's state is read: the hosts' capacity
         (its result) and where the nodes keep their logs (for `last_restarts`)."""
         self._node_logs = in_background(lambda: self.target.product.node_logs(self.target.cluster))
-        return in_background(self.capacity)
+        self._capacity = in_background(self.capacity)
+        return self._capacity
 
     def _in_parallel(self, nodes: Sequence[NodeEntry], command: Callable[[NodeEntry], str],
                      read: Callable[[NodeEntry, str], T | None]) -> dict[str, T]:

@@ -86,3 +86,28 @@ def test_reads_begin_before_the_cluster_is_read_on_the_run_s_transport_which_sta
     assert list(restarts) == ["a"]
     assert sorted(hosts.asked) == ["a", "a", "b"]
     assert hosts.closed == 0, "the run's transport is the run's to close"
+
+
+def test_a_plan_refused_while_its_hosts_answer_closes_its_connections_when_their_reads_end(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    hosts = Hosts()
+    answer = threading.Event()
+    answering = threading.Event()
+    plain_run = hosts.run
+
+    def slow_run(node: NodeEntry, command: str, timeout_s: float | None = None) -> CommandResult:
+        answering.set()
+        answer.wait(5)
+        return plain_run(node, command, timeout_s)
+
+    monkeypatch.setattr(hosts, "run", slow_run)
+    monkeypatch.setattr(host_reads, "transport_of", lambda inv: hosts)
+    target: Any = SimpleNamespace(inv=INV, product=SimpleNamespace(node_logs=logs_of), cluster=None)
+    with pytest.raises(RuntimeError, match="the cluster refused"), host_reads.HostReads(target) as reads:
+        capacity = reads.begin()
+        assert answering.wait(5)
+        raise RuntimeError("the cluster refused")  # as a snapshot's error would, hosts still reading
+    assert hosts.closed == 0, "not closed under a read"
+    answer.set()
+    capacity.result(timeout=5)
+    assert hosts.closed == 1, "closed once the reads ended"
