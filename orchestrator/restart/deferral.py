@@ -81,6 +81,12 @@ class Deferral:
         return held.since if held is not None and (held.kind, held.batch) == (kind, batch) else None
 
 
+def defers(deferral: Deferral | None, kind: WaitKind, batch: int) -> bool:
+    """Whether a first look that finds this wait not over defers it: a deferring run's, unless this is the
+    wait it came back for."""
+    return deferral is not None and deferral.waiting_since(kind, batch) is None
+
+
 def waited_before_s(deferral: Deferral | None, kind: WaitKind, batch: int) -> float:
     """How long this wait went on before the run deferred it (0: a wait begun now)."""
     began = deferral.waiting_since(kind, batch) if deferral is not None else None
@@ -101,7 +107,6 @@ def deferrable_wait(deferral: Deferral | None, kind: WaitKind, batch: int, nodes
     """`wait_until`, for a run that may defer: without a deferral, exactly it. With one, the first look
     that finds the wait not over raises `Deferred`, unless this is the wait the run came back for:
     then it is waited here, for what is left of its timeout (counted from when it first began)."""
-    back = deferral is not None and deferral.waiting_since(kind, batch) is not None
     waited = waited_before_s(deferral, kind, batch)
     since = time.time()
 
@@ -110,4 +115,4 @@ def deferrable_wait(deferral: Deferral | None, kind: WaitKind, batch: int, nodes
 
     return wait_until(probe, what=what, timeout_s=max(timeout_s - waited, 0.0), interval_s=interval_s, clock=clock,
                       hint=hint, should_stop=should_stop, waited_before_s=min(waited, timeout_s),
-                      on_first_miss=defer if deferral is not None and not back else None)
+                      on_first_miss=defer if defers(deferral, kind, batch) else None)

@@ -20,7 +20,7 @@ from orchestrator.hosts.service import render
 from orchestrator.hosts.transport import LocalTransport
 from orchestrator.restart.adapter import AdapterT, ClusterAdapter
 from orchestrator.restart.context import RunContext
-from orchestrator.restart.deferral import Deferred, deferrable_wait, merged
+from orchestrator.restart.deferral import Deferred, deferrable_wait, defers, merged
 from orchestrator.restart.events import Event, EventSink
 from orchestrator.restart.journal import REBOOTED, BatchRecord, BatchState, Journal, UndoRecord, UndoState
 from orchestrator.restart.phases import Phase, reached
@@ -225,8 +225,7 @@ def wait_for_join(ctx: RunContext, batch: BatchRecord) -> None:
             left = ctx.inv.timeouts.join_s - (ctx.clock.monotonic() - started)
             # A deferring run looks without a server-side wait (the wait is its trigger's to do), unless
             # this is the wait its trigger handed back.
-            deferring = ctx.deferral is not None and ctx.deferral.waiting_since("join", rec.batch) is None
-            server_wait_s = 0.0 if deferring else JOIN_WAIT_S
+            server_wait_s = 0.0 if defers(ctx.deferral, "join", rec.batch) else JOIN_WAIT_S
             identity = live_identity(ctx, name, wait_s=min(server_wait_s, max(left, 0)))
             if identity is None:
                 seen.text = f"{name} is not in the cluster yet"

@@ -29,18 +29,18 @@ KERNEL_OF_HOST = "echo \"kernel $(grep -m1 '^btime ' /proc/stat) cpus $(nproc)\"
 T = TypeVar("T")
 
 
-def in_background(read: Callable[[], T]) -> Future[T]:
+def in_background(read: Callable[[], T], name: str = "host-reads") -> Future[T]:
     """``read`` begun in a daemon thread: a plan refused by the cluster never waits for a host that does
-    not answer."""
+    not answer. What it raises is raised by the future's result(), in the caller's thread."""
     done: Future[T] = Future()
 
     def run() -> None:
         try:
             done.set_result(read())
-        except BaseException as exc:  # handed to the caller of result(), in its thread
+        except BaseException as exc:
             done.set_exception(exc)
 
-    threading.Thread(target=run, name="host-reads", daemon=True).start()
+    threading.Thread(target=run, name=name, daemon=True).start()
     return done
 
 

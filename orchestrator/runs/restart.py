@@ -48,6 +48,7 @@ from orchestrator.restart.product import Product
 from orchestrator.restart.reboot import reboot_problems
 from orchestrator.restart.steps import put_back
 from orchestrator.runs.audit import audit_log
+from orchestrator.runs.host_reads import in_background
 from orchestrator.runs.metrics import metrics_sink
 from orchestrator.runs.target import Target, transport_of
 from orchestrator.tuning.apply import make_tuner
@@ -76,19 +77,12 @@ class EarlyHostCheck:
     A daemon thread: a run refused before it starts never waits for hosts that do not answer."""
 
     def __init__(self, inv: Inventory) -> None:
-        self._made: Future[Transport] = Future()
-        self._checked: Future[tuple[Transport, list[str]]] = Future()
-        threading.Thread(target=self._check, args=(inv,), name="host-check", daemon=True).start()
+        self._made = in_background(lambda: transport_of(inv), "host-check")
+        self._checked = in_background(lambda: self._check(inv), "host-check")
 
-    def _check(self, inv: Inventory) -> None:
-        try:
-            transport = transport_of(inv)
-            self._made.set_result(transport)
-            self._checked.set_result((transport, check_hosts(inv, transport)))
-        except BaseException as exc:  # handed to the caller of result(), in its thread
-            if not self._made.done():
-                self._made.set_exception(exc)
-            self._checked.set_exception(exc)
+    def _check(self, inv: Inventory) -> tuple[Transport, list[str]]:
+        transport = self._made.result()
+        return transport, check_hosts(inv, transport)
 
     def transport(self) -> Transport:
         """The run's transport, as soon as it is made (before its check ends): the plan's host reads
