@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from orchestrator.errors import ClusterError, ClusterUnreachable, PreflightFailed
+from orchestrator.errors import ClusterError, ClusterUnreachable, OrchestratorError, PreflightFailed
 from orchestrator.restart.plan import Plan
 from orchestrator.shards import privileges
 from orchestrator.shards.cluster_facts import ClusterFacts
@@ -87,10 +87,10 @@ class ShardClusterAdapter(LockDocuments, ClusterFacts, MergeRequests):
         records = body.get("nodes") if isinstance(body, dict) else None
         return [r for r in records if isinstance(r, dict)] if isinstance(records, list) else None
 
-    def preflight_reads(self, lacking: list[str] | None) -> tuple[Callable[[], Any], ...]:
+    def preflight_reads(self, lacking: Callable[[], list[str] | None]) -> tuple[Callable[[], Any], ...]:
         """What the plan checks before a run besides nodes and shards, as reads to send with the plan's
         others (never per batch): disk use, blocks, and running snapshots. Snapshot status needs `manage`:
-        a user refused for missing privileges (``lacking``) is not asked for it."""
+        a user refused for missing privileges (``lacking``, waited for by that read alone) is not asked for it."""
         def disk() -> Any:
             return self._do("read disk use", "GET", "/_cat/allocation", {"format": "json", "bytes": "b",
                             "h": "node,disk.percent,disk.avail"})
@@ -99,7 +99,7 @@ class ShardClusterAdapter(LockDocuments, ClusterFacts, MergeRequests):
             return self._do("read blocks", "GET", "/_cluster/state/blocks").get("blocks") or {}
 
         def running() -> Any:
-            return [] if lacking else self._do("read running snapshots", "GET", "/_snapshot/_status").get(
+            return [] if lacking() else self._do("read running snapshots", "GET", "/_snapshot/_status").get(
                 "snapshots") or []
         return disk, blocks, running
 
@@ -125,15 +125,12 @@ class ShardClusterAdapter(LockDocuments, ClusterFacts, MergeRequests):
         """The cluster's state. ``for_gate``: only what the batch gate reads (health, nodes, shards),
         the rest (settings, preflight) is read once, for the plan. Independent reads are sent together:
         a snapshot costs about one request's time, and the gate takes one before every batch."""
-        # Privileges first: a user who cannot read the cluster's state hears which privileges it
-        # lacks, not the first request's 403.
-        lacking = None if for_gate else self.missing_privileges()
-        if lacking and "cluster:monitor" in lacking:
-            raise PreflightFailed([privileges.refusal(lacking)])
-        h, shards, nodes, master, *plan_only = read_together(
-            self.health, self.shards, self.nodes, self.master_id,
-            *(() if for_gate else (lambda: self.cluster_settings(include_defaults=True), self.shutdown_records,
-                                   self.memory_by_node, *self.preflight_reads(lacking))))
+        if for_gate:
+            lacking = None
+            h, shards, nodes, master = read_together(self.health, self.shards, self.nodes, self.master_id)
+            plan_only: list[Any] = []
+        else:
+            h, shards, nodes, master, lacking, plan_only = self._plan_reads()
         persistent: dict[str, Any] = {}
         transient: dict[str, Any] = {}
         shutdowns = None
@@ -159,6 +156,28 @@ class ShardClusterAdapter(LockDocuments, ClusterFacts, MergeRequests):
             preflight=preflight,
             unassigned=self.explain_unassigned(shards) if settling else (),
         )
+
+    def _plan_reads(self) -> tuple[Any, ...]:
+        """The plan's reads and the privileges check, sent together (the check alone took as long as all
+        the reads). A user lacking `monitor` hears which privileges it lacks, not the first read's 403."""
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="privileges") as one:
+            checked = one.submit(self.missing_privileges)
+
+            def lacking() -> list[str] | None:
+                found = checked.result()
+                if found and "cluster:monitor" in found:
+                    raise PreflightFailed([privileges.refusal(found)])
+                return found
+
+            try:
+                h, shards, nodes, master, *plan_only = read_together(
+                    self.health, self.shards, self.nodes, self.master_id,
+                    lambda: self.cluster_settings(include_defaults=True), self.shutdown_records,
+                    self.memory_by_node, *self.preflight_reads(lacking))
+            except OrchestratorError:
+                lacking()  # the check's refusal or error first, as when it was asked before the reads
+                raise
+            return h, shards, nodes, master, lacking(), plan_only
 
     def explain_unassigned(self, shards: Iterable[ShardCopy],
                            until_blocking: Collection[str] | None = None) -> tuple[UnassignedCopy, ...]:
