@@ -255,7 +255,13 @@ class ShardClusterAdapter(LockDocuments, ClusterFacts, MergeRequests):
         # No elected master while the node was one: health needs one, node info does not.
         with contextlib.suppress(ClusterError):
             self.health(wait_for_nodes=f">={len(nodes) + 1}", timeout_s=timeout_s)
-        return self.live_identity(plan, name)
+        # Asked of the node alone: the wait may have ended for another node of a zone's batch, and the whole
+        # list (0.1-0.3 s just after a join) is read by the next look anyway, which finds a new id by name.
+        node_id = plan.node_ids.get(name)
+        if not node_id:
+            return self.live_identity(plan, name)
+        found = self.node_by_id(node_id)
+        return found.process_identity if found is not None else None
 
     def live_settings(self, wanted: list[tuple[str, str]]) -> list[Any]:
         persistent, transient = self.cluster_settings()
