@@ -231,11 +231,16 @@ class ShardClusterAdapter(LockDocuments, ClusterFacts, MergeRequests):
         return self.snapshot(for_gate=True)
 
     def live_identity(self, plan: Plan, name: str) -> str | None:
-        """Asked of the node alone where its id is known (`node_by_id`); a node not found by its id (its
-        data path wiped: a new id) is looked for by name in the whole list."""
+        return self._identity(plan, name, by_name_if_absent=True)
+
+    def _identity(self, plan: Plan, name: str, by_name_if_absent: bool) -> str | None:
+        """Asked of the node alone where its id is known (`node_by_id`). A node not found by its id (its
+        data path wiped: a new id) is looked for by name in the whole list, if ``by_name_if_absent``."""
         node_id = plan.node_ids.get(name)
         found = self.node_by_id(node_id) if node_id else None
-        return found.process_identity if found is not None else identity_in(self.nodes(), plan, name)
+        if found is not None:
+            return found.process_identity
+        return identity_in(self.nodes(), plan, name) if by_name_if_absent or not node_id else None
 
     def node_by_id(self, node_id: str) -> EsNode | None:
         """The node's name and process, asked of it alone: the whole list, read just after a node rejoined,
@@ -255,13 +260,9 @@ class ShardClusterAdapter(LockDocuments, ClusterFacts, MergeRequests):
         # No elected master while the node was one: health needs one, node info does not.
         with contextlib.suppress(ClusterError):
             self.health(wait_for_nodes=f">={len(nodes) + 1}", timeout_s=timeout_s)
-        # Asked of the node alone: the wait may have ended for another node of a zone's batch, and the whole
+        # Not by name if absent: the wait may have ended for another node of a zone's batch, and the whole
         # list (0.1-0.3 s just after a join) is read by the next look anyway, which finds a new id by name.
-        node_id = plan.node_ids.get(name)
-        if not node_id:
-            return self.live_identity(plan, name)
-        found = self.node_by_id(node_id)
-        return found.process_identity if found is not None else None
+        return self._identity(plan, name, by_name_if_absent=False)
 
     def live_settings(self, wanted: list[tuple[str, str]]) -> list[Any]:
         persistent, transient = self.cluster_settings()

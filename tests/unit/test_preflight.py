@@ -11,6 +11,7 @@ import pytest
 from orchestrator.restart.plan import Mode
 from orchestrator.shards.plan import build_plan
 from orchestrator.shards.preflight import DiskUsage, Preflight, preflight_findings, watermark_exceeded
+from tests.unit.fake_rest import RecordingRest
 from tests.unit.snapshots import copies, inventory, node, snapshot
 
 GIB = 2**30
@@ -111,19 +112,16 @@ def test_the_documented_role_is_the_one_checked_and_given_to_the_sandbox_user() 
         [(i["names"], i["privileges"]) for i in documented["indices"]]
 
 
-class PrivilegesOnlyRest:
+class PrivilegesOnlyRest(RecordingRest):
     """A secured cluster that answers `_has_privileges` and refuses everything else with a 403."""
 
-    label = "Elasticsearch"
-    endpoints = ("https://x:9200",)
-
     def __init__(self, granted: set[str]) -> None:
-        self.granted, self.asked = granted, list[str]()
+        super().__init__()
+        self.granted = granted
 
-    def request(self, what: str, method: str, path: str, params: Any = None, body: Any = None) -> Any:
+    def answer(self, what: str, method: str, path: str, params: Any, body: Any) -> Any:
         from orchestrator.shards.rest import HttpError
 
-        self.asked.append(path)
         if path != "/_security/user/_has_privileges":
             raise HttpError(f"{what}: the user is not allowed to do this (HTTP 403)", 403)
         cluster = {p: p in self.granted for p in body["cluster"]}
@@ -156,12 +154,12 @@ class SlowPrivilegesRest(PrivilegesOnlyRest):
         super().__init__(granted)
         self.read_asked, self.check_overlapped = threading.Event(), False
 
-    def request(self, what: str, method: str, path: str, params: Any = None, body: Any = None) -> Any:
+    def answer(self, what: str, method: str, path: str, params: Any, body: Any) -> Any:
         if path == "/_security/user/_has_privileges":
             self.check_overlapped = self.read_asked.wait(2)
         else:
             self.read_asked.set()
-        return super().request(what, method, path, params, body)
+        return super().answer(what, method, path, params, body)
 
 
 def test_the_privileges_are_checked_together_with_the_plans_reads() -> None:

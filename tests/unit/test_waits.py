@@ -19,6 +19,7 @@ from orchestrator.shards.adapter import ShardClusterAdapter
 from orchestrator.shards.leases import bytes_at_risk, leases_at_risk, lowest_kept
 from orchestrator.shards.snapshot import EsNode
 from orchestrator.shards.steps import wait_for_retention_leases
+from tests.unit.fake_rest import RecordingRest
 from tests.unit.journals import journal_of, plan_of
 from tests.unit.snapshots import inventory
 
@@ -183,17 +184,14 @@ def test_a_rejoin_is_awaited_by_one_server_side_wait_for_one_more_node_than_the_
     assert masterless.await_identity(plan, "es-1", 5) == new_es1.process_identity
 
 
-class NodesRest:
-    """Node info as `_nodes` answers it, for the nodes given (by id), whatever the filter; paths recorded."""
-
-    label = "Elasticsearch"
-    endpoints = ("https://x:9200",)
+class NodesRest(RecordingRest):
+    """Node info as `_nodes` answers it, for the nodes given (by id), whatever the filter."""
 
     def __init__(self, nodes: list[EsNode]) -> None:
-        self.nodes, self.asked = nodes, list[str]()
+        super().__init__()
+        self.nodes = nodes
 
-    def request(self, what: str, method: str, path: str, params: Any = None, body: Any = None) -> Any:
-        self.asked.append(path)
+    def answer(self, what: str, method: str, path: str, params: Any, body: Any) -> Any:
         if path == "/_cluster/health":
             return {"number_of_nodes": len(self.nodes)}
         wanted = path.split("/")[2] if path.count("/") == 3 else None  # /_nodes/ID/metrics
