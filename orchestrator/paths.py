@@ -61,20 +61,49 @@ def search(kind: str, name: str, inventory_dir: Path | None) -> tuple[Path | Tra
     return next((p for p in places if p.is_file()), None), looked
 
 
+def not_private(info: os.stat_result) -> str | None:
+    """Why a file or directory with this ``lstat``/``fstat`` could be changed by someone other than this
+    user (a symbolic link, another owner, group or other write), or None when only this user can."""
+    if stat.S_ISLNK(info.st_mode):
+        return "is a symbolic link"
+    if info.st_uid != os.geteuid():
+        return f"belongs to uid {info.st_uid}, not to this user ({os.geteuid()})"
+    if info.st_mode & 0o022:
+        return f"is writable by group or others (mode {stat.S_IMODE(info.st_mode):o})"
+    return None
+
+
+def check_private_dir(path: Path) -> None:
+    """Refuse ``path`` (a directory that exists) when it or a parent of it under the state root could be
+    changed by another user. A journal read from such a place could be planted: `resume` runs its hooks
+    and `abandon` writes its undo records, as this user (often root)."""
+    for d in (path, *[p for p in path.parents if state_root() in (p, *p.parents)]):
+        problem = not_private(d.lstat())
+        if problem:
+            remedy = "; `chmod go-w` it first" if "writable" in problem else \
+                "; keep run state in a directory of this user's own (ORCHESTRATOR_STATE)"
+            raise UnsafePath(f"{d} {problem}: refusing to read or keep run state there{remedy}")
+
+
 def private_dir(path: Path) -> Path:
     """``path`` as a directory only its owner (this user) can write: made so if missing (with its parents
     under the state root), refused if it is a symlink, someone else's, or writable by others. Journals
     and reports written there cannot then be redirected by a planted link."""
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    for d in (path, *[p for p in path.parents if state_root() in (p, *p.parents)]):
-        info = d.lstat()
-        if stat.S_ISLNK(info.st_mode):
-            raise UnsafePath(f"{d} is a symbolic link; refusing to keep run state through it")
-        if info.st_uid != os.geteuid():
-            raise UnsafePath(f"{d} belongs to uid {info.st_uid}, not to this user ({os.geteuid()})")
-        if info.st_mode & 0o022:
-            raise UnsafePath(f"{d} is writable by group or others (mode {stat.S_IMODE(info.st_mode):o}); "
-                             f"`chmod go-w {d}` first")
+    check_private_dir(path)
+    return path
+
+
+def existing_private_dir(path: Path) -> Path | None:
+    """The read side of ``private_dir``: ``path`` if it is a directory that only this user can change,
+    None if there is none, and refused (``UnsafePath``) otherwise. Nothing is created."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) and not stat.S_ISLNK(info.st_mode):
+        raise UnsafePath(f"{path} is not a directory: refusing to read run state from it")
+    check_private_dir(path)
     return path
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -14,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import ConfigError
+from orchestrator.paths import not_private
 
 M = TypeVar("M", bound=BaseModel)
 MAX_CONFIG_BYTES = 1_000_000
@@ -58,18 +60,29 @@ class _UniqueKeys:
 FastLoader: Any = type("FastLoader", (_UniqueKeys, getattr(yaml, "CSafeLoader", yaml.SafeLoader)), {})
 
 
-def read_bytes_of(path: Path, limit: int = MAX_CONFIG_BYTES) -> bytes:
+def read_bytes_of(path: Path, limit: int = MAX_CONFIG_BYTES, private: bool = False) -> bytes:
     """The file's bytes, if it is a regular file of reasonable size: never a device, a FIFO (which
-    would hang) or a directory, and never more than ``limit`` read (a size can lie: /dev/zero)."""
+    would hang) or a directory, and never more than ``limit`` read (a size can lie: /dev/zero).
+    ``private``: the file must be this user's own and writable by no one else, and is not followed
+    through a symbolic link (run state that another user could have planted); checked on the file
+    opened, so it cannot be swapped between the check and the read."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (os.O_NOFOLLOW if private else 0))
     except FileNotFoundError:
         raise ConfigError(str(path), ["file not found"]) from None
-    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
-        raise ConfigError(repr(str(path))[:300], [f"cannot open: {getattr(exc, 'strerror', None) or exc}"]) from None
+    except OSError as exc:
+        if private and exc.errno == errno.ELOOP:
+            raise ConfigError(str(path), ["is a symbolic link; refusing to follow it"]) from None
+        raise ConfigError(repr(str(path))[:300], [f"cannot open: {exc.strerror or exc}"]) from None
+    except ValueError as exc:  # a NUL byte in the path
+        raise ConfigError(repr(str(path))[:300], [f"cannot open: {exc}"]) from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             raise ConfigError(str(path), ["not a regular file (a directory, device or pipe)"])
+        problem = not_private(info) if private else None
+        if problem:
+            raise ConfigError(str(path), [f"{problem}; refusing to read it as run state"])
         chunks, size = [], 0
         while size <= limit:
             chunk = os.read(fd, limit + 1 - size)

@@ -28,7 +28,7 @@ from typing import Any, get_type_hints
 
 from orchestrator.config.loader import read_bytes_of, strict_json
 from orchestrator.errors import ConfigError, JournalError, OrchestratorError
-from orchestrator.paths import private_dir, state_root, write_atomically
+from orchestrator.paths import existing_private_dir, private_dir, state_root, write_atomically
 from orchestrator.restart.deferral import Wait
 from orchestrator.restart.phases import Phase, check_transition
 from orchestrator.restart.plan import Mode, Plan
@@ -428,8 +428,11 @@ class Journal:
 
     @classmethod
     def load(cls, path: Path) -> Journal:
+        """The journal saved at ``path``, which must be this user's own file, writable by no one else
+        and named after the run it holds: `resume` runs what a journal records (its hooks, its
+        commands) and `abandon` writes its undo records, so a planted or renamed one is refused."""
         try:
-            raw = strict_json(read_bytes_of(path, limit=MAX_JOURNAL_BYTES))
+            raw = strict_json(read_bytes_of(path, limit=MAX_JOURNAL_BYTES, private=True))
         except ConfigError as exc:
             raise JournalError(f"cannot read journal {path}: {'; '.join(exc.problems)}") from None
         except (ValueError, RecursionError) as exc:
@@ -455,6 +458,8 @@ class Journal:
                 waiting=None if raw.get("waiting") is None else Wait.from_json(raw["waiting"]).to_json(),
                 origin=str(raw.get("origin") or ""))
             journal.check_consistent()
+            if journal.run_id != path.stem:
+                raise ValueError(f"it holds run {str(journal.run_id)[:40]!r}, not the run its name says")
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise JournalError(f"journal {path} is damaged ({str(exc)[:200]}); it was not written by this tool "
                                "or was changed since") from None
@@ -501,28 +506,42 @@ def create(journal: Journal) -> Journal:
     return journal
 
 
+def journal_paths(cluster: str) -> list[Path]:
+    """The journals of ``cluster``'s runs, oldest first: only files named after a run id, in a directory
+    only this user can change (refused otherwise: see ``paths.check_private_dir``)."""
+    directory = existing_private_dir(runs_dir(cluster))
+    if directory is None:
+        return []
+    return sorted(p for p in directory.glob("*.json") if RUN_ID.fullmatch(p.stem))
+
+
+def load_run(cluster: str, path: Path) -> Journal:
+    """The journal at ``path`` of a run of ``cluster`` (one that says it is another cluster's is refused)."""
+    journal = Journal.load(path)
+    if journal.cluster != cluster:
+        raise JournalError(f"journal {path} is of cluster {str(journal.cluster)[:80]!r}, not {cluster!r}; it was "
+                           "moved or changed since it was written")
+    return journal
+
+
 def latest(cluster: str, run_id: str | None = None) -> Journal | None:
-    directory = runs_dir(cluster)
-    if not directory.is_dir():
-        return None
     if run_id:
         if not RUN_ID.fullmatch(run_id):
             raise JournalError(f"--run {run_id[:80]!r} is not a run id (such as 20261122T013500-a1b2c3; "
                                "`orchestrate status` shows the latest)")
-        path = directory / f"{run_id}.json"
-        if not path.exists():
-            raise JournalError(f"no run {run_id} for cluster {cluster} in {directory}")
-        return Journal.load(path)
-    paths = sorted(directory.glob("*.json"))
-    return Journal.load(paths[-1]) if paths else None
+        path = runs_dir(cluster) / f"{run_id}.json"
+        if path not in journal_paths(cluster):
+            raise JournalError(f"no run {run_id} for cluster {cluster} in {runs_dir(cluster)}")
+        return load_run(cluster, path)
+    paths = journal_paths(cluster)
+    return load_run(cluster, paths[-1]) if paths else None
 
 
 def newest_first(cluster: str, look_back: int = 50) -> Iterator[Journal]:
     """The cluster's last ``look_back`` runs that can be read, newest first."""
-    directory = runs_dir(cluster)
-    for path in reversed(sorted(directory.glob("*.json"))[-look_back:] if directory.is_dir() else []):
+    for path in reversed(journal_paths(cluster)[-look_back:]):
         try:
-            yield Journal.load(path)
+            yield load_run(cluster, path)
         except JournalError:
             continue
 
@@ -540,11 +559,10 @@ def last_success(cluster: str) -> float | None:
 def measured_batch_seconds(cluster: str, mode: str, before: str, look_back: int = 5) -> float | None:
     """Mean batch duration of the newest succeeded run of ``cluster`` in ``mode`` older than run
     ``before``: the first ETA of a run, before any of its own batches is measured."""
-    directory = runs_dir(cluster)
-    paths = sorted(p for p in directory.glob("*.json") if p.stem < before) if directory.is_dir() else []
+    paths = [p for p in journal_paths(cluster) if p.stem < before]
     for path in reversed(paths[-look_back:]):
         try:
-            journal = Journal.load(path)
+            journal = load_run(cluster, path)
         except JournalError:
             continue
         durations = [b.finished - b.started for b in journal.batches if b.started and b.finished]

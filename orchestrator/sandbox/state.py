@@ -6,8 +6,9 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from orchestrator.errors import SandboxError
-from orchestrator.paths import write_atomically
+from orchestrator.config.loader import read_bytes_of
+from orchestrator.errors import ConfigError, SandboxError
+from orchestrator.paths import existing_private_dir, write_atomically
 
 STATE_VERSION = 1
 
@@ -56,10 +57,14 @@ class SandboxState:
 
 
 def load(path: Path) -> SandboxState | None:
-    if not path.exists():
+    """The state `up` saved: this user's own file in a directory only this user can change, since `down`
+    signals the PIDs it lists (a planted one would have root end any process)."""
+    if existing_private_dir(path.parent) is None or not path.exists():
         return None
     try:
-        return SandboxState.from_json(path.read_text())
+        return SandboxState.from_json(read_bytes_of(path, private=True).decode())
+    except ConfigError as exc:
+        raise SandboxError(f"sandbox state {path}: {'; '.join(exc.problems)}") from None
     except (ValueError, TypeError, KeyError) as exc:
         raise SandboxError(f"sandbox state {path} is unreadable ({exc}); remove it after checking "
                            "that no sandbox processes are left") from exc

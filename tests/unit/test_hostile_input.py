@@ -172,7 +172,7 @@ def test_a_deeply_nested_snapshot_or_journal_is_an_error_not_a_crash() -> None:
 def test_a_damaged_journal_is_a_journal_error(top: Any, where: str, value: Any) -> None:
     with tempfile.TemporaryDirectory() as d:
         journal = journal_of(plan_of([["a"]]))
-        journal.path = Path(d) / "r.json"
+        journal.path = Path(d) / f"{journal.run_id}.json"  # a journal is named after its run
         journal.save()
         raw = json.loads(journal.path.read_text())
         *parents, last = where.split(".")

@@ -124,16 +124,16 @@ def test_first_eta_comes_from_the_previous_succeeded_run_in_the_same_mode(tmp_pa
     runs_dir("c").mkdir(parents=True)
 
     def run(run_id: str, mode: str, state: RunState, seconds: list[float]) -> None:
-        j = journal_of(plan_of([[f"a{i}"] for i in range(len(seconds))], mode=Mode(mode)))
+        j = journal_of(plan_of([[f"a{i}"] for i in range(len(seconds))], mode=Mode(mode)), run_id=run_id)
         j.path, j.state = runs_dir("c") / f"{run_id}.json", state
         for batch, s in zip(j.batches, seconds, strict=True):
             batch.started, batch.finished = 100.0, 100.0 + s
         j.save()
 
-    assert measured_batch_seconds("c", "node", "20261121T120000-x") is None
-    run("20261121T100000-a", "node", RunState.SUCCEEDED, [10, 20])
-    run("20261121T103000-b", "zone", RunState.SUCCEEDED, [50])
-    run("20261121T110000-c", "node", RunState.FAILED, [99])
-    assert measured_batch_seconds("c", "node", "20261121T120000-x") == 15
-    assert measured_batch_seconds("c", "zone", "20261121T120000-x") == 50
-    assert measured_batch_seconds("c", "node", "20261121T100000-a") is None  # only runs before this one
+    assert measured_batch_seconds("c", "node", "20261121T120000-ffffff") is None
+    run("20261121T100000-aaaaaa", "node", RunState.SUCCEEDED, [10, 20])
+    run("20261121T103000-bbbbbb", "zone", RunState.SUCCEEDED, [50])
+    run("20261121T110000-cccccc", "node", RunState.FAILED, [99])
+    assert measured_batch_seconds("c", "node", "20261121T120000-ffffff") == 15
+    assert measured_batch_seconds("c", "zone", "20261121T120000-ffffff") == 50
+    assert measured_batch_seconds("c", "node", "20261121T100000-aaaaaa") is None  # only runs before this one
