@@ -1,0 +1,296 @@
+"""The fake cluster's state, and how it moves.
+
+A stopped node leaves the cluster: each primary it held is handed to a started replica elsewhere, and
+each of its copies becomes an unassigned replica that remembers the node. A started node joins at
+once, as a new process. Each allocation round (`tick`, run by every health request) starts the copies
+that were initializing and assigns the unassigned ones that allocation allows back to their node:
+replicas only under `cluster.routing.allocation.enable: all`, as Elasticsearch does. What is counted
+often (health) is kept up to date as copies move, so a request costs what it reads, not the cluster.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import itertools
+import random
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+STARTED, INITIALIZING, UNASSIGNED = "STARTED", "INITIALIZING", "UNASSIGNED"
+DATA_ROLES = ("data", "data_content", "data_hot", "ingest")
+# Index widths (primaries, 1 replica each) and how often each is generated: many small indices, some wide.
+WIDTHS = ((1, 50), (2, 25), (5, 20), (10, 5))
+ALLOCATION_ENABLE = "cluster.routing.allocation.enable"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def node_id(name: str) -> str:
+    """A node id as Elasticsearch makes them: 22 URL-safe base64 characters (here derived from the name)."""
+    return base64.urlsafe_b64encode(hashlib.sha256(name.encode()).digest()).decode()[:22]
+
+
+@dataclass
+class FakeNode:
+    id: str
+    name: str
+    ip: str
+    roles: tuple[str, ...]
+    zone: str | None
+    version: str
+    pid: int
+    start_ms: int
+    up: bool = True
+
+    @property
+    def is_data(self) -> bool:
+        return any(r == "data" or r.startswith("data_") for r in self.roles)
+
+    @property
+    def is_master(self) -> bool:
+        return "master" in self.roles
+
+
+class Recovery(NamedTuple):
+    """A copy's last recovery (`_recovery` builds its answer from it): small, as there is one per copy."""
+
+    kind: str  # EMPTY_STORE, EXISTING_STORE, PEER
+    done: bool
+    start_ms: int
+    source: str  # node id ("" without one)
+    target: str
+    copied: int  # bytes copied from the source
+
+
+@dataclass(eq=False, slots=True)  # compared and hashed by identity: a cluster holds 100,000s of them in sets
+class Copy:
+    index: str
+    shard: int
+    primary: bool
+    node: str | None
+    state: str
+    size: int
+    docs: int
+    last_node: str | None = None  # the node it was on before it became unassigned
+    recovery: Recovery | None = None
+
+
+@dataclass
+class FakeIndex:
+    name: str
+    shards: list[list[Copy]]  # per shard number, its copies
+    hidden: bool = False
+    auto_expand: str | None = None
+
+    @property
+    def copies(self) -> Iterator[Copy]:
+        return itertools.chain.from_iterable(self.shards)
+
+
+@dataclass
+class LockDoc:
+    source: dict[str, Any]
+    seq_no: int
+    primary_term: int = 1
+
+
+class FakeCluster:
+    """The whole state, behind one lock (the server answers from several threads)."""
+
+    def __init__(self, name: str = "fake", version: str = "9.5.3", seed: int = 7) -> None:
+        self.name = name
+        self.version = version
+        self.uuid = node_id(f"cluster:{name}")
+        self.nodes: dict[str, FakeNode] = {}
+        self.by_name: dict[str, FakeNode] = {}
+        self.indices: dict[str, FakeIndex] = {}
+        self.on_node: dict[str, set[Copy]] = {}
+        self.unassigned: set[Copy] = set()
+        self.initializing: set[Copy] = set()
+        self.total_copies = 0
+        self.total_shards = 0
+        self.settings: dict[str, dict[str, Any]] = {"persistent": {}, "transient": {}}
+        self.docs: dict[tuple[str, str], LockDoc] = {}
+        self.seq_no = 0
+        self.lock = threading.RLock()
+        self.random = random.Random(seed)
+        self._placement: Iterator[FakeNode] | None = None
+        self._data_count = 0
+
+    # --- building ------------------------------------------------------------------------------
+    @classmethod
+    def generate(cls, nodes: int, copies_per_node: int = 200, zones: int = 1, seed: int = 7,
+                 version: str = "9.5.3") -> FakeCluster:
+        """``nodes`` nodes (from 10, three of them dedicated masters, the rest data nodes; below 10 every node
+        both) spread over ``zones`` awareness zones, holding about ``copies_per_node`` copies per data node."""
+        cluster = cls(version=version, seed=seed)
+        zone_names = [f"zone-{z + 1}" for z in range(zones)]
+        masters = 3 if nodes >= 10 else 0
+        for i in range(1, nodes + 1):
+            dedicated = i <= masters
+            roles = ("master",) if dedicated else (*DATA_ROLES, "master") if not masters else DATA_ROLES
+            cluster.add_node(f"es-{i}", zone_names[(i - 1) % zones] if zones > 1 else None, roles)
+        if zones > 1:
+            cluster.settings["persistent"]["cluster.routing.allocation.awareness.attributes"] = "zone"
+        data_nodes = sum(1 for n in cluster.nodes.values() if n.is_data)
+        widths = [w for w, _ in WIDTHS]
+        weights = [p for _, p in WIDTHS]
+        made = 0
+        for number in itertools.count(1):
+            if made >= copies_per_node * data_nodes:
+                break
+            primaries = min(cluster.random.choices(widths, weights)[0], max(data_nodes // 2, 1))
+            made += cluster.create_index(f"logs-{number:06d}", primaries, 1 if data_nodes > 1 else 0)
+        return cluster
+
+    def add_node(self, name: str, zone: str | None, roles: tuple[str, ...]) -> FakeNode:
+        i = len(self.nodes) + 1
+        node = FakeNode(id=node_id(name), name=name, ip=f"10.{100 + i // 65536}.{(i // 256) % 256}.{i % 256}",
+                        roles=roles, zone=zone, version=self.version, pid=1000 + i,
+                        start_ms=now_ms() - self.random.randint(3_600_000, 86_400_000))
+        self.nodes[node.id] = node
+        self.by_name[name] = node
+        self.on_node[node.id] = set()
+        self._placement = None
+        return node
+
+    def placement(self) -> Iterator[FakeNode]:
+        """Data nodes in turn, zones interleaved: consecutive picks are in different zones (awareness) and
+        every node gets its share."""
+        if self._placement is None:
+            by_zone: dict[str | None, list[FakeNode]] = {}
+            for n in self.nodes.values():
+                if n.is_data:
+                    by_zone.setdefault(n.zone, []).append(n)
+            order = [n for group in itertools.zip_longest(*by_zone.values()) for n in group if n is not None]
+            self._placement = itertools.cycle(order)
+        return self._placement
+
+    def create_index(self, name: str, primaries: int, replicas: int, hidden: bool = False,
+                     auto_expand: str | None = None) -> int:
+        """A new index, its copies started on data nodes (as if created long ago); returns its copies."""
+        if self._placement is None:
+            self._data_count = sum(1 for n in self.nodes.values() if n.is_data and n.up)
+        data = self._data_count
+        if auto_expand:
+            low, high = auto_expand.split("-")
+            replicas = max(int(low), min(data - 1, data if high == "all" else int(high)))
+        copies_per_shard = min(replicas + 1, data)
+        index = FakeIndex(name, [], hidden=hidden, auto_expand=auto_expand)
+        created = now_ms() - 3_600_000
+        pick = self.placement()
+        for shard in range(primaries):
+            holders: list[FakeNode] = []
+            while len(holders) < copies_per_shard:
+                candidate = next(pick)
+                if candidate.up and candidate not in holders:
+                    holders.append(candidate)
+            docs = self.random.randint(1_000, 100_000)
+            copies = []
+            for k, holder in enumerate(holders):
+                copy = Copy(name, shard, k == 0, holder.id, STARTED, docs * 600, docs)
+                copy.recovery = Recovery("EMPTY_STORE", True, created, "", holder.id, 0) if k == 0 else \
+                    Recovery("PEER", True, created, holders[0].id, holder.id, copy.size)
+                copies.append(copy)
+                self.on_node[holder.id].add(copy)
+            index.shards.append(copies)
+        self.indices[name] = index
+        self.total_shards += primaries
+        self.total_copies += primaries * copies_per_shard
+        return primaries * copies_per_shard
+
+    # --- how it moves ------------------------------------------------------------------------------
+    def stop(self, name: str) -> None:
+        with self.lock:
+            node = self.by_name[name]
+            if not node.up:
+                return
+            node.up = False
+            for copy in self.on_node[node.id]:
+                if copy.primary:
+                    others = [c for c in self.indices[copy.index].shards[copy.shard]
+                              if c is not copy and c.state == STARTED]
+                    if others:  # a started replica is promoted; without one the shard is red
+                        others[0].primary, copy.primary = True, False
+                copy.last_node, copy.node = node.id, None
+                self._state(copy, UNASSIGNED)
+            self.on_node[node.id] = set()
+
+    def start(self, name: str) -> None:
+        with self.lock:
+            node = self.by_name[name]
+            if node.up:
+                return
+            node.up, node.pid, node.start_ms = True, node.pid + 10_000, now_ms()
+
+    def tick(self) -> None:
+        """One allocation round: initializing copies start, allowed unassigned copies go back to their node."""
+        with self.lock:
+            for copy in list(self.initializing):
+                self._state(copy, STARTED)
+                if copy.recovery is not None:
+                    copy.recovery = copy.recovery._replace(done=True)
+            enable = self.setting(ALLOCATION_ENABLE) or "all"
+            for copy in list(self.unassigned):
+                allowed = enable == "all" or (copy.primary and enable in ("primaries", "new_primaries"))
+                home = self.nodes.get(copy.last_node or "")
+                if not allowed or home is None or not home.up:
+                    continue  # waits for its node (as delayed allocation does) or for allocation
+                if any(c.node == home.id for c in self.indices[copy.index].shards[copy.shard] if c is not copy):
+                    continue
+                primary = next((c for c in self.indices[copy.index].shards[copy.shard] if c.primary and c.node), None)
+                source = self.nodes[primary.node] if primary is not None and primary.node and not copy.primary \
+                    else home
+                copy.node = home.id
+                self.on_node[home.id].add(copy)
+                # Its own files and the operations it missed (retention leases held): no file copied.
+                copy.recovery = Recovery("EXISTING_STORE" if copy.primary else "PEER", False, now_ms(),
+                                         "" if copy.primary else source.id, home.id, 0)
+                self._state(copy, INITIALIZING)
+
+    def _state(self, copy: Copy, state: str) -> None:
+        for group, member in ((self.unassigned, UNASSIGNED), (self.initializing, INITIALIZING)):
+            if copy.state == member:
+                group.discard(copy)
+            if state == member:
+                group.add(copy)
+        copy.state = state
+
+    # --- what is read -----------------------------------------------------------------------------
+    def setting(self, key: str) -> Any:
+        return self.settings["transient"].get(key, self.settings["persistent"].get(key))
+
+    def up_nodes(self) -> list[FakeNode]:
+        return [n for n in self.nodes.values() if n.up]
+
+    def elected_master(self) -> FakeNode | None:
+        return next((n for n in self.nodes.values() if n.up and n.is_master), None)
+
+    def health(self) -> dict[str, Any]:
+        moving = self.unassigned | self.initializing
+        inactive_primaries = sum(1 for c in moving if c.primary)
+        up = self.up_nodes()
+        status = "red" if inactive_primaries else "yellow" if moving else "green"
+        return {"cluster_name": self.name, "status": status, "timed_out": False, "number_of_nodes": len(up),
+                "number_of_data_nodes": sum(1 for n in up if n.is_data),
+                "active_primary_shards": self.total_shards - inactive_primaries,
+                "active_shards": self.total_copies - len(moving), "relocating_shards": 0,
+                "initializing_shards": len(self.initializing), "unassigned_shards": len(self.unassigned),
+                "unassigned_primary_shards": sum(1 for c in self.unassigned if c.primary),
+                "delayed_unassigned_shards": 0, "number_of_pending_tasks": 0, "number_of_in_flight_fetch": 0,
+                "task_max_waiting_in_queue_millis": 0,
+                "active_shards_percent_as_number":
+                    100.0 * (self.total_copies - len(moving)) / max(self.total_copies, 1)}
+
+    def index_status(self, index: FakeIndex) -> str:
+        copies = list(index.copies)
+        if any(c.primary and c.state != STARTED for c in copies):
+            return "red"
+        return "yellow" if any(c.state != STARTED for c in copies) else "green"
+
