@@ -13,7 +13,6 @@ yet restored, in reverse order.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import secrets
@@ -21,179 +20,33 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
-from enum import StrEnum
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any
 
-from orchestrator.config.loader import read_bytes_of, strict_json
-from orchestrator.errors import ConfigError, JournalError, OrchestratorError
-from orchestrator.paths import existing_private_dir, private_dir, state_root, write_atomically
+from orchestrator.errors import JournalError, OrchestratorError
+from orchestrator.paths import existing_private_dir, private_dir, state_root
+from orchestrator.restart import journal_file
 from orchestrator.restart.deferral import Wait
 from orchestrator.restart.phases import Phase, check_transition
-from orchestrator.restart.plan import Mode, Plan
+from orchestrator.restart.plan import Plan
 
-FORMAT_VERSION = 2
-MAX_JOURNAL_BYTES = 256_000_000
+# The journal's records, imported from here by the rest of the tool.
+from orchestrator.restart.records import REBOOTED as REBOOTED
+from orchestrator.restart.records import BatchRecord as BatchRecord
+from orchestrator.restart.records import BatchState as BatchState
+from orchestrator.restart.records import HistoryEntry as HistoryEntry
+from orchestrator.restart.records import NodeRecord as NodeRecord
+from orchestrator.restart.records import RunOptions as RunOptions
+from orchestrator.restart.records import RunSpec as RunSpec
+from orchestrator.restart.records import RunState as RunState
+from orchestrator.restart.records import UndoRecord as UndoRecord
+from orchestrator.restart.records import UndoState as UndoState
+from orchestrator.restart.records import check_field_types
+
+FORMAT_VERSION = 3  # 3: a base and a log of changes (journal_file.py); 2 (a single file) is still read
+READS_FORMATS = (2, 3)
 RUN_ID = re.compile(r"\d{8}T\d{6}-[0-9a-f]{6}")
-
-REBOOTED = "rebooted"  # the mark (NodeRecord.started_at) of a host back from its reboot
-
-
-class RunState(StrEnum):
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    ABORTED = "aborted"  # stopped by an operator (Ctrl-C, SIGTERM, a hook's abort); `resume` goes on
-    STOPPED = "stopped"  # stopped as asked, after --stop-after's batches; `resume` goes on
-    ABANDONED = "abandoned"  # given up by `orchestrate abandon`: its settings put back, never resumed
-    DEFERRED = "deferred"  # a long wait left to a scheduler's trigger (restart/deferral.py); resumed after it
-
-    @property
-    def finished(self) -> bool:
-        """Whether the run is over for good: nothing to resume, and a new run may start."""
-        return self in (RunState.SUCCEEDED, RunState.ABANDONED)
-
-
-class UndoState(StrEnum):
-    INTENDED = "intended"  # written before the change; the change may or may not have been made
-    APPLIED = "applied"
-    RESTORED = "restored"
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """Every option that changes how a run behaves; recorded, so `resume` behaves the same."""
-
-    allow_yellow: bool = False
-    # Index patterns (shell-style) the operator accepted to be unavailable while their node restarts.
-    allow_unavailable: tuple[str, ...] = ()
-    canary: bool = False  # after the first batch, pause until `orchestrate continue`
-    pause_between_s: float = 0.0  # a wait between batches
-    nodes: tuple[str, ...] = ()  # the subset restarted (--nodes), as patterns; empty: all
-    exclude: tuple[str, ...] = ()  # nodes left out (--exclude), as patterns
-    upgrade_to: str = ""  # an upgrade run's target version (`orchestrate upgrade --to`); empty: a restart
-    snapshot_check: bool = True  # an upgrade's check for a recent snapshot (off: --no-snapshot-check)
-    reboot: bool = False  # `restart --reboot`: each host is rebooted, not only the service restarted
-
-    @classmethod
-    def from_json(cls, raw: dict[str, Any]) -> RunOptions:
-        def texts(key: str) -> tuple[str, ...]:
-            return tuple(str(p) for p in raw.get(key, ()))
-
-        return cls(allow_yellow=bool(raw.get("allow_yellow", False)), allow_unavailable=texts("allow_unavailable"),
-                   canary=bool(raw.get("canary", False)), pause_between_s=float(raw.get("pause_between_s", 0)),
-                   nodes=texts("nodes"), exclude=texts("exclude"), upgrade_to=str(raw.get("upgrade_to", "")),
-                   snapshot_check=bool(raw.get("snapshot_check", True)), reboot=bool(raw.get("reboot", False)))
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """What the run is: recorded when it starts, run again as it is by `resume`."""
-
-    mode: Mode
-    options: RunOptions
-    playbook: dict[str, Any]  # the resolved playbook, as it was loaded
-    inventory_path: str
-    inventory: dict[str, Any]  # the validated inventory as it was (secrets are only references)
-    plan: Plan
-    prelude: dict[str, dict[str, Any]] = field(default_factory=dict)  # e.g. a force-merge before batch 1
-
-    def to_json(self) -> dict[str, Any]:
-        return {"mode": self.mode.value, "options": asdict(self.options), "playbook": self.playbook,
-                "inventory_path": self.inventory_path, "inventory": self.inventory, "plan": self.plan.to_json(),
-                "prelude": self.prelude}
-
-    @classmethod
-    def from_json(cls, raw: dict[str, Any]) -> RunSpec:
-        return cls(mode=Mode(raw["mode"]), options=RunOptions.from_json(raw["options"]), playbook=raw["playbook"],
-                   inventory_path=raw["inventory_path"], inventory=raw["inventory"],
-                   plan=Plan.from_json(raw["plan"]), prelude=raw.get("prelude", {}))
-
-
-@dataclass
-class UndoRecord:
-    id: int
-    key: str
-    scope: str
-    before: Any
-    applied: Any
-    state: UndoState = UndoState.INTENDED
-    batch: int | None = None
-
-
-@dataclass(frozen=True)
-class HistoryEntry:
-    """A turn in a run's life, for its report: how it ended each time, and each resume."""
-
-    at: float
-    event: str  # a RunState's value, or "resumed"
-    message: str
-
-
-@dataclass
-class NodeRecord:
-    name: str
-    batch: int
-    phase: str = "pending"
-    process_before: str | None = None
-    process_after: str | None = None
-    restarted: bool = False
-    phases: dict[str, float] = field(default_factory=dict)  # phase -> seconds
-    started_at: dict[str, float] = field(default_factory=dict)  # phase -> wall clock start
-    recovery: dict[str, int] = field(default_factory=dict)
-    # Each change made to the node's host (tuning): {"knob", "before": {...}, "after": {...}}.
-    host_changes: list[dict[str, Any]] = field(default_factory=list)
-    boot_before: str | None = None  # `restart --reboot`: the host's boot id before its reboot
-
-
-def check_field_types(record: object) -> None:
-    """Each plain field (numbers, text, flags, lists of text, maps of numbers) holds what its type says."""
-    if not is_dataclass(record) or isinstance(record, type):
-        return
-    hints = type_hints(type(record))
-    for f in fields(record):
-        value, hint = getattr(record, f.name), hints[f.name]
-        allowed = PLAIN_TYPES.get(hint)
-        if allowed is not None and not allowed(value):
-            raise ValueError(f"its field {f.name} holds {type(value).__name__}, not {hint}")
-
-
-@functools.cache
-def type_hints(kind: type) -> dict[str, Any]:
-    return get_type_hints(kind)
-
-
-def _number(v: object) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
-
-
-PLAIN_TYPES: dict[object, Callable[[object], bool]] = {
-    float: _number, float | None: lambda v: v is None or _number(v),
-    int: lambda v: isinstance(v, int) and not isinstance(v, bool), str: lambda v: isinstance(v, str),
-    str | None: lambda v: v is None or isinstance(v, str), bool: lambda v: isinstance(v, bool),
-    list[str]: lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
-    dict[str, float]: lambda v: isinstance(v, dict) and all(_number(x) for x in v.values()),
-    dict[str, int]: lambda v: isinstance(v, dict) and all(_number(x) for x in v.values()),
-    dict[str, str]: lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),
-}
-
-
-class BatchState(StrEnum):
-    PENDING = "pending"
-    RUNNING = "running"
-    DONE = "done"
-
-
-@dataclass
-class BatchRecord:
-    number: int
-    label: str
-    nodes: list[str]
-    state: BatchState = BatchState.PENDING
-    steps_done: list[str] = field(default_factory=list)
-    started: float | None = None
-    finished: float | None = None
 
 
 @dataclass
@@ -223,6 +76,17 @@ class Journal:
     _lock: threading.RLock = field(default_factory=threading.RLock, compare=False, repr=False)
     # The spec as saved, kept: it is most of a large cluster's journal, and the same at each save.
     _spec_text: tuple[RunSpec, str] | None = field(default=None, compare=False, repr=False)
+    # Each node's and batch's record as last encoded (by the record's identity): a base is written from them,
+    # a record encoded again only once a transition changed it (`change`).
+    _texts: dict[int, tuple[object, str]] = field(default_factory=dict, compare=False, repr=False)
+    # What the next line of the log holds (journal_file.py): the records changed since the last save, by id.
+    _changed: dict[int, NodeRecord | BatchRecord | UndoRecord] = field(default_factory=dict, compare=False,
+                                                                         repr=False)
+    _reports_changed: bool = field(default=False, compare=False, repr=False)
+    _spec_saved: RunSpec | None = field(default=None, compare=False, repr=False)
+    _history_saved: int = field(default=0, compare=False, repr=False)
+    _seq: int = field(default=0, compare=False, repr=False)  # the changes saved, base and log
+    _lines: int | None = field(default=None, compare=False, repr=False)  # in the log; None: no base written yet
 
     # --- reading ------------------------------------------------------------------------------
     @property
@@ -249,10 +113,15 @@ class Journal:
 
     # --- the transitions: each changes state and saves it, under the lock ----------------------
     @contextmanager
-    def change(self) -> Iterator[None]:
-        """Change the journal and save it; the one way state is written (also for a step's own records)."""
+    def change(self, *records: NodeRecord | BatchRecord | UndoRecord) -> Iterator[None]:
+        """Change the journal and save it; the one way state is written (also for a step's own records).
+        ``records``: the node, batch and undo records the change touches (the run's own fields are always
+        saved); a record changed but not named would be missed by the save's line."""
         with self._lock:
             yield
+            for record in records:
+                self._changed[id(record)] = record
+                self._texts.pop(id(record), None)
             self.save()
 
     def set_state(self, state: RunState, message: str = "") -> None:
@@ -303,15 +172,16 @@ class Journal:
         with self.change():
             self.preludes_done.append(name)
             self.prelude_reports[name] = report
+            self._reports_changed = True
 
     def begin_batch(self, batch: BatchRecord) -> None:
-        with self.change():
+        with self.change(batch):
             batch.state = BatchState.RUNNING
             batch.started = time.time()
 
     def reopen_batch(self, batch: BatchRecord) -> None:
         """A batch refused at its last check, before any of its nodes stopped: it starts over."""
-        with self.change():
+        with self.change(batch):
             batch.state = BatchState.PENDING
             batch.steps_done.clear()
             batch.started = None
@@ -324,30 +194,30 @@ class Journal:
             self.spec = replace(self.spec, options=options)
 
     def step_done(self, batch: BatchRecord, step: str) -> None:
-        with self.change():
+        with self.change(batch):
             batch.steps_done.append(step)
 
     def end_batch(self, batch: BatchRecord) -> None:
-        with self.change():
+        with self.change(batch):
             batch.state = BatchState.DONE
             batch.finished = time.time()
 
     def record_undo(self, key: str, scope: str, before: Any, applied: Any, batch: int | None) -> UndoRecord:
         """Write the undo record of a change about to be made (state: intended)."""
-        with self.change():
-            record = UndoRecord(id=len(self.undo) + 1, key=key, scope=scope, before=before, applied=applied,
-                                batch=batch)
+        record = UndoRecord(id=len(self.undo) + 1, key=key, scope=scope, before=before, applied=applied,
+                            batch=batch)
+        with self.change(record):
             self.undo.append(record)
         return record
 
     def undo_state(self, record: UndoRecord, state: UndoState) -> None:
-        with self.change():
+        with self.change(record):
             record.state = state
 
     def set_phase(self, node: str, phase: Phase) -> NodeRecord:
         """Move a node to ``phase``; an illegal move raises (the journal and the run would disagree)."""
-        with self.change():
-            rec = self.nodes[node]
+        rec = self.nodes[node]
+        with self.change(rec):
             check_transition(node, rec.phase, phase)
             if rec.phase != phase:
                 rec.started_at[phase.value] = time.time()
@@ -356,35 +226,35 @@ class Journal:
 
     def mark(self, node: str, key: str) -> None:
         """Note the wall-clock time of a moment in the node's restart (e.g. the start command issued)."""
-        with self.change():
+        with self.change(self.nodes[node]):
             self.nodes[node].started_at[key] = time.time()
 
     def timed(self, node: str, phase_key: str, seconds: float) -> None:
-        with self.change():
+        with self.change(self.nodes[node]):
             self.nodes[node].phases[phase_key] = round(seconds, 2)
 
     def process_before(self, node: str, identity: str | None) -> None:
-        with self.change():
+        with self.change(self.nodes[node]):
             self.nodes[node].process_before = identity
 
     def restarted(self, node: str, identity: str) -> None:
-        with self.change():
+        with self.change(self.nodes[node]):
             self.nodes[node].process_after = identity
             self.nodes[node].restarted = True
 
     def recovered(self, node: str, figures: dict[str, int]) -> None:
         """Merge the node's recovery figures (bytes copied and reused, handoffs) into its record."""
-        with self.change():
+        with self.change(self.nodes[node]):
             self.nodes[node].recovery = {**self.nodes[node].recovery, **figures}
 
     def host_changed(self, node: str, changes: list[dict[str, Any]]) -> None:
         """Record what was changed on the node's host (appended: a resumed tune adds, never replaces)."""
         if changes:
-            with self.change():
+            with self.change(self.nodes[node]):
                 self.nodes[node].host_changes = [*self.nodes[node].host_changes, *changes]
 
     def boot_id_before(self, node: str, boot_id: str) -> None:
-        with self.change():
+        with self.change(self.nodes[node]):
             self.nodes[node].boot_before = boot_id
 
     def calls(self, count: int) -> None:
@@ -399,49 +269,85 @@ class Journal:
         """Everything but the spec; each record through ``record`` (a copy, or for a save its fields as
         they are: no record holds another)."""
         return {
-            "format": self.format, "run_id": self.run_id, "cluster": self.cluster,
-            "state": self.state.value, "created": self.created, "updated": self.updated, "finished": self.finished,
-            "message": self.message, "run_setup_done": self.run_setup_done, "preludes_done": self.preludes_done,
-            "prelude_reports": self.prelude_reports, "cluster_calls": self.cluster_calls, "paused": self.paused,
-            "hook_values": self.hook_values, "history": [record(h) for h in self.history],
-            "waiting": self.waiting, "origin": self.origin,
+            "format": self.format, "run_id": self.run_id, "cluster": self.cluster, **self._run_fields(),
+            "prelude_reports": self.prelude_reports, "history": [record(h) for h in self.history],
             "batches": [record(b) for b in self.batches], "nodes": {k: record(v) for k, v in self.nodes.items()},
             "undo": [record(u) for u in self.undo],
         }
 
+    def _run_fields(self) -> dict[str, Any]:
+        """The run's own fields that a transition may change (each line of the log holds them): a few values."""
+        return {"state": self.state.value, "created": self.created, "updated": self.updated, "finished": self.finished,
+                "message": self.message, "run_setup_done": self.run_setup_done, "preludes_done": self.preludes_done,
+                "cluster_calls": self.cluster_calls, "paused": self.paused, "hook_values": self.hook_values,
+                "waiting": self.waiting, "origin": self.origin}
+
     def to_text(self) -> str:
-        """The journal as saved. A run saves it some 40 times per batch, so for a cluster of 5,000 nodes
-        (a 4 MB journal) this took 240 ms each: the spec, most of it, is encoded once (again only when it
-        is replaced), the records are not copied, and the encoding is compact (json's C encoder: an
-        indented one is Python's own, 2.7 times slower)."""
+        """The whole journal, as its base file holds it. The spec, most of it, is encoded once (again only
+        when it is replaced); a node's or batch's record only once a transition changed it (`change`); the
+        encoding is compact (json's C encoder: an indented one is Python's own, 2.7 times slower)."""
         if self._spec_text is None or self._spec_text[0] is not self.spec:
             self._spec_text = (self.spec, json.dumps(self.spec.to_json(), default=str))
-        state = json.dumps(self._state_dict(vars), default=str)
-        return f'{{"spec":{self._spec_text[1]},{state[1:]}'
+        state = {"format": self.format, "run_id": self.run_id, "cluster": self.cluster, **self._run_fields(),
+                 "prelude_reports": self.prelude_reports, "history": [vars(h) for h in self.history],
+                 "undo": [vars(u) for u in self.undo]}
+        batches = ",".join(self._record_text(b) for b in self.batches)
+        nodes = ",".join(f"{json.dumps(name)}:{self._record_text(rec)}" for name, rec in self.nodes.items())
+        return (f'{{"spec":{self._spec_text[1]},"seq":{self._seq},{json.dumps(state, default=str)[1:-1]},'
+                f'"batches":[{batches}],"nodes":{{{nodes}}}}}')
+
+    def _record_text(self, record: NodeRecord | BatchRecord) -> str:
+        key = id(record)
+        kept = self._texts.get(key)
+        if kept is None or kept[0] is not record:
+            kept = self._texts[key] = (record, json.dumps(vars(record), default=str))
+        return kept[1]
+
+    def _change_line(self) -> str:
+        """What changed since the last save, as a line of the log (journal_file.py)."""
+        line: dict[str, Any] = {"seq": self._seq, "run": self._run_fields()}
+        if self._spec_saved is not self.spec:
+            line["spec"] = self.spec.to_json()
+        if self._reports_changed:
+            line["prelude_reports"] = self.prelude_reports
+        if len(self.history) > self._history_saved:
+            line["history"] = [vars(h) for h in self.history[self._history_saved:]]
+        for record in self._changed.values():
+            kind, key = (("nodes", record.name) if isinstance(record, NodeRecord) else
+                         ("batches", str(record.number)) if isinstance(record, BatchRecord) else
+                         ("undo", str(record.id)))
+            line.setdefault(kind, {})[key] = vars(record)
+        return json.dumps(line, default=str)
 
     def save(self) -> None:
+        """Save the change just made: a line appended to the log, or the base written again (the first
+        save, every `COMPACT_AFTER` lines, and whenever the run is not running: it stopped, ended or waits)."""
         if self.path is None:
             raise JournalError("journal has no path")
         with self._lock:
             self.updated = time.time()
-            write_atomically(self.path, self.to_text(), mode=0o600)
+            self._seq += 1
+            if self._lines is None or self._lines >= journal_file.COMPACT_AFTER or self.state is not RunState.RUNNING:
+                journal_file.write_base(self.path, self.to_text())
+                self._lines = 0
+            else:
+                journal_file.append(self.path, self._change_line())
+                self._lines += 1
+            self._changed.clear()
+            self._reports_changed = False
+            self._spec_saved = self.spec
+            self._history_saved = len(self.history)
 
     @classmethod
     def load(cls, path: Path) -> Journal:
         """The journal saved at ``path``, which must be this user's own file, writable by no one else
         and named after the run it holds: `resume` runs what a journal records (its hooks, its
         commands) and `abandon` writes its undo records, so a planted or renamed one is refused."""
-        try:
-            raw = strict_json(read_bytes_of(path, limit=MAX_JOURNAL_BYTES, private=True))
-        except ConfigError as exc:
-            raise JournalError(f"cannot read journal {path}: {'; '.join(exc.problems)}") from None
-        except (ValueError, RecursionError) as exc:
-            raise JournalError(f"cannot read journal {path}: not JSON written by this tool "
-                               f"({str(exc)[:200]})") from None
-        if not isinstance(raw, dict) or raw.get("format") != FORMAT_VERSION:
+        raw, lines = journal_file.read(path)
+        if not isinstance(raw, dict) or raw.get("format") not in READS_FORMATS:
             found = raw.get("format") if isinstance(raw, dict) else "unknown"
-            raise JournalError(f"journal {path} has format {found!r}; this version of orchestrator reads format "
-                               f"{FORMAT_VERSION} only. Use the version that wrote it.")
+            raise JournalError(f"journal {path} has format {found!r}; this version of orchestrator reads formats "
+                               f"{' and '.join(map(str, READS_FORMATS))} only. Use the version that wrote it.")
         try:
             journal = cls(
                 run_id=raw["run_id"], cluster=raw["cluster"], spec=RunSpec.from_json(raw["spec"]),
@@ -464,6 +370,11 @@ class Journal:
             raise JournalError(f"journal {path} is damaged ({str(exc)[:200]}); it was not written by this tool "
                                "or was changed since") from None
         journal.path = path
+        seq = raw.get("seq", 0)
+        journal._seq = seq if isinstance(seq, int) and not isinstance(seq, bool) else 0
+        # A journal of the single-file format goes on in this one: its next save writes a base of this format.
+        journal._lines = lines if raw["format"] == FORMAT_VERSION else None
+        journal._spec_saved, journal._history_saved = journal.spec, len(journal.history)
         return journal
 
     def check_consistent(self) -> None:

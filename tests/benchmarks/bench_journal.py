@@ -37,7 +37,7 @@ def journal_of(nodes: int, where: Path) -> Journal:
     j = Journal(run_id="bench", cluster="big", spec=spec,
                 batches=[BatchRecord(number=i + 1, label=n, nodes=[n]) for i, n in enumerate(names)],
                 nodes={n: NodeRecord(name=n, batch=i + 1) for i, n in enumerate(names)})
-    j.path = where / f"journal-{nodes}.json"
+    j.path = where / f"{j.run_id}.json"  # a journal is named after its run
     return j
 
 

@@ -30,6 +30,7 @@ def test_round_trip_and_owner_only(tmp_path: Path) -> None:
     assert loaded.undo[0].state is UndoState.INTENDED and loaded.undo[0].before is None
     assert loaded.nodes["a"].batch == 1
     assert stat.S_IMODE((tmp_path / "r1.json").stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "r1.changes").stat().st_mode) == 0o600, "its log of changes too"
     assert not list(tmp_path.glob(".r1.json.*")), "no temporary file left behind"
 
 
@@ -40,9 +41,8 @@ def test_what_is_saved_is_the_whole_journal_and_a_replaced_spec_is_saved_anew(tm
     j.set_phase("a", Phase.STOPPING)
     j.accept_unavailable(("logs-*",))
     j.timed("a", "stop", 1.5)
-    saved = json.loads((tmp_path / "r1.json").read_text())
-    assert saved == json.loads(json.dumps(j.to_dict(), default=str)), "the file says what the journal holds"
-    loaded = Journal.load(tmp_path / "r1.json")
+    loaded = Journal.load(tmp_path / "r1.json")  # the base and its log of changes (journal_file.py)
+    assert loaded.to_dict() == j.to_dict(), "the files say what the journal holds"
     assert loaded.spec.options.allow_unavailable == ("logs-*",)
     assert loaded.nodes["a"].phase == "stopping" and loaded.nodes["a"].phases == {"stop": 1.5}
 
@@ -137,3 +137,39 @@ def test_first_eta_comes_from_the_previous_succeeded_run_in_the_same_mode(tmp_pa
     assert measured_batch_seconds("c", "node", "20261121T120000-ffffff") == 15
     assert measured_batch_seconds("c", "zone", "20261121T120000-ffffff") == 50
     assert measured_batch_seconds("c", "node", "20261121T100000-aaaaaa") is None  # only runs before this one
+
+
+def test_every_save_read_back_is_the_whole_journal_though_a_save_writes_only_what_changed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A save appends the records its transition said it changed to the journal's log, or writes its base
+    anew (journal_file.py): at every save of runs over the fake cluster (zone and node mode, a failed
+    start, a resume, the log compacted every 7 lines), the journal read back from its files is exactly the
+    journal in memory. A transition that changed a record without saying so would fail this."""
+    from orchestrator.errors import HostError
+    from orchestrator.restart import journal_file
+    from orchestrator.restart.plan import Mode
+    from orchestrator.testing.fake import FakeCluster
+    from tests.unit.test_engine import ORIGINAL, inventory, new_journal, run, state_dir
+
+    saves: list[bool] = []
+    real_save = Journal.save
+
+    def checked_save(self: Journal) -> None:
+        real_save(self)
+        assert self.path is not None
+        saves.append(Journal.load(self.path).to_dict() == self.to_dict())
+
+    monkeypatch.setattr(Journal, "save", checked_save)
+    monkeypatch.setattr(journal_file, "COMPACT_AFTER", 7)
+    with state_dir():
+        names = ["a", "b", "c", "d"]
+        inv = inventory(names, zones=["z1", "z1", "z2", "z2"])
+        cluster = FakeCluster.of(names, zones=["z1", "z1", "z2", "z2"], settings=dict(ORIGINAL))
+        run(inv, cluster, new_journal(inv, cluster, mode=Mode.ZONE))
+        cluster.nodes["c"].start_fails = True
+        journal = new_journal(inv, cluster)
+        with pytest.raises(HostError):
+            run(inv, cluster, journal)
+        cluster.nodes["c"].start_fails = False
+        run(inv, cluster, Journal.load(journal.path))  # type: ignore[arg-type]
+    assert len(saves) > 100 and all(saves), saves.index(False)

@@ -1,0 +1,118 @@
+"""The journal on disk: a base and a log of changes (restart/journal_file.py). A crash mid-append, a crash
+between a new base and the log's emptying, a damaged or planted log: each read back as the run left it,
+or refused."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import JournalError
+from orchestrator.restart import journal_file
+from orchestrator.restart.journal import Journal, RunState
+from orchestrator.restart.phases import Phase
+from tests.unit.journals import journal_of, plan_of
+
+
+def saved(tmp_path: Path) -> Journal:
+    """A journal whose base was written once and whose log holds three changes."""
+    j = journal_of(plan_of([["a"], ["b"]]), run_id="20261125T120000-abcdef")
+    j.path = tmp_path / f"{j.run_id}.json"
+    j.save()
+    j.set_phase("a", Phase.STOPPING)
+    j.timed("a", "stop", 2.5)
+    j.record_undo("cluster.routing.allocation.enable", "persistent", None, "primaries", 1)
+    return j
+
+
+def test_a_save_appends_a_line_of_what_changed_and_the_base_stays_as_written(tmp_path: Path) -> None:
+    j = saved(tmp_path)
+    assert j.path is not None
+    base = json.loads(j.path.read_text())
+    assert base["seq"] == 1 and base["nodes"]["a"]["phase"] == "pending"
+    lines = [json.loads(line) for line in journal_file.changes_path(j.path).read_text().splitlines()]
+    assert [line["seq"] for line in lines] == [2, 3, 4]
+    assert set(lines[1]) == {"seq", "run", "nodes"} and set(lines[1]["nodes"]) == {"a"}, "only the node it changed"
+    assert lines[2]["undo"]["1"]["applied"] == "primaries"
+    assert Journal.load(j.path).to_dict() == j.to_dict()
+
+
+def test_a_line_half_written_by_a_crash_is_dropped_and_the_journal_is_what_was_saved_before(tmp_path: Path) -> None:
+    j = saved(tmp_path)
+    assert j.path is not None
+    before = Journal.load(j.path).to_dict()
+    with journal_file.changes_path(j.path).open("a") as log:
+        log.write('{"seq": 5, "run": {"state": "succ')  # no end of line: never acknowledged
+    assert Journal.load(j.path).to_dict() == before
+
+
+def test_a_new_base_written_before_a_crash_emptied_the_log_skips_the_lines_it_holds(tmp_path: Path) -> None:
+    j = saved(tmp_path)
+    assert j.path is not None
+    log = journal_file.changes_path(j.path).read_bytes()
+    j.set_state(RunState.STOPPED, "stopped")  # a base written anew, the log emptied
+    journal_file.changes_path(j.path).write_bytes(log)  # as if the crash came between the two
+    loaded = Journal.load(j.path)
+    assert loaded.state is RunState.STOPPED and loaded.to_dict() == j.to_dict()
+
+
+@pytest.mark.parametrize(("damage", "said"), [
+    (lambda lines: lines[:1] + lines[2:], "misses change 3"),
+    (lambda lines: [*lines[:2], b"not json", *lines[2:]], "not JSON written by this tool"),
+    (lambda lines: [*lines, b"[1, 2]"], "a line that is not a change"),
+    (lambda lines: [*lines, json.dumps({"seq": 5, "batches": {"9": {}}}).encode()], "cannot be applied"),
+])
+def test_a_damaged_log_is_refused_naming_the_journal(tmp_path: Path, damage: object, said: str) -> None:
+    j = saved(tmp_path)
+    assert j.path is not None
+    path = journal_file.changes_path(j.path)
+    lines = path.read_bytes().split(b"\n")[:-1]
+    path.write_bytes(b"\n".join(damage(lines)) + b"\n")  # type: ignore[operator]
+    with pytest.raises(JournalError, match=said) as err:
+        Journal.load(j.path)
+    assert str(j.path) in str(err.value)
+
+
+def test_a_log_of_another_user_or_reached_through_a_link_is_refused(tmp_path: Path) -> None:
+    j = saved(tmp_path)
+    assert j.path is not None
+    path = journal_file.changes_path(j.path)
+    os.chown(path, 65534, 65534)
+    with pytest.raises(JournalError, match="belongs to uid 65534"):
+        Journal.load(j.path)
+    os.chown(path, os.geteuid(), os.getegid())
+    elsewhere = tmp_path / "elsewhere"
+    path.rename(elsewhere)
+    path.symlink_to(elsewhere)
+    with pytest.raises(JournalError, match="symbolic link"):
+        Journal.load(j.path)
+
+
+def test_the_log_is_compacted_into_the_base_every_so_many_lines(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(journal_file, "COMPACT_AFTER", 3)
+    j = saved(tmp_path)  # three lines: the next save writes the base
+    assert j.path is not None
+    j.timed("b", "stop", 1.0)
+    assert journal_file.changes_path(j.path).read_bytes() == b""
+    assert json.loads(j.path.read_text())["seq"] == 5
+    j.timed("b", "start", 1.0)
+    assert len(journal_file.changes_path(j.path).read_bytes().splitlines()) == 1
+    assert Journal.load(j.path).to_dict() == j.to_dict()
+
+
+def test_a_journal_of_the_single_file_format_is_read_and_goes_on_in_the_new_one(tmp_path: Path) -> None:
+    j = saved(tmp_path)
+    assert j.path is not None
+    whole = json.loads(json.dumps(j.to_dict(), default=str))
+    whole["format"] = 2
+    j.path.write_text(json.dumps(whole))
+    journal_file.changes_path(j.path).unlink()
+    loaded = Journal.load(j.path)
+    assert loaded.nodes["a"].phases == {"stop": 2.5}
+    loaded.set_phase("a", Phase.STOPPED)
+    assert json.loads(j.path.read_text())["format"] == 3, "its next save wrote a base of this format"
+    assert Journal.load(j.path).nodes["a"].phase == "stopped"
