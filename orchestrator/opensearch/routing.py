@@ -30,9 +30,9 @@ def weigh_away_searches(ctx: RunContext[OpenSearchAdapter], batch: BatchRecord) 
                                f"{attribute}", batch=batch.number))
         return
     ids = {ctx.journal.plan.node_ids.get(n) for n in batch.nodes}
-    nodes = os.nodes()
-    leaving = {n.zone for n in nodes if n.id in ids and n.zone}
-    zones = sorted({n.zone for n in nodes if n.zone} | leaving)
+    zone_of = os.zones()  # every node's zone, and nothing else of it
+    leaving = {z for node_id, z in zone_of.items() if node_id in ids and z}
+    zones = sorted({z for z in zone_of.values() if z} | leaving)
     current, _version = os.routing_weights(attribute)
     set_temporarily(ctx, weights_key(attribute), WEIGHTS_SCOPE, current, weights_without(zones, leaving, current),
                     batch.number)

@@ -29,8 +29,10 @@ class ClusterAdapter(Protocol[SnapshotT_co]):
         """Everything the product's plan is made from (an immutable snapshot)."""
         ...
 
-    def gate_snapshot(self, restarting: Collection[str]) -> SnapshotT_co:
-        """What the product's batch gate reads, asked of nodes other than ``restarting`` first."""
+    def gate_snapshot(self, plan: Plan, restarting: Collection[str]) -> SnapshotT_co:
+        """What the product's batch gate and stop check read about the batch of ``restarting`` (inventory
+        names): as little as decides for that batch (a cluster of thousands of nodes is not read whole
+        before each batch), asked of nodes other than ``restarting`` first."""
         ...
 
     def live_identity(self, plan: Plan, name: str) -> str | None:

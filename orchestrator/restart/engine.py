@@ -299,7 +299,7 @@ class Engine(Generic[SnapshotT, AdapterT]):
         ctx = self.ctx
         if not self.product.checks_before_stop or self.any_node_stopping(batch):
             return  # a node is already stopping or down (a resumed run): bring it back, do not refuse now
-        snapshot = ctx.cluster.gate_snapshot(batch.nodes)
+        snapshot = ctx.cluster.gate_snapshot(ctx.journal.plan, batch.nodes)
         problems = self.product.stop_check(snapshot, ctx.journal.plan, batch.nodes, ctx.options)
         if not problems:
             return
@@ -319,7 +319,7 @@ class Engine(Generic[SnapshotT, AdapterT]):
 
         def safe(seen: Seen[bool]) -> bool | None:
             nonlocal healthy_in_a_row, said
-            snapshot = ctx.cluster.gate_snapshot(batch.nodes)
+            snapshot = ctx.cluster.gate_snapshot(ctx.journal.plan, batch.nodes)
             problems = self.product.gate(snapshot, ctx.journal.plan, batch.nodes, ctx.options)
             healthy_in_a_row = 0 if problems else healthy_in_a_row + 1
             seen.text = " ".join(problems) or f"healthy {healthy_in_a_row} of {needed} samples in a row"

@@ -143,7 +143,7 @@ class RiakAdapter:
         return up, out.strip().splitlines()[-1] if out.strip() else f"exit {rc}"
 
     # --- what the restart engine asks of every product (restart/adapter.py) -----------------------
-    def gate_snapshot(self, restarting: Collection[str]) -> RiakSnapshot:
+    def gate_snapshot(self, plan: Plan, restarting: Collection[str]) -> RiakSnapshot:
         return self.snapshot(avoid=set(restarting))
 
     def live_identity(self, plan: Plan, name: str) -> str | None:

@@ -86,5 +86,5 @@ class Watcher:
                 elif identity == record.process_before:
                     left.append(f"{name} is still the old process")
             return left
-        snapshot = cluster.gate_snapshot(wait.nodes)
+        snapshot = cluster.gate_snapshot(plan, wait.nodes)
         return self.target.product.gate(snapshot, plan, wait.nodes, journal.spec.options)

@@ -1,6 +1,10 @@
 """The adapter to an Elasticsearch or OpenSearch cluster: the only code that talks to one, through its
 product's `Rest` (shards/rest.py). Every answer is read into the snapshot's types, here and in the
-adapter's parts (requests.py, lock_documents.py, cluster_facts.py, merge_requests.py)."""
+adapter's parts (requests.py, batch_reads.py, lock_documents.py, cluster_facts.py, merge_requests.py).
+
+The plan reads the whole cluster once (`snapshot`); a batch reads only what it is about (`batch_snapshot`
+and the reads of batch_reads.py), so that a run's reads grow with its batches, not with the cluster
+times its batches."""
 
 from __future__ import annotations
 
@@ -14,50 +18,47 @@ from typing import Any
 from orchestrator.errors import ClusterError, ClusterUnreachable, OrchestratorError, PreflightFailed
 from orchestrator.restart.plan import Plan
 from orchestrator.shards import privileges
+from orchestrator.shards.batch_reads import BatchReads, copies_from_cat
 from orchestrator.shards.cluster_facts import ClusterFacts
-from orchestrator.shards.leases import STATS_FIELDS
 from orchestrator.shards.lock_documents import LockDocuments
 from orchestrator.shards.merge_requests import MergeRequests
+from orchestrator.shards.node_info import IDENTITY_FIELDS, NODE_FIELDS, node_from, nodes_in
 from orchestrator.shards.preflight import PREFLIGHT_SETTINGS, DiskUsage, Preflight
-from orchestrator.shards.rest import HttpError, flag, part
+from orchestrator.shards.rest import HttpError, part
 from orchestrator.shards.settled import MAX_EXPLAINED, UnassignedCopy, reason_for
 from orchestrator.shards.snapshot import ClusterSnapshot, EsNode, Health, ShardCopy
 
-# OpenSearch calls the master role cluster_manager; the shared decisions read "master".
-ROLE_ALIASES = {"cluster_manager": "master"}
-RECOVERY_SETTINGS = ("indices.recovery.", "node.bandwidth.recovery.")  # a node's own, read for the plan
-# What `nodes` reads of each node: a third of node info's answer (its JVM's arguments, memory pools and
-# collectors are most of it), read before every batch, for every node of the cluster.
-NODE_FIELDS = ",".join(f"nodes.*.{f}" for f in (
-    "name", "host", "ip", "roles", "attributes", "version", "process.id", "jvm.pid", "jvm.start_time_in_millis",
-    "os.allocated_processors", "settings"))
 
-# What the identity of one node's process is read from (see `live_identity`).
-IDENTITY_FIELDS = ",".join(f"nodes.*.{f}" for f in ("name", "process.id", "jvm.pid", "jvm.start_time_in_millis"))
-
-
-class ShardClusterAdapter(LockDocuments, ClusterFacts, MergeRequests):
+class ShardClusterAdapter(BatchReads, LockDocuments, ClusterFacts, MergeRequests):
     """One cluster of the shard model (Elasticsearch, OpenSearch), whichever client its `Rest` uses: its
     state and the run's settings here; its requests, lock, facts and force-merge in the parts it is made of."""
 
-
     def nodes(self) -> list[EsNode]:
+        """Every node, with what the plan reads of each (never read per batch: see `nodes_by_id`)."""
         raw = self._do("list nodes", "GET", "/_nodes/jvm,process,settings,os",
                        {"flat_settings": "true", "filter_path": NODE_FIELDS})
-        return sorted((self._node(node_id, n) for node_id, n in raw["nodes"].items()), key=lambda n: n.name)
+        return sorted((node_from(node_id, n, self.awareness_attribute) for node_id, n in raw["nodes"].items()),
+                      key=lambda n: n.name)
 
-    def _node(self, node_id: str, n: dict[str, Any]) -> EsNode:
-        own = (n.get("settings") or {}).items()
-        return EsNode(
-            id=node_id, name=n.get("name", ""), host=n.get("host", ""), ip=n.get("ip", ""),
-            roles=tuple(ROLE_ALIASES.get(r, r) for r in n.get("roles", ())),
-            zone=(n.get("attributes") or {}).get(self.awareness_attribute),
-            version=n.get("version", ""),
-            process_id=(n.get("process") or {}).get("id") or (n.get("jvm") or {}).get("pid"),
-            start_time_ms=(n.get("jvm") or {}).get("start_time_in_millis"),
-            processors=(n.get("os") or {}).get("allocated_processors"),
-            recovery_settings=tuple(sorted((k, str(v)) for k, v in own if k.startswith(RECOVERY_SETTINGS))),
-        )
+    def nodes_by_id(self, node_ids: Sequence[str]) -> list[EsNode]:
+        """These nodes alone (those in the cluster), as `nodes` reads them."""
+        if not node_ids:
+            return []
+        raw = self._do("read the batch's nodes", "GET", f"/_nodes/{part(*node_ids)}/jvm,process,settings,os",
+                       {"flat_settings": "true", "filter_path": NODE_FIELDS})
+        return nodes_in(raw, self.awareness_attribute)
+
+    def zones(self) -> dict[str, str | None]:
+        """node id -> its zone (the awareness attribute), for every node: a light list (OpenSearch's zone batches)."""
+        raw = self._do("list the nodes' zones", "GET", "/_nodes/_all/none",
+                       {"filter_path": f"nodes.*.name,nodes.*.attributes.{self.awareness_attribute}"})
+        return {n.id: n.zone for n in nodes_in(raw, self.awareness_attribute)}
+
+    def master_eligible(self) -> list[EsNode]:
+        """The master-eligible nodes in the cluster (what the quorum is counted from), by name and roles."""
+        raw = self._do("list the master-eligible nodes", "GET", "/_nodes/master:true/none",
+                       {"filter_path": "nodes.*.name,nodes.*.roles"})
+        return nodes_in(raw, self.awareness_attribute)
 
     def memory_by_node(self) -> dict[str, int]:
         """node id -> its host's memory in bytes (what Elasticsearch's default recovery rate of a
@@ -73,11 +74,9 @@ class ShardClusterAdapter(LockDocuments, ClusterFacts, MergeRequests):
         return str(master) if master else None
 
     def shards(self) -> list[ShardCopy]:
-        rows = self._do("list shards", "GET", "/_cat/shards", {"format": "json", "bytes": "b",
-                        "h": "index,shard,prirep,state,id,store"})
-        return [ShardCopy(index=r["index"], shard=int(r["shard"]), primary=r["prirep"] == "p", state=r["state"],
-                          node_id=r.get("id") or None, size_bytes=int(r.get("store") or 0)) for r in rows]
-
+        """Every copy of the cluster (the plan's; a batch reads its indices' own: `shards_of`)."""
+        return copies_from_cat(self._do("list shards", "GET", "/_cat/shards", {"format": "json", "bytes": "b",
+                                        "h": "index,shard,prirep,state,id,store"}))
 
     def shutdown_records(self) -> list[dict[str, Any]] | None:
         """Node shutdown records, or None without the shutdown API. Without its plugin, GET
@@ -124,41 +123,38 @@ class ShardClusterAdapter(LockDocuments, ClusterFacts, MergeRequests):
         )
 
 
-    def snapshot(self, for_gate: bool = False) -> ClusterSnapshot:
-        """The cluster's state. ``for_gate``: only what the batch gate reads (health, nodes, shards),
-        the rest (settings, preflight) is read once, for the plan. Independent reads are sent together:
-        a snapshot costs about one request's time, and the gate takes one before every batch."""
-        if for_gate:
-            lacking = None
-            h, shards, nodes, master = read_together(self.health, self.shards, self.nodes, self.master_id)
-            plan_only: list[Any] = []
+    def snapshot(self) -> ClusterSnapshot:
+        """The cluster's state, as the plan reads it: everything, once. Independent reads are sent together:
+        a snapshot costs about one request's time."""
+        h, shards, nodes, master, lacking, plan_only = self._plan_reads()
+        (persistent, transient, defaults), shutdowns, memory, disk_rows, blocks, running = plan_only
+        preflight = self.preflight({**defaults, **persistent, **transient}, shutdowns or [], lacking,
+                                   disk_rows, blocks, running)
+        nodes = [replace(n, memory_bytes=memory.get(n.id)) for n in nodes]
+        unassigned = self.explain_unassigned(shards) if settling(h) else ()
+        return snapshot_of(h, tuple(nodes), master, tuple(shards), unassigned, persistent=persistent,
+                           transient=transient, has_shutdown_api=shutdowns is not None, preflight=preflight)
+
+    def batch_snapshot(self, node_ids: Sequence[str]) -> ClusterSnapshot:
+        """What a batch's gate and last look decide from, bounded by the batch: health, the elected master,
+        the master-eligible nodes (its `nodes`: the quorum), and as `shards` every copy of each shard the
+        batch's nodes hold, so that the plan's checks (shards/safety.py) answer for the batch exactly as
+        over the whole cluster:
+        - a green cluster with nothing moving has every copy of every shard started: the copies a shard
+          has beside the batch's are its replicas count (read now) plus one, less those on the batch's
+          nodes, each a started copy on a node outside the batch (`ELSEWHERE`);
+        - otherwise, every copy of the batch's indices, as the routing table lists them.
+        A yellow with nothing moving has its unassigned copies explained (those of its yellow indices)."""
+        h, masters, master, held = read_together(self.health, self.master_eligible, self.master_id,
+                                                 lambda: self.copies_held(node_ids))
+        indices = {c.index for c in held}
+        replicas = self.replicas_of(indices) if settled_green(h) else {}
+        if settled_green(h) and indices <= set(replicas):
+            shards = [*held, *elsewhere(held, replicas)]
         else:
-            h, shards, nodes, master, lacking, plan_only = self._plan_reads()
-        persistent: dict[str, Any] = {}
-        transient: dict[str, Any] = {}
-        shutdowns = None
-        preflight = Preflight()
-        if plan_only:
-            (persistent, transient, defaults), shutdowns, memory, disk_rows, blocks, running = plan_only
-            preflight = self.preflight({**defaults, **persistent, **transient}, shutdowns or [], lacking,
-                                       disk_rows, blocks, running)
-            nodes = [replace(n, memory_bytes=memory.get(n.id)) for n in nodes]
-        settling = h["status"] == "yellow" and not (h["initializing_shards"] or h["relocating_shards"])
-        return ClusterSnapshot(
-            cluster_name=h["cluster_name"],
-            health=Health(status=h["status"], number_of_nodes=h["number_of_nodes"],
-                          relocating_shards=h["relocating_shards"], initializing_shards=h["initializing_shards"],
-                          unassigned_shards=h["unassigned_shards"],
-                          delayed_unassigned_shards=h.get("delayed_unassigned_shards", 0)),
-            nodes=tuple(nodes),
-            master_id=master,
-            shards=tuple(shards),
-            persistent=persistent,
-            transient=transient,
-            has_shutdown_api=shutdowns is not None,
-            preflight=preflight,
-            unassigned=self.explain_unassigned(shards) if settling else (),
-        )
+            shards = self.shards_of(indices)
+        unassigned = self.explain_unassigned(self.unassigned_copies()) if settling(h) else ()
+        return snapshot_of(h, tuple(masters), master, tuple(shards), unassigned)
 
     def _plan_reads(self) -> tuple[Any, ...]:
         """The plan's reads and the privileges check, sent together (the check alone took as long as all
@@ -202,67 +198,29 @@ class ShardClusterAdapter(LockDocuments, ClusterFacts, MergeRequests):
                 break
         return tuple(out)
 
-    def recoveries(self, active_only: bool = False) -> list[dict[str, Any]]:
-        """Every shard recovery the cluster remembers (or those under way), flattened to what the run reports."""
-        raw = self._do("read recoveries", "GET", "/_recovery",
-                       {"active_only": flag(active_only), "detailed": "false"})
-        rows = []
-        for index, body in raw.items():
-            for s in body.get("shards", []):
-                size = (s.get("index") or {}).get("size") or {}
-                rows.append({
-                    "index": index, "shard": s.get("id"), "type": s.get("type"), "stage": s.get("stage"),
-                    "primary": s.get("primary"),
-                    "target": (s.get("target") or {}).get("name"), "source": (s.get("source") or {}).get("name"),
-                    "start_ms": s.get("start_time_in_millis", 0), "time_ms": s.get("total_time_in_millis", 0),
-                    "total_bytes": size.get("total_in_bytes", 0), "reused_bytes": size.get("reused_in_bytes", 0),
-                    "recovered_bytes": size.get("recovered_in_bytes", 0),
-                })
-        return rows
-
-    def shard_lease_stats(self) -> dict[str, Any]:
-        """Per shard copy: where, its documents and size, its last commit, its view of retention leases
-        (hidden indices too: data streams' backing indices are hidden)."""
-        return dict(self._do("read retention leases", "GET", "/_stats/docs,store", {
-            "level": "shards", "expand_wildcards": "open,hidden", "filter_path": STATS_FIELDS}))
-
     # --- what the restart engine asks of every product (restart/adapter.py) -------------------
-    def gate_snapshot(self, restarting: Collection[str]) -> ClusterSnapshot:
-        return self.snapshot(for_gate=True)
+    def gate_snapshot(self, plan: Plan, restarting: Collection[str]) -> ClusterSnapshot:
+        return self.batch_snapshot([plan.node_ids[n] for n in restarting if n in plan.node_ids])
 
     def live_identity(self, plan: Plan, name: str) -> str | None:
-        return self._identity(plan, name, by_name_if_absent=True)
-
-    def _identity(self, plan: Plan, name: str, by_name_if_absent: bool) -> str | None:
-        """Asked of the node alone where its id is known (`node_by_id`). A node not found by its id (its
-        data path wiped: a new id) is looked for by name in the whole list, if ``by_name_if_absent``."""
+        """The node's process, asked of it alone: by its id, and by its name (a node whose data path was
+        wiped comes back with a new id), in one request."""
         node_id = plan.node_ids.get(name)
-        found = self.node_by_id(node_id) if node_id else None
-        if found is not None:
-            return found.process_identity
-        return identity_in(self.nodes(), plan, name) if by_name_if_absent or not node_id else None
-
-    def node_by_id(self, node_id: str) -> EsNode | None:
-        """The node's name and process, asked of it alone: the whole list, read just after a node rejoined,
-        took 0.1-0.25 s on the sandbox (every node's settings and OS), this 5-15 ms."""
-        raw = self._do("read the node's process", "GET", f"/_nodes/{part(node_id)}/jvm,process",
+        spec = [*([node_id] if node_id else []), *([name] if not set(name) & {",", "*"} else [])]
+        raw = self._do("read the node's process", "GET", f"/_nodes/{part(*spec)}/jvm,process",
                        {"filter_path": IDENTITY_FIELDS})
-        return next((self._node(i, n) for i, n in (raw.get("nodes") or {}).items() if i == node_id), None)
+        return identity_in(nodes_in(raw, self.awareness_attribute), plan, name)
 
     def await_identity(self, plan: Plan, name: str, timeout_s: float) -> str | None:
-        nodes = self.nodes()
-        identity = identity_in(nodes, plan, name)
+        identity = self.live_identity(plan, name)
         if identity is not None or timeout_s < 1:
             return identity
-        # The node is away: one server-side wait for one more node than the answer that lacked it. (Not
-        # health's count: read just after a stop, it may still count the node that left, and a wait for
-        # one more than that would last its whole timeout after the node is back.)
-        # No elected master while the node was one: health needs one, node info does not.
+        # The node is away: one server-side wait until the cluster has as many nodes as with one node of
+        # its batch back (counted from the plan, as the gate counts: a count read now could still include
+        # the node that left). No elected master while the node was one: health needs one, node info not.
         with contextlib.suppress(ClusterError):
-            self.health(wait_for_nodes=f">={len(nodes) + 1}", timeout_s=timeout_s)
-        # Not by name if absent: the wait may have ended for another node of a zone's batch, and the whole
-        # list (0.1-0.3 s just after a join) is read by the next look anyway, which finds a new id by name.
-        return self._identity(plan, name, by_name_if_absent=False)
+            self.health(wait_for_nodes=f">={one_back(plan, name)}", timeout_s=timeout_s)
+        return self.live_identity(plan, name)
 
     def live_settings(self, wanted: list[tuple[str, str]]) -> list[Any]:
         persistent, transient = self.cluster_settings()
@@ -282,9 +240,45 @@ class ShardClusterAdapter(LockDocuments, ClusterFacts, MergeRequests):
             raise ClusterError(f"cannot write a setting in scope {scope!r}")
         self._do(f"set {', '.join(values)}", "PUT", "/_cluster/settings", body={scope: values})
 
-    def flush(self) -> None:
-        self._do("flush", "POST", "/_flush", {"allow_no_indices": "true", "ignore_unavailable": "true",
-                                              "wait_if_ongoing": "true"})
+
+
+def settled_green(h: dict[str, Any]) -> bool:
+    """Green with nothing initializing or relocating: every copy of every shard is started."""
+    return bool(h["status"] == "green" and not (h["initializing_shards"] or h["relocating_shards"]))
+
+
+# A node that is not one of the batch's: where the started copies of a settled green cluster's shards are,
+# beside those on the batch's nodes (which node does not matter to the batch's checks).
+ELSEWHERE = "(a node outside the batch)"
+
+
+def elsewhere(held: Sequence[ShardCopy], replicas: dict[str, int]) -> list[ShardCopy]:
+    """For each shard held on the batch's nodes, its other started copies in a settled green cluster."""
+    in_batch = Counter((c.index, c.shard) for c in held)
+    return [ShardCopy(index, shard, False, "STARTED", ELSEWHERE, 0)
+            for (index, shard), n in sorted(in_batch.items()) for _ in range(replicas[index] + 1 - n)]
+
+
+def settling(h: dict[str, Any]) -> bool:
+    """A yellow with nothing moving: its unassigned copies are explained (shards/settled.py)."""
+    return bool(h["status"] == "yellow" and not (h["initializing_shards"] or h["relocating_shards"]))
+
+
+def snapshot_of(h: dict[str, Any], nodes: tuple[EsNode, ...], master: str | None, shards: tuple[ShardCopy, ...],
+                unassigned: tuple[UnassignedCopy, ...], **plan_only: Any) -> ClusterSnapshot:
+    return ClusterSnapshot(
+        cluster_name=h["cluster_name"],
+        health=Health(status=h["status"], number_of_nodes=h["number_of_nodes"],
+                      relocating_shards=h["relocating_shards"], initializing_shards=h["initializing_shards"],
+                      unassigned_shards=h["unassigned_shards"],
+                      delayed_unassigned_shards=h.get("delayed_unassigned_shards", 0)),
+        nodes=nodes, master_id=master, shards=shards, unassigned=unassigned, **plan_only)
+
+
+def one_back(plan: Plan, name: str) -> int:
+    """The cluster's node count once one node of ``name``'s batch is back (the others may still be away)."""
+    batch = next((b for b in plan.batches if name in b.nodes), None)
+    return len(plan.node_ids) - (len(batch.nodes) if batch else 1) + 1
 
 
 def identity_in(nodes: Sequence[EsNode], plan: Plan, name: str) -> str | None:

@@ -86,5 +86,19 @@ def leases_at_risk(stats: dict[str, Any], stopping: Collection[str]) -> list[Lea
     return out
 
 
+def kept_in_its_own_view(copy: dict[str, Any], node_id: str) -> bool:
+    """Whether a copy on a node about to stop (``node_id``) sees, in its own view of the shard's leases,
+    a lease for itself that a holder with its own last commit and documents would keep. Leases are
+    renewed by the primary and synced to the other copies, so a holder's view is at least as new as a
+    replica's, and after the batch's flush every copy's commit is about as recent: a copy this says yes
+    of is not one the exact check (`leases_at_risk`, over every copy of its index) would find. Read from
+    the stopping nodes alone, it spares reading the stats of every copy of their indices."""
+    needed = lowest_kept(copy)
+    leases = {lease.get("id"): lease.get("retaining_seq_no")
+              for lease in (copy.get("retention_leases") or {}).get("leases") or () if isinstance(lease, dict)}
+    retaining = leases.get(LEASE_PREFIX + node_id)
+    return needed is not None and isinstance(retaining, int) and retaining >= needed
+
+
 def bytes_at_risk(risks: Iterable[LeaseAtRisk]) -> int:
     return sum(r.size_bytes for r in risks)

@@ -20,8 +20,8 @@ from orchestrator.restart.journal import BatchRecord
 from orchestrator.restart.phases import Phase
 from orchestrator.restart.steps import StepFn, for_each_node, per_node, restore_settings, set_all_temporarily
 from orchestrator.retry import Seen, wait_until
-from orchestrator.shards.adapter import ShardClusterAdapter, read_together
-from orchestrator.shards.leases import LeaseAtRisk, bytes_at_risk, leases_at_risk
+from orchestrator.shards.adapter import ShardClusterAdapter
+from orchestrator.shards.leases import LeaseAtRisk, bytes_at_risk, kept_in_its_own_view, leases_at_risk
 from orchestrator.shards.plan import ALLOCATION_ENABLE
 from orchestrator.shards.plugins import require_installable
 from orchestrator.shards.safety import unassigned_beyond_accepted
@@ -53,9 +53,16 @@ def restore_allocation(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord)
     restore_settings(ctx, {ALLOCATION_ENABLE})
 
 
+def batch_node_ids(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) -> list[str]:
+    node_ids = ctx.journal.plan.node_ids
+    return [node_ids[n] for n in batch.nodes if n in node_ids]
+
+
 def flush(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) -> None:
+    """Flush the indices the batch's nodes hold (every copy of them, wherever it is): the copies that
+    restart, and the ones they recover from. The rest of the cluster is none of the batch's business."""
     try:
-        ctx.cluster.flush()
+        ctx.cluster.flush_indices(ctx.cluster.indices_on(batch_node_ids(ctx, batch)))
     except OrchestratorError as exc:
         # A failed flush costs recovery time (files copied instead of reused), never data.
         ctx.emit(Event("warning", f"flush failed, going on: {exc}", batch=batch.number))
@@ -67,20 +74,24 @@ def wait_for_retention_leases(ctx: RunContext[ShardClusterAdapter], batch: Batch
     leases every 30 s; the wait is bounded by ``timeouts.lease_wait_s`` and skipped when the copies
     at risk are smaller than ``recovery.lease_wait_min_bytes`` (copying them is quicker). Never fails
     the run: a lease not renewed in time costs copying, not data, and is reported per shard."""
-    node_ids = ctx.journal.plan.node_ids
-    stopping = {node_ids[n] for n in batch.nodes if n in node_ids}
-    names = {node_id: name for name, node_id in node_ids.items()}
+    stopping = set(batch_node_ids(ctx, batch))
+    indices: list[str] = []
 
-    def at_risk() -> list[LeaseAtRisk]:
-        return leases_at_risk(ctx.cluster.shard_lease_stats(), stopping)
+    def at_risk() -> list[LeaseAtRisk]:  # the stats of the indices the stopping nodes hold, no others
+        return leases_at_risk(ctx.cluster.lease_stats_of(indices), stopping)
 
     try:
-        risks = at_risk()
+        # The copies on the stopping nodes say whether they are sure to be kept; only the indices of those
+        # that are not are read whole (every copy's view), then and while waiting.
+        indices = sorted({index for node_id, views in ctx.cluster.lease_views(stopping).items()
+                          for (index, _), copy in views.items() if not kept_in_its_own_view(copy, node_id)})
+        risks = at_risk() if indices else []
     except ClusterError as exc:
         ctx.emit(Event("warning", f"retention leases could not be read, going on: {exc}", batch=batch.number))
         return
     if not risks:
         return
+    names = {node_id: name for name, node_id in ctx.journal.plan.node_ids.items()}
     size = human_bytes(bytes_at_risk(risks))
     if bytes_at_risk(risks) < parse_size(ctx.inv.recovery.lease_wait_min_bytes):
         ctx.emit(Event("step", f"batch {batch.number}: not waiting for retention leases: {len(risks)} shard copies "
@@ -137,7 +148,8 @@ def wait_for_recovery(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) 
     def show_progress() -> None:
         """The live view: per node of the batch, what its recoveries have copied of what they must."""
         try:
-            rows = ctx.cluster.recoveries(active_only=True)
+            ids = batch_node_ids(ctx, batch)
+            rows = ctx.cluster.recoveries_of(ctx.cluster.indices_on(ids), batch.nodes, active_only=True)
         except OrchestratorError:
             return  # the progress shown is a courtesy: a failed read must not fail the wait
         late = ctx.clock.monotonic() - started > expected_s
@@ -172,7 +184,8 @@ def wait_for_recovery(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) 
         if allow_yellow:
             return None if unassigned_beyond_accepted(h["unassigned_shards"], ctx.journal.plan) else True
         planned = set(ctx.journal.plan.node_ids.values())
-        settlement = settle(h["unassigned_shards"], ctx.cluster.explain_unassigned(ctx.cluster.shards(), planned),
+        settlement = settle(h["unassigned_shards"], ctx.cluster.explain_unassigned(ctx.cluster.unassigned_copies(),
+                                                                                 planned),
                             ctx.journal.plan.node_ids.values())
         if settlement.settled:
             ctx.emit(Event("step", f"batch {batch.number}: yellow, settled: {settlement.accepted_text()}",
@@ -243,12 +256,10 @@ def progress_text(p: dict[str, int]) -> str:
 
 
 def recovery_stats(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) -> dict[str, dict[str, Any]]:
-    """Bytes copied from peers vs reused locally, for the shard copies recovered onto each node."""
-    rows, copies = read_together(ctx.cluster.recoveries, ctx.cluster.shards)  # the batch waits for them
-    sizes_by_node: dict[str, dict[tuple[str, int], int]] = {}
-    for c in copies:  # one pass: a zone's batch may hold many nodes, the cluster many copies
-        if c.node_id is not None:
-            sizes_by_node.setdefault(c.node_id, {})[(c.index, c.shard)] = c.size_bytes
+    """Bytes copied from peers vs reused locally, for the shard copies recovered onto each node: the copies
+    the batch's nodes hold, and the recoveries of their indices (no others)."""
+    sizes_by_node = ctx.cluster.held_by(batch_node_ids(ctx, batch))
+    rows = ctx.cluster.recoveries_of({index for held in sizes_by_node.values() for index, _ in held}, batch.nodes)
     out: dict[str, dict[str, Any]] = {}
     for name in batch.nodes:
         node_id = ctx.journal.plan.node_ids.get(name, "")
@@ -324,7 +335,7 @@ def check_version(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) -> N
     wrong: dict[str, str] = {}
 
     def versions_seen(seen: Seen[bool]) -> bool | None:
-        running = {n.id: n.version for n in ctx.cluster.nodes()}
+        running = {n.id: n.version for n in ctx.cluster.nodes_by_id(batch_node_ids(ctx, batch))}
         found = {name: running.get(ctx.journal.plan.node_ids.get(name, ""), "") for name in batch.nodes}
         wrong.update({n: v for n, v in found.items() if v and v != version})
         if wrong:

@@ -40,7 +40,7 @@ from orchestrator.restart.engine import Engine
 from orchestrator.restart.events import Event
 from orchestrator.restart.journal import BatchRecord, Journal, NodeRecord, RunOptions, RunSpec, RunState, UndoState
 from orchestrator.restart.lock import PAUSE_DOC, request_pause
-from orchestrator.restart.plan import Mode
+from orchestrator.restart.plan import Mode, Plan
 from orchestrator.restart.procedure import resolve
 from orchestrator.restart.reboot import with_reboot
 from orchestrator.testing.fake import HELD, LIMIT, PRODUCT, Crash, FakeClock, FakeCluster, FakeSnapshot, FakeTransport
@@ -324,8 +324,8 @@ def scripted_gate(cluster: FakeCluster, healthy: list[bool]) -> list[bool]:
     taken: list[bool] = []
     real = cluster.gate_snapshot
 
-    def sample(restarting: Collection[str]) -> FakeSnapshot:
-        snap = real(restarting)
+    def sample(plan: Plan, restarting: Collection[str]) -> FakeSnapshot:
+        snap = real(plan, restarting)
         if len(taken) < len(healthy):
             taken.append(healthy[len(taken)])
             return snap if taken[-1] else replace(snap, down=frozenset({"somebody"}))

@@ -4,7 +4,7 @@ the procedure of `restart --reboot`."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -234,9 +234,9 @@ class NodesOfVersions(ShardClusterAdapter):
         super().__init__(rest=None)  # type: ignore[arg-type]
         self.answers = answers
 
-    def nodes(self) -> list[EsNode]:
+    def nodes_by_id(self, node_ids: Sequence[str]) -> list[EsNode]:
         now = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
-        return [replace(node(n), version=v) for n, v in now.items() if v is not None]
+        return [replace(node(n), version=v) for n, v in now.items() if v is not None and node(n).id in node_ids]
 
 
 def version_check_context(answers: list[dict[str, str | None]]) -> tuple[RunContext, BatchRecord, list[Event]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
 from orchestrator.retry import Clock
 from orchestrator.shards.adapter import ShardClusterAdapter
-from orchestrator.shards.leases import bytes_at_risk, leases_at_risk, lowest_kept
+from orchestrator.shards.leases import bytes_at_risk, kept_in_its_own_view, leases_at_risk, lowest_kept
 from orchestrator.shards.snapshot import EsNode
 from orchestrator.shards.steps import wait_for_retention_leases
 from tests.unit.fake_rest import RecordingRest
@@ -91,15 +92,24 @@ def test_only_a_copy_that_can_act_as_primary_decides() -> None:
 
 
 class LeaseAnswers(ShardClusterAdapter):
-    """Shard stats answered in turn (the last one repeated)."""
+    """Shard stats answered in turn (the last one repeated): the stopping nodes' own copies (`lease_views`,
+    from the answer in turn) and the stats of whole indices (`lease_stats_of`, counted in ``reads``)."""
 
     def __init__(self, answers: list[dict[str, Any]]) -> None:
         super().__init__(rest=None)  # type: ignore[arg-type]
         self.answers = answers
         self.reads = 0
+        self.indices_read: list[list[str]] = []
 
-    def shard_lease_stats(self) -> dict[str, Any]:
+    def lease_views(self, node_ids: Collection[str]) -> dict[str, dict[tuple[str, int], Any]]:
+        stats = self.answers[0]
+        return {n: {(index, int(number)): c for index, body in stats["indices"].items()
+                    for number, copies in body["shards"].items() for c in copies if c["routing"]["node"] == n}
+                for n in node_ids}
+
+    def lease_stats_of(self, indices: Collection[str]) -> dict[str, Any]:
         self.reads += 1
+        self.indices_read.append(sorted(indices))
         return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
 
 
@@ -137,7 +147,23 @@ def test_the_step_does_not_wait_when_copying_is_cheaper_or_nothing_is_at_risk() 
     assert cluster.reads == 1 and "not waiting for retention leases: 4 shard copies" in events[-1].message
     ctx, events, cluster = lease_context([captured("current")], lease_wait_min_bytes="0b")
     wait_for_retention_leases(ctx, ctx.journal.batches[0])
-    assert cluster.reads == 1 and events == []
+    # Every copy on the stopping node sees its own lease kept: no index is read whole.
+    assert cluster.reads == 0 and events == []
+
+
+def test_only_the_indices_whose_copies_may_lose_their_lease_are_read_whole() -> None:
+    """The copies on the stopping node, read alone, flag exactly the copies the whole-index check finds (on
+    stats captured from the sandbox, current and right after indexing): only their indices are read whole."""
+    for name in ("current", "after-indexing"):
+        stats = captured(name)
+        for node_id in IDS.values():
+            mine = {(index, int(number)): c for index, body in stats["indices"].items()
+                    for number, copies in body["shards"].items() for c in copies if c["routing"]["node"] == node_id}
+            flagged = {key for key, c in mine.items() if not kept_in_its_own_view(c, node_id)}
+            assert flagged == {(r.index, r.shard) for r in leases_at_risk(stats, {node_id})}, (name, node_id)
+    ctx, _, cluster = lease_context([captured("after-indexing")])
+    wait_for_retention_leases(ctx, ctx.journal.batches[0])
+    assert cluster.indices_read == [["sample-1", "sample-2"]]
 
 
 def node(name: str, pid: int) -> EsNode:
@@ -145,86 +171,70 @@ def node(name: str, pid: int) -> EsNode:
                   process_id=pid, start_time_ms=1000 * pid)
 
 
-class Joining(ShardClusterAdapter):
-    """Node lists answered in turn (each as `_nodes` would answer); health calls recorded."""
-
-    def __init__(self, answers: list[list[EsNode]]) -> None:
-        super().__init__(rest=None)  # type: ignore[arg-type]
-        self.answers, self.health_calls = answers, list[dict[str, Any]]()
-        self.no_master = False
-
-    def nodes(self) -> list[EsNode]:
-        return self.answers.pop(0)
-
-    def node_by_id(self, node_id: str) -> EsNode | None:
-        return next((n for n in self.nodes() if n.id == node_id), None)
-
-    def health(self, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
-        self.health_calls.append(kwargs)
-        if self.no_master:
-            raise ClusterError("cluster health: Elasticsearch answered HTTP 503: master_not_discovered_exception")
-        return {"number_of_nodes": 3}  # as read just after a stop: the node that left still counted
-
-
-def test_a_rejoin_is_awaited_by_one_server_side_wait_for_one_more_node_than_the_answer_without_it() -> None:
-    plan = plan_of([["es-1"]])
-    others = [node("es-2", 20), node("es-3", 30)]
-    new_es1 = node("es-1", 11)
-    away = Joining([others, [new_es1, *others]])
-    assert away.await_identity(plan, "es-1", 5) == new_es1.process_identity
-    # Counted from the same answer that lacked es-1 (2 nodes), not from health's stale count of 3.
-    assert away.health_calls == [{"wait_for_nodes": ">=3", "timeout_s": 5}]
-    there = Joining([[node("es-1", 10), *others]])
-    assert there.await_identity(plan, "es-1", 5) == node("es-1", 10).process_identity and there.health_calls == []
-    no_time_left = Joining([others])
-    assert no_time_left.await_identity(plan, "es-1", 0.5) is None and no_time_left.health_calls == []
-    # The node was the only master: health cannot answer, node info can.
-    masterless = Joining([others, [new_es1, *others]])
-    masterless.no_master = True
-    assert masterless.await_identity(plan, "es-1", 5) == new_es1.process_identity
-
-
 class NodesRest(RecordingRest):
-    """Node info as `_nodes` answers it, for the nodes given (by id), whatever the filter."""
+    """Node info as `_nodes/SPEC/...` answers it: the nodes present (``present``, the next list of
+    ``answers`` at each node read) that SPEC names by id or name; health requests recorded with their params."""
 
-    def __init__(self, nodes: list[EsNode]) -> None:
+    def __init__(self, *answers: list[EsNode]) -> None:
         super().__init__()
-        self.nodes = nodes
+        self.answers = list(answers)
+        self.health_params: list[dict[str, Any]] = []
+        self.no_master = False
 
     def answer(self, what: str, method: str, path: str, params: Any, body: Any) -> Any:
         if path == "/_cluster/health":
-            return {"number_of_nodes": len(self.nodes)}
-        wanted = path.split("/")[2] if path.count("/") == 3 else None  # /_nodes/ID/metrics
+            self.health_params.append(dict(params or {}))
+            if self.no_master:
+                raise ClusterError("cluster health: Elasticsearch answered HTTP 503: master_not_discovered_exception")
+            return {"number_of_nodes": len(self.answers[0])}
+        present = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        spec = set(path.split("/")[2].split(","))
         return {"nodes": {n.id: {"name": n.name, "process": {"id": n.process_id},
                                  "jvm": {"start_time_in_millis": n.start_time_ms}}
-                          for n in self.nodes if wanted is None or n.id == wanted}}
+                          for n in present if n.id in spec or n.name in spec}}
 
 
-def test_a_nodes_process_is_read_from_it_alone_and_by_name_when_its_id_changed() -> None:
-    """Just after a rejoin the whole node list took 0.1-0.25 s on the sandbox, the node's own answer 5-15 ms.
-    A node whose data path was wiped comes back with a new id: found by its name."""
+def test_a_nodes_process_is_read_from_it_alone_by_its_id_or_by_its_name_in_one_request() -> None:
+    """Just after a rejoin the whole node list took 0.1-0.25 s on the sandbox, the node's own answer 5-15 ms, and
+    on 3,000 nodes the list is 4 MB. A node whose data path was wiped comes back with a new id: found by its
+    name in the same request."""
     plan = plan_of([["es-1"]])
     rest = NodesRest([node("es-1", 11), node("es-2", 20)])
     assert ShardClusterAdapter(rest).live_identity(plan, "es-1") == node("es-1", 11).process_identity  # type: ignore[arg-type]
-    assert rest.asked == ["/_nodes/id-es-1/jvm,process"]
+    assert rest.asked == ["/_nodes/id-es-1,es-1/jvm,process"]
     new_id = replace(node("es-1", 12), id="a-new-id")
     rest = NodesRest([new_id, node("es-2", 20)])
     assert ShardClusterAdapter(rest).live_identity(plan, "es-1") == new_id.process_identity  # type: ignore[arg-type]
-    assert rest.asked == ["/_nodes/id-es-1/jvm,process", "/_nodes/jvm,process,settings,os"]
+    assert rest.asked == ["/_nodes/id-es-1,es-1/jvm,process"]
     rest = NodesRest([node("es-2", 20)])
     assert ShardClusterAdapter(rest).live_identity(plan, "es-1") is None  # type: ignore[arg-type]
 
 
-def test_after_the_wait_for_a_rejoin_only_the_node_itself_is_asked() -> None:
-    """The server-side wait may end for another node of a zone's batch: the node that is still away costs
-    one small read, not the whole list (which the next look reads anyway, finding a new id by its name)."""
-    plan = plan_of([["es-1", "es-2"]])
-    rest = NodesRest([node("es-2", 21), node("es-3", 30)])
-    assert ShardClusterAdapter(rest).await_identity(plan, "es-1", 5) is None  # type: ignore[arg-type]
-    assert rest.asked == ["/_nodes/jvm,process,settings,os", "/_cluster/health", "/_nodes/id-es-1/jvm,process"]
-    back_with_a_new_id = replace(node("es-1", 12), id="a-new-id")
-    rest = NodesRest([back_with_a_new_id, node("es-3", 30)])
-    assert ShardClusterAdapter(rest).await_identity(plan, "es-1", 5) == back_with_a_new_id.process_identity  # type: ignore[arg-type]
+def test_a_rejoin_is_awaited_by_one_server_side_wait_for_the_count_with_one_node_of_its_batch_back() -> None:
+    """Counted from the plan (3 nodes; its batch of 1 away: 3), not from a count read now, which just after a
+    stop can still include the node that left; in a zone's batch of 2, one back is 2."""
+    others = [node("es-2", 20), node("es-3", 30)]
+    new_es1 = node("es-1", 11)
+    ids = {n: f"id-{n}" for n in ("es-1", "es-2", "es-3")}
+    by_node = replace(plan_of([["es-1"], ["es-2"], ["es-3"]]), node_ids=ids)
+    away = NodesRest(others, [new_es1, *others])
+    assert ShardClusterAdapter(away).await_identity(by_node, "es-1", 5) == new_es1.process_identity  # type: ignore[arg-type]
+    assert away.asked == ["/_nodes/id-es-1,es-1/jvm,process", "/_cluster/health", "/_nodes/id-es-1,es-1/jvm,process"]
+    assert [p["wait_for_nodes"] for p in away.health_params] == [">=3"]
+    by_zone = replace(plan_of([["es-1", "es-2"], ["es-3"]]), node_ids=by_node.node_ids)
+    zone_away = NodesRest([node("es-3", 30)], [node("es-2", 21), node("es-3", 30)])
+    assert ShardClusterAdapter(zone_away).await_identity(by_zone, "es-1", 5) is None  # type: ignore[arg-type]
+    assert [p["wait_for_nodes"] for p in zone_away.health_params] == [">=2"]
+    there = NodesRest([node("es-1", 10), *others])
+    assert ShardClusterAdapter(there).await_identity(by_node, "es-1", 5) == node("es-1", 10).process_identity  # type: ignore[arg-type]
+    assert there.health_params == []
+    no_time_left = NodesRest(others)
+    assert ShardClusterAdapter(no_time_left).await_identity(by_node, "es-1", 0.5) is None  # type: ignore[arg-type]
+    assert no_time_left.health_params == []
+    # The node was the only master: health cannot answer, node info can.
+    masterless = NodesRest(others, [new_es1, *others])
+    masterless.no_master = True
+    assert ShardClusterAdapter(masterless).await_identity(by_node, "es-1", 5) == new_es1.process_identity  # type: ignore[arg-type]
 
 
 class ScriptedRest:
