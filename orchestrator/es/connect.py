@@ -9,15 +9,26 @@ from typing import Any
 
 import elasticsearch
 from elastic_transport import ConnectionError as TransportConnectionError
-from elastic_transport import ConnectionTimeout, TlsError
+from elastic_transport import ConnectionTimeout, TlsError, Urllib3HttpNode
+from elastic_transport._node import NodeApiResponse
 
 from orchestrator.errors import ClusterUnreachable, WrongProduct
 from orchestrator.shards.connection import Connection
-from orchestrator.shards.rest import HttpError, error_page, plain_reason, short, tls_failure
+from orchestrator.shards.rest import HttpError, answered, error_page, plain_reason, short, tls_failure
+
+
+class MeasuredNode(Urllib3HttpNode):
+    """elasticsearch-py's HTTP node, noting each answer's size for the run's audit log (`answered`)."""
+
+    def perform_request(self, *args: Any, **kwargs: Any) -> NodeApiResponse:
+        response = super().perform_request(*args, **kwargs)
+        answered(len(response.body))
+        return response
 
 
 def make_client(conn: Connection) -> elasticsearch.Elasticsearch:
     kwargs: dict[str, Any] = {
+        "node_class": MeasuredNode,
         "request_timeout": conn.request_timeout_s,
         # A connection error moves on to the next endpoint: during a restart one of them is down.
         # Timeouts are not retried: a slow cluster should not see the same write twice.

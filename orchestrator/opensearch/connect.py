@@ -15,7 +15,17 @@ import opensearchpy
 
 from orchestrator.errors import ClusterUnreachable, ConfigError, WrongProduct
 from orchestrator.shards.connection import Connection
-from orchestrator.shards.rest import HttpError, error_page, plain_reason, short, tls_failure
+from orchestrator.shards.rest import HttpError, answered, error_page, plain_reason, short, tls_failure
+
+
+class MeasuredConnection(opensearchpy.Urllib3HttpConnection):
+    """opensearch-py's connection, noting each answer's size for the run's audit log (`answered`) before it
+    logs the request."""
+
+    def log_request_success(self, method: str, full_url: str, path: str, body: Any, status_code: int,
+                            response: str, duration: float) -> None:
+        answered(len(response.encode("utf-8", "surrogatepass")) if isinstance(response, str) else len(response))
+        super().log_request_success(method, full_url, path, body, status_code, response, duration)
 
 
 def make_client(conn: Connection) -> opensearchpy.OpenSearch:
@@ -30,6 +40,7 @@ def make_client(conn: Connection) -> opensearchpy.OpenSearch:
         "verify_certs": conn.verify_certs,
         "ssl_show_warn": conn.verify_certs,
         "pool_maxsize": 4,  # the run's lock is renewed from a thread of its own
+        "connection_class": MeasuredConnection,
     }
     if conn.ca_file:
         kwargs["ca_certs"] = conn.ca_file

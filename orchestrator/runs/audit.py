@@ -1,8 +1,9 @@
 """The run's audit log: what the tool actually did, as JSON lines beside the journal.
 
 Every command run on a host (logger `orchestrator.hosts`: host, command, exit code, duration),
-every request to Elasticsearch (elasticsearch-py's transport logger: method, URL, status,
-duration) and every event of the run (its decisions with their reasons, phases, waits, undo).
+every request to Elasticsearch or OpenSearch (the client's own request log: method, URL, status,
+duration; with the answer's size in bytes, noted by the client's node: shards/rest.py) and every
+event of the run (its decisions with their reasons, phases, waits, undo).
 The standard logging module carries the records; this module only writes them, one JSON object
 per line, with anything that looks like a secret masked. A resumed run appends to the same file.
 """
@@ -22,6 +23,7 @@ from typing import Any
 from orchestrator import products
 from orchestrator.restart.events import Event, EventSink
 from orchestrator.restart.journal import Journal
+from orchestrator.shards.rest import last_answer_bytes
 
 REQUEST = re.compile(r"^(?P<method>[A-Z]+) (?P<url>\S+) \[status:(?P<status>\S+) (?:duration|request):"
                      r"(?P<duration>[\d.]+)s\]")
@@ -52,6 +54,9 @@ def record_fields(record: logging.LogRecord, clients: Collection[str] = ()) -> d
         status = found["status"]
         fields = {"kind": "request", "method": found["method"], "url": found["url"],
                   "status": int(status) if status.isdigit() else status, "duration_s": float(found["duration"])}
+        size = last_answer_bytes()  # logged in the thread that received the answer, just after
+        if size is not None:
+            fields["bytes"] = size
     else:
         fields = {"kind": "log", "level": record.levelname.lower(), "logger": record.name,
                   "message": record.getMessage()}
@@ -109,6 +114,7 @@ def audit_log(journal: Journal, emit: EventSink, how: str) -> Iterator[EventSink
     Yields the event sink to use instead of ``emit``: each event is written to the log, then passed on."""
     clients = products.get(journal.product).client_loggers
     handler = JsonLines(log_path(journal), clients)
+    last_answer_bytes()  # an answer received before the run (by this thread) is none of its requests
     handler.write({"at": round(time.time(), 3), **invocation(journal, how)})
     loggers = [logging.getLogger(name) for name in ("orchestrator", *clients)]
     levels = [lg.level for lg in loggers]

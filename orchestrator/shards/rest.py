@@ -10,6 +10,7 @@ provides a `Rest` over its client (es/connect.py, opensearch/connect.py); the ad
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Mapping
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -36,6 +37,22 @@ class Rest(Protocol):
         """The parsed JSON answer. Raises HttpError for an error status, ClusterUnreachable when no
         endpoint answers; ``what`` says what was being done, for the message."""
         ...
+
+
+_answers = threading.local()
+
+
+def answered(size: int) -> None:
+    """Note the size of the answer the client just received in this thread (its own request log line, which
+    the run's audit log keeps, says nothing of it)."""
+    _answers.size = size
+
+
+def last_answer_bytes() -> int | None:
+    """The size of the answer this thread received last, once (None: none noted since)."""
+    size: int | None = getattr(_answers, "size", None)
+    _answers.size = None
+    return size
 
 
 def short(exc: Exception) -> str:

@@ -104,3 +104,21 @@ def test_quiet_shows_only_problems_and_the_result(capsys: pytest.CaptureFixture[
     shown = capsys.readouterr().err
     assert "flush failed" in shown and "run succeeded" in shown
     assert "batch 1/2" not in shown and "stopping" not in shown
+
+
+def test_each_request_line_says_how_many_bytes_its_answer_had(tmp_path: Path) -> None:
+    """What a batch reads is measured from the audit log (docs/benchmarks.md): elasticsearch-py's own line
+    has no size, the client's node notes it (es/connect.py: MeasuredNode)."""
+    from orchestrator.es.connect import ElasticsearchRest
+    from orchestrator.shards.connection import Connection
+    from orchestrator.testing.fake_es.model import FakeCluster
+    from orchestrator.testing.fake_es.server import FakeEsServer
+
+    journal: Any = SimpleNamespace(path=tmp_path / "r-4.json", run_id="r-4", cluster="c", product="elasticsearch")
+    with FakeEsServer(FakeCluster.generate(5)) as server, audit_log(journal, lambda e: None, "start"):
+        rest = ElasticsearchRest(Connection((server.url,)))
+        rest.request("cluster health", "GET", "/_cluster/health")
+        rest.request("list shards", "GET", "/_cat/shards", {"format": "json"})
+        sizes = server.counts.as_json()["bytes"]
+    requests = [line for line in lines(tmp_path / "r-4.log.jsonl") if line["kind"] == "request"]
+    assert [r["bytes"] for r in requests] == [sizes["GET /_cluster/health"], sizes["GET /_cat/shards"]]
