@@ -143,16 +143,15 @@ class ShardClusterAdapter(BatchReads, LockDocuments, ClusterFacts, MergeRequests
         - a green cluster with nothing moving has every copy of every shard started: the copies a shard
           has beside the batch's are its replicas count (read now) plus one, less those on the batch's
           nodes, each a started copy on a node outside the batch (`ELSEWHERE`);
-        - otherwise, every copy of the batch's indices, as the routing table lists them.
-        A yellow with nothing moving has its unassigned copies explained (those of its yellow indices)."""
+        - otherwise, and for an index whose settings the user may not read, every copy of the index from
+          the routing table.
+        A yellow with nothing moving has its unassigned copies explained (those of its indices not green)."""
         h, masters, master, held = read_together(self.health, self.master_eligible, self.master_id,
                                                  lambda: self.copies_held(node_ids))
         indices = {c.index for c in held}
         replicas = self.replicas_of(indices) if settled_green(h) else {}
-        if settled_green(h) and indices <= set(replicas):
-            shards = [*held, *elsewhere(held, replicas)]
-        else:
-            shards = self.shards_of(indices)
+        proved = [c for c in held if c.index in replicas]
+        shards = [*proved, *elsewhere(proved, replicas), *self.shards_of(indices - set(replicas))]
         unassigned = self.explain_unassigned(self.unassigned_copies()) if settling(h) else ()
         return snapshot_of(h, tuple(masters), master, tuple(shards), unassigned)
 

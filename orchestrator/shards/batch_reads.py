@@ -7,21 +7,22 @@ remembers, each built by the elected master from the whole routing table while t
 node; on 3,000 nodes and 600,000 copies about 1 GB per batch (docs/benchmarks.md). Here each read names
 what it is about:
 
-- the indices a batch's nodes hold: node-level shard stats of those nodes alone (`_nodes/IDS/stats`);
-- every copy of those indices, wherever it is (`_cat/shards/INDICES`): what proves that each copy the batch
-  holds has another started copy, with the same pure check as the plan's (shards/safety.py), since every
-  copy of a shard is a copy of its index;
-- the master-eligible nodes (`_nodes/master:true`), for the quorum; health and the elected master (one
-  line each);
-- a yellow's unassigned copies, to explain them: the copies of the yellow indices only;
+- the copies a batch's nodes hold: node-level shard stats of those nodes alone (`_nodes/IDS/stats`);
+- the other copies of their shards: in a settled green cluster every copy is started, so a shard has its
+  replicas count (`INDICES/_settings`) plus one, wherever they are; otherwise, or for an index whose
+  settings the user may not read, every copy of the index from the routing table
+  (`_cluster/state/routing_table/INDICES`);
+- the master-eligible nodes (`_nodes/master:true`), for the quorum; health and the elected master;
+- a yellow's unassigned copies, to explain them: the routing table of the indices that are not green;
 - retention leases, recoveries and the flush: of the batch's indices only.
 
-The tool's own lock index (restart/lock.py) is left out: it has a copy on every node (`auto_expand_replicas:
-0-all`), so no batch holds all of its copies, and each read of it is of the whole cluster (a lease and a
-recovery per node).
-
-Index names go into the request path in chunks that keep the request line under Elasticsearch's 4 KB limit
-(`http.max_initial_line_length`); an index deleted between two reads is left out, not an error.
+Reads that name indices ask the routing table and health (cluster privileges) where a restricted system
+index (`.security-7`) must be seen, and index APIs with `ignore_unavailable` elsewhere: those leave out an
+index deleted since it was listed, and the restricted ones the tool's role may not name (as the whole-cluster
+reads they replace did). The tool's own lock index (restart/lock.py) is left out: it has a copy on every
+node (`auto_expand_replicas: 0-all`), so no batch holds all its copies, and each read of it is of the whole
+cluster. Index names go into the path in chunks that keep the request line under Elasticsearch's 4 KB
+limit (`http.max_initial_line_length`).
 """
 
 from __future__ import annotations
@@ -32,12 +33,11 @@ from typing import Any
 from orchestrator.restart.lock import LOCK_INDEX
 from orchestrator.shards.leases import STATS_FIELDS
 from orchestrator.shards.requests import ShardRequests
-from orchestrator.shards.rest import HttpError, part
+from orchestrator.shards.rest import part
 from orchestrator.shards.snapshot import ShardCopy
 
 MAX_NAMES_IN_PATH = 3000  # characters of quoted index names per request (the request line's limit is 4 KB)
-SHARD_COLUMNS = "index,shard,prirep,state,id,store"
-# Node stats at shard level, kept to the index names (a key each) and one short field per copy.
+ROUTING = ",".join(f"routing_table.indices.*.shards.*.{f}" for f in ("state", "primary", "node"))
 # What a copy on a stopping node says of its own lease (shards/leases.py: kept_in_its_own_view).
 OWN_VIEW_FIELDS = ("retention_leases.leases.id", "retention_leases.leases.retaining_seq_no",
                    "commit.user_data.local_checkpoint", "docs.count")
@@ -47,11 +47,11 @@ RECOVERY_KEYS = ("i", "s", "ty", "st", "b", "br", "tb", "start_millis", "tnode",
 RECOVERY_COLUMNS = ",".join(RECOVERY_KEYS)
 
 
-def in_chunks(names: Sequence[str], limit: int = MAX_NAMES_IN_PATH) -> Iterator[list[str]]:
-    """``names`` in groups whose path part (quoted, comma-separated) stays within ``limit`` characters."""
+def in_chunks(names: Collection[str], limit: int = MAX_NAMES_IN_PATH) -> Iterator[list[str]]:
+    """``names`` (sorted) in groups whose path part (quoted, comma-separated) stays within ``limit`` characters."""
     chunk: list[str] = []
     size = 0
-    for name in names:
+    for name in sorted(names):
         length = len(part(name)) + 1
         if chunk and size + length > limit:
             yield chunk
@@ -62,16 +62,6 @@ def in_chunks(names: Sequence[str], limit: int = MAX_NAMES_IN_PATH) -> Iterator[
         yield chunk
 
 
-def missing_index(exc: HttpError) -> str | None:
-    """The index a 404 says does not exist (deleted since it was listed), if that is what it says."""
-    body = exc.body if isinstance(exc.body, dict) else {}
-    error = body.get("error")
-    if not isinstance(error, dict) or exc.status != 404 or error.get("type") != "index_not_found_exception":
-        return None
-    name = error.get("index") or error.get("resource.id")
-    return str(name) if name else None
-
-
 def copies_from_cat(rows: Any) -> list[ShardCopy]:
     return [ShardCopy(index=r["index"], shard=int(r["shard"]), primary=r["prirep"] == "p", state=r["state"],
                       node_id=r.get("id") or None, size_bytes=int(r.get("store") or 0)) for r in rows]
@@ -79,21 +69,9 @@ def copies_from_cat(rows: Any) -> list[ShardCopy]:
 
 class BatchReads(ShardRequests):
 
-    def per_index_chunk(self, indices: Collection[str], read: Callable[[list[str]], Any]) -> list[Any]:
-        """``read`` of each chunk of ``indices``; an index that no longer exists is dropped and the chunk read
-        again (for APIs without `ignore_unavailable`)."""
-        answers = []
-        for chunk in in_chunks(sorted(indices)):
-            while chunk:
-                try:
-                    answers.append(read(chunk))
-                    break
-                except HttpError as exc:
-                    gone = missing_index(exc)
-                    if gone is None or gone not in chunk:
-                        raise
-                    chunk.remove(gone)
-        return answers
+    def each_chunk(self, indices: Collection[str], read: Callable[[str], Any]) -> list[Any]:
+        """``read`` of each chunk of ``indices`` (as one path part), its answers in order."""
+        return [read(part(*chunk)) for chunk in in_chunks(indices)]
 
     def _held(self, node_ids: Collection[str], fields: Sequence[str]) -> dict[str, dict[tuple[str, int], Any]]:
         """node id -> (index, shard) -> the fields of its copy there (node-level shard stats of these nodes
@@ -136,12 +114,12 @@ class BatchReads(ShardRequests):
         return self._held(node_ids, OWN_VIEW_FIELDS)
 
     def replicas_of(self, indices: Collection[str]) -> dict[str, int]:
-        """index -> its number of replicas now (what auto-expansion set, if it expands)."""
+        """index -> its number of replicas now (what auto-expansion set, if it expands); an index the user may
+        not read the settings of (a restricted system index) is not in the answer."""
         found: dict[str, int] = {}
-        for chunk in in_chunks(sorted(indices)):
-            answer = self._do("read the batch's indices' replicas", "GET",
-                              f"/{part(*chunk)}/_settings/index.number_of_replicas",
-                              {"ignore_unavailable": "true", "filter_path": "*.settings.index.number_of_replicas"})
+        for answer in self.each_chunk(indices, lambda names: self._do(
+                "read the batch's indices' replicas", "GET", f"/{names}/_settings/index.number_of_replicas",
+                {"ignore_unavailable": "true", "filter_path": "*.settings.index.number_of_replicas"})):
             for index, body in (answer or {}).items():
                 value = (((body or {}).get("settings") or {}).get("index") or {}).get("number_of_replicas")
                 if value is not None and str(value).isdigit():
@@ -149,25 +127,33 @@ class BatchReads(ShardRequests):
         return found
 
     def shards_of(self, indices: Collection[str]) -> list[ShardCopy]:
-        """Every copy of these indices, assigned or not, from the routing table."""
-        answers = self.per_index_chunk(indices, lambda chunk: self._do(
-            "list the batch's shards", "GET", f"/_cat/shards/{part(*chunk)}",
-            {"format": "json", "bytes": "b", "h": SHARD_COLUMNS}))
-        return [c for rows in answers for c in copies_from_cat(rows)]
+        """Every copy of these indices, assigned or not, from the routing table (cluster privileges: a
+        restricted system index is listed too), without sizes."""
+        copies = []
+        for answer in self.each_chunk(indices, lambda names: self._do(
+                "list the batch's shards", "GET", f"/_cluster/state/routing_table/{names}",
+                {"ignore_unavailable": "true", "filter_path": ROUTING})):
+            for index, body in (((answer or {}).get("routing_table") or {}).get("indices") or {}).items():
+                for number, listed in ((body or {}).get("shards") or {}).items():
+                    copies += [ShardCopy(index, int(number), bool(c.get("primary")), str(c.get("state")),
+                                         c.get("node") or None, 0) for c in listed or () if isinstance(c, dict)]
+        return copies
 
     def unassigned_copies(self) -> list[ShardCopy]:
-        """The unassigned copies of a yellow cluster: those of its yellow indices (hidden ones too)."""
-        rows = self._do("list the yellow indices", "GET", "/_cat/indices", {
-            "health": "yellow", "expand_wildcards": "all", "format": "json", "h": "index"})
-        yellow = [str(r["index"]) for r in rows if isinstance(r, dict) and r.get("index")]
-        return [c for c in self.shards_of(yellow) if c.state == "UNASSIGNED"]
+        """The unassigned copies of a yellow cluster: those of the indices that are not green (health by index
+        and the routing table: cluster privileges, so hidden and restricted indices are seen too)."""
+        answer = self._do("list the indices that are not green", "GET", "/_cluster/health",
+                          {"level": "indices", "filter_path": "indices.*.status"})
+        waiting = [index for index, body in ((answer or {}).get("indices") or {}).items()
+                   if isinstance(body, dict) and body.get("status") != "green"]
+        return [c for c in self.shards_of(waiting) if c.state == "UNASSIGNED"]
 
     def lease_stats_of(self, indices: Collection[str]) -> dict[str, Any]:
         """Shard-level stats of these indices' copies, as `shard_lease_stats` reads them for the whole cluster."""
         merged: dict[str, Any] = {}
-        for chunk in in_chunks(sorted(indices)):
-            answer = self._do("read retention leases", "GET", f"/{part(*chunk)}/_stats/docs,store", {
-                "level": "shards", "ignore_unavailable": "true", "filter_path": STATS_FIELDS})
+        for answer in self.each_chunk(indices, lambda names: self._do(
+                "read retention leases", "GET", f"/{names}/_stats/docs,store",
+                {"level": "shards", "ignore_unavailable": "true", "filter_path": STATS_FIELDS})):
             merged.update((answer or {}).get("indices") or {})
         return {"indices": merged}
 
@@ -178,23 +164,22 @@ class BatchReads(ShardRequests):
         third of `_recovery`'s). Node names are its last two columns; a name with a space in it (a row of
         more columns) has its chunk read again as JSON."""
         onto = set(targets)
+        params = {"bytes": "b", "active_only": "true" if active_only else "false", "h": RECOVERY_COLUMNS,
+                  "ignore_unavailable": "true"}
 
-        def read(chunk: list[str]) -> list[dict[str, Any]]:
-            params = {"bytes": "b", "active_only": "true" if active_only else "false", "h": RECOVERY_COLUMNS}
-            path = f"/_cat/recovery/{part(*chunk)}"
-            text = self._do("read recoveries", "GET", path, {**params, "format": "txt"})
+        def read(names: str) -> list[dict[str, Any]]:
+            text = self._do("read recoveries", "GET", f"/_cat/recovery/{names}", {**params, "format": "txt"})
             rows = [line.split() for line in str(text or "").splitlines() if line.strip()]
             if all(len(row) == len(RECOVERY_KEYS) for row in rows):
                 return [recovery_row(dict(zip(RECOVERY_KEYS, row, strict=True))) for row in rows if row[-2] in onto]
-            answer = self._do("read recoveries", "GET", path, {**params, "format": "json"})
+            answer = self._do("read recoveries", "GET", f"/_cat/recovery/{names}", {**params, "format": "json"})
             return [recovery_row(r) for r in answer if isinstance(r, dict) and r.get("tnode") in onto]
 
-        return [row for rows in self.per_index_chunk(indices, read) for row in rows]
+        return [row for rows in self.each_chunk(indices, read) for row in rows]
 
     def flush_indices(self, indices: Collection[str]) -> None:
-        for chunk in in_chunks(sorted(indices)):
-            self._do("flush", "POST", f"/{part(*chunk)}/_flush", {
-                "allow_no_indices": "true", "ignore_unavailable": "true", "wait_if_ongoing": "true"})
+        self.each_chunk(indices, lambda names: self._do("flush", "POST", f"/{names}/_flush", {
+            "allow_no_indices": "true", "ignore_unavailable": "true", "wait_if_ongoing": "true"}))
 
 
 def recovery_row(r: dict[str, Any]) -> dict[str, Any]:

@@ -142,6 +142,11 @@ def state(cluster: FakeCluster, request: Request, found: re.Match[str]) -> Any:
         out["master_node"] = master.id if master else None
     if "blocks" in metrics or "_all" in metrics:
         out["blocks"] = {}
+    if "routing_table" in metrics or "_all" in metrics:
+        chosen = index_names(cluster, found.group("indices"), request, hidden_default=True)
+        out["routing_table"] = {"indices": {i.name: {"shards": {str(n): [
+            {"state": c.state, "primary": c.primary, "node": c.node, "relocating_node": None, "shard": n,
+             "index": i.name} for c in copies] for n, copies in enumerate(i.shards)}} for i in chosen}}
     return out
 
 

@@ -1,0 +1,96 @@
+"""A batch reads only what it is about (shards/batch_reads.py), and decides exactly as over the whole
+cluster: for every batch of node and zone mode, the gate and the last look over `batch_snapshot` say what
+they say over the plan's whole snapshot, through the real adapter and client against the fake
+Elasticsearch (orchestrator/testing/fake_es) in cluster states that the checks refuse and accept."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+import pytest
+
+from orchestrator.es.connect import ElasticsearchRest
+from orchestrator.restart.journal import RunOptions
+from orchestrator.restart.plan import Mode, Plan
+from orchestrator.shards import safety
+from orchestrator.shards.adapter import ShardClusterAdapter
+from orchestrator.shards.connection import Connection
+from orchestrator.testing.fake_es.model import FakeCluster
+from orchestrator.testing.fake_es.server import FakeEsServer
+from tests.unit.journals import plan_of
+
+
+@pytest.fixture
+def fake() -> Iterator[tuple[FakeCluster, FakeEsServer, ShardClusterAdapter]]:
+    cluster = FakeCluster.generate(12, copies_per_node=12, zones=2)
+    cluster.create_index("solo", 1, 0)  # no replica: a batch holding it must be refused
+    with FakeEsServer(cluster) as server:
+        yield cluster, server, ShardClusterAdapter(ElasticsearchRest(Connection((server.url,))))
+
+
+def plans(cluster: FakeCluster) -> list[Plan]:
+    names = sorted(cluster.by_name, key=lambda n: int(n.split("-")[1]))
+    ids = {n: cluster.by_name[n].id for n in names}
+    zones = sorted({cluster.by_name[n].zone for n in names}, key=str)
+    by_zone = [[n for n in names if cluster.by_name[n].zone == z] for z in zones]
+    return [replace(plan_of([[n] for n in names]), node_ids=ids),
+            replace(plan_of(by_zone, mode=Mode.ZONE), node_ids=ids)]
+
+
+STATES: dict[str, Callable[[FakeCluster], None]] = {
+    "green": lambda c: None,
+    # Another node went away: its primaries were handed to replicas, now the only started copies; yellow.
+    "a node away": lambda c: c.stop("es-5"),
+    # As a run leaves it between its stop and its restore: allocation restricted, the copies unassigned.
+    "allocation restricted": lambda c: (c.settings["persistent"].update(
+        {"cluster.routing.allocation.enable": "primaries"}), c.stop("es-6"), c.start("es-6"), c.tick()),
+}
+
+
+@pytest.mark.parametrize("state", list(STATES))
+def test_each_batch_is_decided_from_its_own_reads_as_from_the_whole_cluster(
+        fake: tuple[FakeCluster, FakeEsServer, ShardClusterAdapter], state: str) -> None:
+    cluster, _, adapter = fake
+    STATES[state](cluster)
+    whole = adapter.snapshot()
+    refused = 0
+    for plan in plans(cluster):
+        for batch in plan.batches:
+            mine = adapter.gate_snapshot(plan, batch.nodes)
+            for options in (RunOptions(), RunOptions(allow_yellow=True), RunOptions(allow_unavailable=("solo",))):
+                assert safety.gate(mine, plan, batch.nodes, options) == safety.gate(whole, plan, batch.nodes, options)
+                assert safety.stop_check(mine, plan, batch.nodes, options) == \
+                    safety.stop_check(whole, plan, batch.nodes, options)
+            refused += bool(safety.stop_check(mine, plan, batch.nodes, RunOptions()))
+            ids = {plan.node_ids[n] for n in batch.nodes}
+            assert {c.index for c in mine.shards} == {c.index for c in whole.shards if c.node_id in ids}, \
+                "the copies of the batch's own indices, no others"
+    assert refused > 0, "some batch holds a copy with no other started copy (the solo index, a promoted primary)"
+
+
+def test_a_settled_green_cluster_is_proved_safe_from_replica_counts_without_listing_other_copies(
+        fake: tuple[FakeCluster, FakeEsServer, ShardClusterAdapter]) -> None:
+    cluster, server, adapter = fake
+    plan = plans(cluster)[0]
+    server.counts.reset()
+    adapter.gate_snapshot(plan, ("es-4",))
+    asked = server.counts.as_json()["requests"]
+    assert asked["GET /_cluster/state"] == 1 and asked["GET /{indices}/_settings"] == 1  # the elected master
+    cluster.stop("es-5")  # yellow: the copies of the batch's indices are listed, wherever they are
+    server.counts.reset()
+    adapter.gate_snapshot(plan, ("es-4",))
+    assert server.counts.as_json()["requests"]["GET /_cluster/state"] >= 2, "the elected master, the routing table"
+
+
+def test_a_deleted_index_between_two_reads_is_left_out_and_long_lists_are_sent_in_chunks(
+        fake: tuple[FakeCluster, FakeEsServer, ShardClusterAdapter]) -> None:
+    cluster, server, adapter = fake
+    names = sorted(cluster.indices)
+    copies = adapter.shards_of([*names, "deleted-meanwhile"])
+    assert {c.index for c in copies} == set(names)
+    assert adapter.recoveries_of(["deleted-meanwhile"], ["es-4"]) == []
+    server.counts.reset()
+    many = [f"an-index-with-a-long-name-{i:06d}" for i in range(400)]
+    assert adapter.shards_of(many) == []
+    assert server.counts.as_json()["requests"]["GET /_cluster/state"] >= 4, "in chunks: a request line is 4 KB at most"
