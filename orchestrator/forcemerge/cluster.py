@@ -9,6 +9,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.forcemerge.decide import IndexFacts
 from orchestrator.restart.lock import LOCK_INDEX
 from orchestrator.shards.adapter import ShardClusterAdapter
+from orchestrator.shards.answers import shaped
 
 
 def shard_cluster(cluster: object, name: str, product: str) -> ShardClusterAdapter:
@@ -21,8 +22,9 @@ def shard_cluster(cluster: object, name: str, product: str) -> ShardClusterAdapt
 
 def resolve(es: ShardClusterAdapter, pattern: str) -> list[str]:
     raw = es.indices(pattern)
-    names = sorted(n for n, body in raw.items() if n != LOCK_INDEX
-                   and str(body.get("settings", {}).get("index", {}).get("hidden", "false")) != "true")
+    with shaped(f"resolve {pattern}"):
+        names = sorted(n for n, body in raw.items() if n != LOCK_INDEX
+                       and str(body.get("settings", {}).get("index", {}).get("hidden", "false")) != "true")
     if not names:
         raise ConfigError("command line", [f"--indices {pattern!r} matches no open index"])
     return names
@@ -65,11 +67,15 @@ def indexing_totals(es: ShardClusterAdapter, indices: list[str]) -> tuple[dict[s
 
 def gather(es: ShardClusterAdapter, pattern: str, sample_s: float) -> list[IndexFacts]:
     indices = resolve(es, pattern)
-    first, _ = indexing_totals(es, indices)
+    with shaped("read indexing stats"):
+        first, _ = indexing_totals(es, indices)
     time.sleep(sample_s)  # writes during this window mark an index as still being written to
-    second, docs = indexing_totals(es, indices)
-    segments = segments_per_shard(es, indices)
-    writes = write_targets(es, indices)
+    with shaped("read indexing stats"):
+        second, docs = indexing_totals(es, indices)
+    with shaped("count segments"):
+        segments = segments_per_shard(es, indices)
+    with shaped("read aliases and data streams"):
+        writes = write_targets(es, indices)
     return [IndexFacts(name=i, max_segments_per_shard=segments.get(i, 0), docs=docs.get(i, 0),
                        write_index_of=writes.get(i), recent_writes=max(second.get(i, 0) - first.get(i, 0), 0))
             for i in indices]
@@ -84,5 +90,6 @@ def task_state(es: ShardClusterAdapter, task_id: str) -> tuple[bool, str | None]
     body = es.task(task_id)
     if body is None:
         return True, None
-    error = body.get("error")
-    return bool(body.get("completed")), (error.get("reason") if isinstance(error, dict) else error)
+    with shaped(f"follow task {task_id}"):
+        error = body.get("error")
+        return bool(body.get("completed")), (error.get("reason") if isinstance(error, dict) else error)

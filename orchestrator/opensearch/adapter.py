@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.shards.adapter import ShardClusterAdapter
+from orchestrator.shards.answers import shaped
 from orchestrator.shards.rest import HttpError, part
 
 WEIGHTS_SCOPE = "routing-weights"
@@ -32,8 +33,9 @@ class OpenSearchAdapter(ShardClusterAdapter):
             if exc.status == 404:
                 return None, -1
             raise
-        weights = raw.get("weights") or None
-        return ({str(k): str(v) for k, v in weights.items()} if weights else None), int(raw.get("_version", -1))
+        with shaped("read routing weights"):
+            weights = raw.get("weights") or None
+            return ({str(k): str(v) for k, v in weights.items()} if weights else None), int(raw.get("_version", -1))
 
     def put_settings(self, scope: str, values: dict[str, Any]) -> None:
         if scope != WEIGHTS_SCOPE:

@@ -18,11 +18,23 @@ from typing import Any
 from orchestrator.errors import ClusterError, ClusterUnreachable, OrchestratorError, PreflightFailed
 from orchestrator.restart.plan import Plan
 from orchestrator.shards import privileges
-from orchestrator.shards.batch_reads import BatchReads, copies_from_cat
+from orchestrator.shards.answers import (
+    Blocks,
+    BlocksState,
+    NodesMemory,
+    RunningSnapshot,
+    RunningSnapshots,
+    State,
+    copies_from_cat,
+    disk_rows,
+    not_its_shape,
+    parsed,
+)
+from orchestrator.shards.batch_reads import BatchReads
 from orchestrator.shards.cluster_facts import ClusterFacts
 from orchestrator.shards.lock_documents import LockDocuments
 from orchestrator.shards.merge_requests import MergeRequests
-from orchestrator.shards.node_info import IDENTITY_FIELDS, NODE_FIELDS, node_from, nodes_in
+from orchestrator.shards.node_info import IDENTITY_FIELDS, NODE_FIELDS, nodes_in
 from orchestrator.shards.preflight import PREFLIGHT_SETTINGS, DiskUsage, Preflight
 from orchestrator.shards.rest import HttpError, part
 from orchestrator.shards.settled import MAX_EXPLAINED, UnassignedCopy, reason_for
@@ -37,8 +49,7 @@ class ShardClusterAdapter(BatchReads, LockDocuments, ClusterFacts, MergeRequests
         """Every node, with what the plan reads of each (never read per batch: see `nodes_by_id`)."""
         raw = self._do("list nodes", "GET", "/_nodes/jvm,process,settings,os",
                        {"flat_settings": "true", "filter_path": NODE_FIELDS})
-        return sorted((node_from(node_id, n, self.awareness_attribute) for node_id, n in raw["nodes"].items()),
-                      key=lambda n: n.name)
+        return nodes_in(raw, self.awareness_attribute, "list nodes")
 
     def nodes_by_id(self, node_ids: Sequence[str]) -> list[EsNode]:
         """These nodes alone (those in the cluster), as `nodes` reads them."""
@@ -46,37 +57,36 @@ class ShardClusterAdapter(BatchReads, LockDocuments, ClusterFacts, MergeRequests
             return []
         raw = self._do("read the batch's nodes", "GET", f"/_nodes/{part(*node_ids)}/jvm,process,settings,os",
                        {"flat_settings": "true", "filter_path": NODE_FIELDS})
-        return nodes_in(raw, self.awareness_attribute)
+        return nodes_in(raw, self.awareness_attribute, "read the batch's nodes")
 
     def zones(self) -> dict[str, str | None]:
         """node id -> its zone (the awareness attribute), for every node: a light list (OpenSearch's zone batches)."""
         raw = self._do("list the nodes' zones", "GET", "/_nodes/_all/none",
                        {"filter_path": f"nodes.*.name,nodes.*.attributes.{self.awareness_attribute}"})
-        return {n.id: n.zone for n in nodes_in(raw, self.awareness_attribute)}
+        return {n.id: n.zone for n in nodes_in(raw, self.awareness_attribute, "list the nodes' zones")}
 
     def master_eligible(self) -> list[EsNode]:
         """The master-eligible nodes in the cluster (what the quorum is counted from), by name and roles."""
         raw = self._do("list the master-eligible nodes", "GET", "/_nodes/master:true/none",
                        {"filter_path": "nodes.*.name,nodes.*.roles"})
-        return nodes_in(raw, self.awareness_attribute)
+        return nodes_in(raw, self.awareness_attribute, "list the master-eligible nodes")
 
     def memory_by_node(self) -> dict[str, int]:
         """node id -> its host's memory in bytes (what Elasticsearch's default recovery rate of a
         dedicated cold or frozen node depends on)."""
-        raw = self._do("read the nodes' memory", "GET", "/_nodes/stats/os",
-                       {"filter_path": "nodes.*.os.mem.total_in_bytes"})
-        return {node_id: int(n["os"]["mem"]["total_in_bytes"]) for node_id, n in (raw.get("nodes") or {}).items()
-                if isinstance(((n.get("os") or {}).get("mem") or {}).get("total_in_bytes"), int)}
+        what = "read the nodes' memory"
+        raw = parsed(NodesMemory, self._do(what, "GET", "/_nodes/stats/os",
+                                           {"filter_path": "nodes.*.os.mem.total_in_bytes"}), what)
+        return {node_id: n.os.mem.total_in_bytes for node_id, n in raw.nodes.items() if n.os.mem.total_in_bytes}
 
     def master_id(self) -> str | None:
-        state = self._do("find elected master", "GET", "/_cluster/state/master_node")
-        master = state.get("master_node")
-        return str(master) if master else None
+        what = "find elected master"
+        return parsed(State, self._do(what, "GET", "/_cluster/state/master_node"), what).master_node or None
 
     def shards(self) -> list[ShardCopy]:
         """Every copy of the cluster (the plan's; a batch reads its indices' own: `shards_of`)."""
         return copies_from_cat(self._do("list shards", "GET", "/_cat/shards", {"format": "json", "bytes": "b",
-                                        "h": "index,shard,prirep,state,id,store"}))
+                                        "h": "index,shard,prirep,state,id,store"}), "list shards")
 
     def shutdown_records(self) -> list[dict[str, Any]] | None:
         """Node shutdown records, or None without the shutdown API. Without its plugin, GET
@@ -94,34 +104,34 @@ class ShardClusterAdapter(BatchReads, LockDocuments, ClusterFacts, MergeRequests
         others (never per batch): disk use, blocks, and running snapshots. Snapshot status needs `manage`:
         a user refused for missing privileges (``lacking``, waited for by that read alone) is not asked for it."""
         def disk() -> Any:
-            return self._do("read disk use", "GET", "/_cat/allocation", {"format": "json", "bytes": "b",
-                            "h": "node,disk.percent,disk.avail"})
+            what = "read disk use"
+            return disk_rows(self._do(what, "GET", "/_cat/allocation", {"format": "json", "bytes": "b",
+                                      "h": "node,disk.percent,disk.avail"}), what)
 
         def blocks() -> Any:
-            return self._do("read blocks", "GET", "/_cluster/state/blocks").get("blocks") or {}
+            what = "read blocks"
+            return parsed(BlocksState, self._do(what, "GET", "/_cluster/state/blocks"), what).blocks
 
         def running() -> Any:
-            return [] if lacking() else self._do("read running snapshots", "GET", "/_snapshot/_status").get(
-                "snapshots") or []
+            what = "read running snapshots"
+            return [] if lacking() else parsed(RunningSnapshots, self._do(what, "GET", "/_snapshot/_status"),
+                                               what).snapshots
         return disk, blocks, running
 
     @staticmethod
     def preflight(settings_in_force: dict[str, Any], shutdowns: list[dict[str, Any]], lacking: list[str] | None,
-                  disk_rows: list[dict[str, Any]], blocks: dict[str, Any], running: list[dict[str, Any]]) -> Preflight:
+                  disk: list[tuple[str, float, int]], blocks: Blocks, running: list[RunningSnapshot]) -> Preflight:
         """The preflight's findings from the answers of `preflight_reads` and the plan's other reads."""
-        disk = tuple(DiskUsage(str(r["node"]), float(r["disk.percent"]), int(r["disk.avail"])) for r in disk_rows
-                     if r.get("disk.percent") not in (None, "") and r.get("disk.avail") not in (None, ""))
         return Preflight(
-            disk=disk,
+            disk=tuple(DiskUsage(*row) for row in disk),
             disk_settings={k: str(settings_in_force[k]) for k in PREFLIGHT_SETTINGS if k in settings_in_force},
-            index_blocks={index: tuple(sorted({str(b.get("description", i)) for i, b in found.items()}))
-                          for index, found in (blocks.get("indices") or {}).items()},
-            global_blocks=tuple(str(b.get("description", i)) for i, b in (blocks.get("global") or {}).items()),
+            index_blocks={index: tuple(sorted({b.description or i for i, b in found.items()}))
+                          for index, found in blocks.indices.items()},
+            global_blocks=tuple(b.description or i for i, b in blocks.global_.items()),
             shutdowns=tuple(f"{r.get('node_id')} ({str(r.get('type', '?')).lower()})" for r in shutdowns),
-            running_snapshots=tuple(f"{s.get('repository')}:{s.get('snapshot')} ({s.get('state')})" for s in running),
+            running_snapshots=tuple(f"{s.repository}:{s.snapshot} ({s.state})" for s in running),
             missing_privileges=None if lacking is None else tuple(lacking),
         )
-
 
     def snapshot(self) -> ClusterSnapshot:
         """The cluster's state, as the plan reads it: everything, once. Independent reads are sent together:
@@ -192,7 +202,12 @@ class ShardClusterAdapter(BatchReads, LockDocuments, ClusterFacts, MergeRequests
                 raise
             except ClusterError:
                 continue  # assigned meanwhile (or not explainable): counted as unexplained, so it waits
-            out.append(UnassignedCopy.from_explain(raw, copies=n))
+            if not isinstance(raw, dict):
+                raise not_its_shape("explain an unassigned shard", "not an object")
+            try:
+                out.append(UnassignedCopy.from_explain(raw, copies=n))
+            except (AttributeError, TypeError, ValueError) as exc:
+                raise not_its_shape("explain an unassigned shard", type(exc).__name__) from None
             if until_blocking is not None and reason_for(out[-1], until_blocking) is None:
                 break
         return tuple(out)
@@ -208,7 +223,7 @@ class ShardClusterAdapter(BatchReads, LockDocuments, ClusterFacts, MergeRequests
         spec = [*([node_id] if node_id else []), *([name] if not set(name) & {",", "*"} else [])]
         raw = self._do("read the node's process", "GET", f"/_nodes/{part(*spec)}/jvm,process",
                        {"filter_path": IDENTITY_FIELDS})
-        return identity_in(nodes_in(raw, self.awareness_attribute), plan, name)
+        return identity_in(nodes_in(raw, self.awareness_attribute, "read the node's process"), plan, name)
 
     def await_identity(self, plan: Plan, name: str, timeout_s: float) -> str | None:
         identity = self.live_identity(plan, name)

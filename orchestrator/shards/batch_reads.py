@@ -31,6 +31,16 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
 
 from orchestrator.restart.lock import LOCK_INDEX
+from orchestrator.shards.answers import (
+    CopyStats,
+    HealthByIndex,
+    IndicesSettings,
+    NodesHolding,
+    Routing,
+    ShardStats,
+    not_its_shape,
+    parsed,
+)
 from orchestrator.shards.leases import STATS_FIELDS
 from orchestrator.shards.requests import ShardRequests
 from orchestrator.shards.rest import part
@@ -62,11 +72,6 @@ def in_chunks(names: Collection[str], limit: int = MAX_NAMES_IN_PATH) -> Iterato
         yield chunk
 
 
-def copies_from_cat(rows: Any) -> list[ShardCopy]:
-    return [ShardCopy(index=r["index"], shard=int(r["shard"]), primary=r["prirep"] == "p", state=r["state"],
-                      node_id=r.get("id") or None, size_bytes=int(r.get("store") or 0)) for r in rows]
-
-
 class BatchReads(ShardRequests):
 
     def each_chunk(self, indices: Collection[str], read: Callable[[str], Any]) -> list[Any]:
@@ -79,18 +84,18 @@ class BatchReads(ShardRequests):
         if not node_ids:
             return {}
         kept = [*(f"nodes.*.indices.shards.*.*.{f}" for f in fields), f"-nodes.*.indices.shards.{LOCK_INDEX}"]
-        raw = self._do("list the batch's shard copies", "GET",
-                       f"/_nodes/{part(*sorted(node_ids))}/stats/indices/docs,store",
-                       {"level": "shards", "filter_path": ",".join(kept)})
+        what = "list the batch's shard copies"
+        raw = parsed(NodesHolding, self._do(what, "GET", f"/_nodes/{part(*sorted(node_ids))}/stats/indices/docs,store",
+                                            {"level": "shards", "filter_path": ",".join(kept)}), what)
         held: dict[str, dict[tuple[str, int], Any]] = {}
-        for node_id, node in (raw.get("nodes") or {}).items():
+        for node_id, node in raw.nodes.items():
             mine = held.setdefault(node_id, {})
-            for index, shards in (((node.get("indices") or {}).get("shards") or {}).items()):
-                if index == LOCK_INDEX:
-                    continue
-                for entry in shards if isinstance(shards, list) else ():
-                    for number, copy in (entry.items() if isinstance(entry, dict) else ()):
-                        mine[(index, int(number))] = copy or {}
+            for index, shards in node.indices.shards.items():
+                for entry in shards if index != LOCK_INDEX else ():
+                    for number, copy in entry.items():
+                        if not number.isdigit():
+                            raise not_its_shape(what, "a shard that is not a number")
+                        mine[(index, int(number))] = parsed(CopyStats, copy, what).model_dump()
         return held
 
     def held_by(self, node_ids: Collection[str]) -> dict[str, dict[tuple[str, int], int]]:
@@ -117,44 +122,48 @@ class BatchReads(ShardRequests):
         """index -> its number of replicas now (what auto-expansion set, if it expands); an index the user may
         not read the settings of (a restricted system index) is not in the answer."""
         found: dict[str, int] = {}
+        what = "read the batch's indices' replicas"
         for answer in self.each_chunk(indices, lambda names: self._do(
-                "read the batch's indices' replicas", "GET", f"/{names}/_settings/index.number_of_replicas",
+                what, "GET", f"/{names}/_settings/index.number_of_replicas",
                 {"ignore_unavailable": "true", "filter_path": "*.settings.index.number_of_replicas"})):
-            for index, body in (answer or {}).items():
-                value = (((body or {}).get("settings") or {}).get("index") or {}).get("number_of_replicas")
-                if value is not None and str(value).isdigit():
+            for index, body in parsed(IndicesSettings, answer or {}, what).root.items():
+                value = body.settings.index.number_of_replicas
+                if value is not None and value.isdigit():
                     found[index] = int(value)
         return found
 
     def shards_of(self, indices: Collection[str]) -> list[ShardCopy]:
         """Every copy of these indices, assigned or not, from the routing table (cluster privileges: a
         restricted system index is listed too), without sizes."""
+        what = "list the batch's shards"
         copies = []
         for answer in self.each_chunk(indices, lambda names: self._do(
-                "list the batch's shards", "GET", f"/_cluster/state/routing_table/{names}",
+                what, "GET", f"/_cluster/state/routing_table/{names}",
                 {"ignore_unavailable": "true", "filter_path": ROUTING})):
-            for index, body in (((answer or {}).get("routing_table") or {}).get("indices") or {}).items():
-                for number, listed in ((body or {}).get("shards") or {}).items():
-                    copies += [ShardCopy(index, int(number), bool(c.get("primary")), str(c.get("state")),
-                                         c.get("node") or None, 0) for c in listed or () if isinstance(c, dict)]
+            for index, body in parsed(Routing, answer or {}, what).routing_table.indices.items():
+                for number, listed in body.shards.items():
+                    if not number.isdigit():
+                        raise not_its_shape(what, "a shard that is not a number")
+                    copies += [ShardCopy(index, int(number), c.primary, c.state, c.node or None, 0) for c in listed]
         return copies
 
     def unassigned_copies(self) -> list[ShardCopy]:
         """The unassigned copies of a yellow cluster: those of the indices that are not green (health by index
         and the routing table: cluster privileges, so hidden and restricted indices are seen too)."""
-        answer = self._do("list the indices that are not green", "GET", "/_cluster/health",
-                          {"level": "indices", "filter_path": "indices.*.status"})
-        waiting = [index for index, body in ((answer or {}).get("indices") or {}).items()
-                   if isinstance(body, dict) and body.get("status") != "green"]
+        what = "list the indices that are not green"
+        answer = parsed(HealthByIndex, self._do(what, "GET", "/_cluster/health",
+                                                {"level": "indices", "filter_path": "indices.*.status"}) or {}, what)
+        waiting = [index for index, body in answer.indices.items() if body.status != "green"]
         return [c for c in self.shards_of(waiting) if c.state == "UNASSIGNED"]
 
     def lease_stats_of(self, indices: Collection[str]) -> dict[str, Any]:
         """Shard-level stats of these indices' copies, as `shard_lease_stats` reads them for the whole cluster."""
+        what = "read retention leases"
         merged: dict[str, Any] = {}
         for answer in self.each_chunk(indices, lambda names: self._do(
-                "read retention leases", "GET", f"/{names}/_stats/docs,store",
+                what, "GET", f"/{names}/_stats/docs,store",
                 {"level": "shards", "ignore_unavailable": "true", "filter_path": STATS_FIELDS})):
-            merged.update((answer or {}).get("indices") or {})
+            merged.update(parsed(ShardStats, answer or {}, what).model_dump()["indices"])
         return {"indices": merged}
 
     def recoveries_of(self, indices: Collection[str], targets: Collection[str],

@@ -11,6 +11,7 @@ from urllib.parse import quote
 from orchestrator.config.discovered import Facts
 from orchestrator.errors import ClusterError, ClusterUnreachable
 from orchestrator.shards import privileges
+from orchestrator.shards.answers import HasPrivileges, Named, Plugins, not_its_shape, parsed
 from orchestrator.shards.discover import facts_from_answers
 from orchestrator.shards.requests import ShardRequests, no_handler
 from orchestrator.shards.rest import HttpError
@@ -27,7 +28,8 @@ class ClusterFacts(ShardRequests):
     def discovery_facts(self) -> Facts:
         """What `inventory discover` writes an inventory from: nodes with their settings and HTTP address,
         and the awareness attributes in force (three requests)."""
-        name = str(self.health().get("cluster_name", ""))
+        what = "read the cluster's name"
+        name = parsed(Named, self._do(what, "GET", "/_cluster/health"), what).cluster_name
         info = self._do("list nodes", "GET", "/_nodes/settings,http")
         persistent, transient, defaults = self.cluster_settings(include_defaults=True)
         return facts_from_answers(name, info, {**defaults, **persistent, **transient})
@@ -48,9 +50,9 @@ class ClusterFacts(ShardRequests):
     def upgrade_facts(self) -> UpgradeFacts:
         """What an upgrade's plan checks besides the restart's: plugins, the newest successful snapshot,
         critical deprecations (three requests, once per plan)."""
-        raw = self._do("list plugins", "GET", "/_nodes/plugins")
-        plugins = {str(n["name"]): tuple(sorted(str(p["name"]) for p in n.get("plugins") or ()))
-                   for n in raw["nodes"].values()}
+        what = "list plugins"
+        raw = parsed(Plugins, self._do(what, "GET", "/_nodes/plugins"), what)
+        plugins = {n.name: tuple(sorted(p.name for p in n.plugins)) for n in raw.nodes.values()}
         newest, end_ms, error = None, None, None
         try:
             # A failed or partial snapshot is no way back: the newest successful one counts.
@@ -91,6 +93,8 @@ class ClusterFacts(ShardRequests):
                 return None
             raise
         items: list[str] = []
+        if not isinstance(raw, dict):
+            raise not_its_shape("read deprecations", "not an object")
         for section, found in raw.items():
             groups = found.items() if isinstance(found, dict) else [("", found)]
             for where, entries in groups:
@@ -111,4 +115,4 @@ class ClusterFacts(ShardRequests):
                                                     and "not enabled" in said) or "explicitly" in said):
                 return None
             raise
-        return privileges.missing(answer)
+        return privileges.missing(parsed(HasPrivileges, answer, "check the user's privileges").model_dump())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.shards.answers import Document, parsed
 from orchestrator.shards.requests import ShardRequests
 from orchestrator.shards.rest import HttpError, part
 
@@ -30,8 +31,9 @@ class LockDocuments(ShardRequests):
         return True
 
     def read_lock(self, index: str, doc_id: str) -> dict[str, Any] | None:
+        what = "read the run lock"
         try:
-            return dict(self._do("read the run lock", "GET", f"/{part(index)}/_doc/{part(doc_id)}")["_source"])
+            return parsed(Document, self._do(what, "GET", f"/{part(index)}/_doc/{part(doc_id)}"), what).source
         except HttpError as exc:
             if exc.status == 404:
                 return None
@@ -46,14 +48,14 @@ class LockDocuments(ShardRequests):
 
     def renew_lock(self, index: str, doc_id: str, run_id: str, update: dict[str, Any]) -> bool:
         path = f"/{part(index)}/_doc/{part(doc_id)}"
+        what = "renew the run lock"
         try:
-            found = self._do("renew the run lock", "GET", path)
-            if found["_source"].get("run_id") != run_id:
+            found = parsed(Document, self._do(what, "GET", path), what)
+            if found.source.get("run_id") != run_id:
                 return False
             # Written only if nobody changed the lock since it was read (a takeover, say).
-            self._do("renew the run lock", "PUT", path, {
-                "if_seq_no": found["_seq_no"], "if_primary_term": found["_primary_term"]},
-                {**found["_source"], **update})
+            self._do(what, "PUT", path, {"if_seq_no": found.seq_no, "if_primary_term": found.primary_term},
+                     {**found.source, **update})
         except HttpError as exc:
             if exc.status in (404, 409):
                 return False

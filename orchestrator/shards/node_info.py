@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.shards.answers import Nodes, parsed
 from orchestrator.shards.snapshot import EsNode
 
 # OpenSearch calls the master role cluster_manager; the shared decisions read "master".
@@ -33,7 +34,7 @@ def node_from(node_id: str, n: dict[str, Any], awareness_attribute: str) -> EsNo
     )
 
 
-def nodes_in(raw: Any, awareness_attribute: str) -> list[EsNode]:
-    """The nodes of a node info answer, by name."""
-    found = (raw.get("nodes") or {}) if isinstance(raw, dict) else {}
+def nodes_in(raw: Any, awareness_attribute: str, what: str) -> list[EsNode]:
+    """The nodes of a node info answer (checked: shards/answers.py), by name."""
+    found = parsed(Nodes, raw, what).model_dump()["nodes"]
     return sorted((node_from(node_id, n, awareness_attribute) for node_id, n in found.items()), key=lambda n: n.name)

@@ -9,6 +9,7 @@ import threading
 from typing import Any
 
 from orchestrator.errors import ClusterUnreachable
+from orchestrator.shards.answers import Health, Settings, not_its_shape, parsed
 from orchestrator.shards.rest import HttpError, Rest, flag
 
 
@@ -52,6 +53,8 @@ class ShardRequests:
             if exc.status == 401 and self._credentials_accepted:
                 raise ClusterUnreachable(credentials_unverifiable(what)) from exc
             raise
+        except RecursionError:  # the client's JSON parser, on an answer nested past what any answer holds
+            raise not_its_shape(what, "nested past what any answer holds") from None
         self._credentials_accepted = True
         return answer
 
@@ -74,16 +77,21 @@ class ShardRequests:
                 kwargs["wait_for_no_relocating_shards"] = True
             kwargs = {k: flag(v) if isinstance(v, bool) else v for k, v in kwargs.items()}
             try:
-                return dict(self._do("cluster health", "GET", "/_cluster/health", kwargs))
+                return health_of(self._do("cluster health", "GET", "/_cluster/health", kwargs))
             except HttpError as exc:
                 if exc.status == 408 and isinstance(exc.body, dict):
-                    return dict(exc.body)
+                    return health_of(exc.body)
                 raise
-        return dict(self._do("cluster health", "GET", "/_cluster/health", kwargs))
+        return health_of(self._do("cluster health", "GET", "/_cluster/health", kwargs))
 
     def cluster_settings(self, include_defaults: bool = False) -> tuple[dict[str, Any], ...]:
         """(persistent, transient), and the defaults in force (node settings included) when asked."""
-        raw = self._do("read cluster settings", "GET", "/_cluster/settings",
-                       {"flat_settings": "true", "include_defaults": flag(include_defaults)})
-        found = dict(raw.get("persistent", {})), dict(raw.get("transient", {}))
-        return (*found, dict(raw.get("defaults", {}))) if include_defaults else found
+        what = "read cluster settings"
+        raw = parsed(Settings, self._do(what, "GET", "/_cluster/settings",
+                                        {"flat_settings": "true", "include_defaults": flag(include_defaults)}), what)
+        found = dict(raw.persistent), dict(raw.transient)
+        return (*found, dict(raw.defaults)) if include_defaults else found
+
+
+def health_of(raw: Any) -> dict[str, Any]:
+    return parsed(Health, raw, "cluster health").model_dump()

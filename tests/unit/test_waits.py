@@ -267,7 +267,8 @@ def test_credentials_refused_after_being_accepted_are_a_cluster_without_master_a
     from orchestrator.retry import wait_until
     from orchestrator.shards.rest import HttpError
 
-    green = {"status": "green", "number_of_nodes": 3}
+    green = {"cluster_name": "c", "status": "green", "number_of_nodes": 3, "relocating_shards": 0,
+             "initializing_shards": 0, "unassigned_shards": 0, "delayed_unassigned_shards": 0}
     wrong = ShardClusterAdapter(ScriptedRest(refused()))  # type: ignore[arg-type]
     try:
         wrong.health()

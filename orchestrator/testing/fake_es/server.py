@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
@@ -85,10 +86,15 @@ class Handler(BaseHTTPRequestHandler):
             with cluster.lock:
                 label, (status, answer) = route(cluster, Request(method if method != "HEAD" else "GET", path,
                                                                  params, body))
+                instead = self.server.tamper.get(label)
+                replaced = instead(cluster) if instead is not None else None
             if "filter_path" in params and status < 300:
                 answer = filtered(answer, params["filter_path"])
-        text = isinstance(answer, Text)
-        data = answer.encode() if text else json.dumps(answer, separators=(",", ":")).encode()
+            if replaced is not None:  # a broken proxy's answer in the cluster's place
+                status, answer = 200, replaced
+        text = isinstance(answer, Text | bytes)
+        data = answer if isinstance(answer, bytes) else answer.encode() if isinstance(answer, Text) else \
+            json.dumps(answer, separators=(",", ":")).encode()
         if label:
             self.server.counts.add(label, len(data))
         self.send_response(status)
@@ -107,6 +113,10 @@ class FakeEsServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", port), Handler)
         self.cluster = cluster
         self.counts = Counts()
+        # endpoint -> what answers in the cluster's place (a broken proxy, say): a function of the cluster's
+        # state giving a JSON value, or bytes sent as they are (JSON nested too deep to encode); None: the
+        # cluster answers.
+        self.tamper: dict[str, Callable[[FakeCluster], Any]] = {}
         self._thread: threading.Thread | None = None
 
     @property

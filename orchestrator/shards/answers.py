@@ -1,0 +1,328 @@
+"""Every answer the shard adapter reads, checked for its shape before anything reads it: typed data, or a
+`ClusterError` that names the request. A broken proxy or load balancer in front of the cluster answers
+`{"nodes": []}` or a health that is a string as readily as an attacker does; read raw, such an answer
+crashed the plan or a run half-way (an internal error, with allocation left restricted), where it must be
+the cluster's error on the run's ordinary path (journal, `resume`).
+
+Small answers are pydantic models (extra fields kept: callers read what they need of them). The large
+lists a plan reads once (`_cat/shards` of a million copies) are checked column by column, in C, as
+saved snapshots are (shards/snapshot.py), so that planning stays fast. JSON nested past what any answer
+holds is refused where it is parsed (the clients raise RecursionError: see `ShardRequests._do`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from itertools import repeat
+from operator import itemgetter
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
+
+from orchestrator.config.discovered import first_problems
+from orchestrator.errors import ClusterError
+from orchestrator.shards.snapshot import ShardCopy
+
+
+class Answer(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def parsed(model: type[M], raw: Any, what: str) -> M:
+    """``raw`` as ``model``, or the cluster's error naming ``what`` was asked (never the answer itself: it
+    can be of any size, and hold anything)."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise not_its_shape(what, "; ".join(first_problems(exc, 3))) from None
+
+
+@contextmanager
+def shaped(what: str) -> Iterator[None]:
+    """For an answer read field by field where a model would cost more than it checks (force-merge's): a field
+    missing or of another type is the cluster's error naming ``what``, not a crash."""
+    try:
+        yield
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
+        raise not_its_shape(what, f"{type(exc).__name__} reading it") from None
+
+
+def not_its_shape(what: str, why: str) -> ClusterError:
+    return ClusterError(f"{what}: the cluster's answer is not what Elasticsearch or OpenSearch send ({why[:400]}); "
+                        "is a proxy or load balancer between the tool and the cluster answering in its place?")
+
+
+# --- health, settings, state -------------------------------------------------------------------------
+class Named(Answer):
+    cluster_name: str = ""
+
+
+class Health(Answer):
+    cluster_name: str
+    status: Literal["green", "yellow", "red"]
+    number_of_nodes: int = Field(ge=0)
+    relocating_shards: int = Field(ge=0)
+    initializing_shards: int = Field(ge=0)
+    unassigned_shards: int = Field(ge=0)
+    delayed_unassigned_shards: int = Field(0, ge=0)
+
+
+class IndexStatus(Answer):
+    status: Literal["green", "yellow", "red"]
+
+
+class HealthByIndex(Answer):
+    indices: dict[str, IndexStatus] = {}
+
+
+class Settings(Answer):
+    persistent: dict[str, Any] = {}
+    transient: dict[str, Any] = {}
+    defaults: dict[str, Any] = {}
+
+
+class State(Answer):
+    master_node: str | None = None
+
+
+class Block(Answer):
+    description: str = ""
+
+
+class Blocks(Answer):
+    indices: dict[str, dict[str, Block]] = {}
+    global_: dict[str, Block] = Field({}, alias="global")
+
+
+class BlocksState(Answer):
+    blocks: Blocks = Blocks()
+
+
+class RunningSnapshot(Answer):
+    repository: str = "?"
+    snapshot: str = "?"
+    state: str = "?"
+
+
+class RunningSnapshots(Answer):
+    snapshots: list[RunningSnapshot] = []
+
+
+# --- nodes -----------------------------------------------------------------------------------------
+class Process(Answer):
+    id: int | None = None
+
+
+class Jvm(Answer):
+    pid: int | None = None
+    start_time_in_millis: int | None = None
+
+
+class Os(Answer):
+    allocated_processors: int | None = None
+
+
+class Node(Answer):
+    """A node of node info, as far as the tool reads it."""
+
+    name: str = ""
+    host: str = ""
+    ip: str = ""
+    roles: list[str] = []
+    attributes: dict[str, str] = {}
+    version: str = ""
+    process: Process = Process()
+    jvm: Jvm = Jvm()
+    os: Os = Os()
+    settings: dict[str, Any] = {}
+
+
+class Nodes(Answer):
+    nodes: dict[str, Node] = {}
+
+
+class Memory(Answer):
+    total_in_bytes: int | None = None
+
+
+class NodeOs(Answer):
+    mem: Memory = Memory()
+
+
+class NodeStatsOs(Answer):
+    os: NodeOs = NodeOs()
+
+
+class NodesMemory(Answer):
+    nodes: dict[str, NodeStatsOs] = {}
+
+
+class HeldIndices(Answer):
+    # index -> [{shard number: the copy's fields}], as node stats list a node's copies at level=shards
+    shards: dict[str, list[dict[str, dict[str, Any]]]] = {}
+
+
+class HeldNode(Answer):
+    indices: HeldIndices = HeldIndices()
+
+
+class NodesHolding(Answer):
+    nodes: dict[str, HeldNode] = {}
+
+
+# --- shards ----------------------------------------------------------------------------------------
+class RoutedCopy(Answer):
+    state: str
+    primary: bool
+    node: str | None = None
+
+
+class RoutedIndex(Answer):
+    shards: dict[str, list[RoutedCopy]] = {}
+
+
+class RoutingIndices(Answer):
+    indices: dict[str, RoutedIndex] = {}
+
+
+class Routing(Answer):
+    routing_table: RoutingIndices = RoutingIndices()
+
+
+class IndexReplicas(Answer):
+    number_of_replicas: str | None = None
+
+
+class IndexSettingsBody(Answer):
+    index: IndexReplicas = IndexReplicas()
+
+
+class IndexSettings(Answer):
+    settings: IndexSettingsBody = IndexSettingsBody()
+
+
+class IndicesSettings(RootModel[dict[str, IndexSettings]]):
+    pass
+
+
+class CopyRouting(Answer):  # a copy's routing in shard-level stats
+    node: str | None = None
+    primary: bool = False
+    state: str = ""
+
+
+class Lease(Answer):
+    id: str
+    retaining_seq_no: int
+
+
+class Leases(Answer):
+    leases: list[Lease] = []
+
+
+class UserData(Answer):
+    local_checkpoint: str | None = Field(None, pattern=r"^-?[0-9]{1,19}$")
+
+
+class Commit(Answer):
+    user_data: UserData = UserData()
+
+
+class Docs(Answer):
+    count: int = 0
+
+
+class Store(Answer):
+    size_in_bytes: int = 0
+
+
+class CopyStats(Answer):
+    routing: CopyRouting = CopyRouting()
+    docs: Docs = Docs()
+    store: Store = Store()
+    commit: Commit = Commit()
+    retention_leases: Leases = Leases()
+
+
+class IndexStats(Answer):
+    shards: dict[str, list[CopyStats]] = {}
+
+
+class ShardStats(Answer):
+    indices: dict[str, IndexStats] = {}
+
+
+# --- one document (the run lock, the pause request) ------------------------------------------------------
+class Document(Answer):
+    source: dict[str, Any] = Field(alias="_source")
+    seq_no: int = Field(0, alias="_seq_no")
+    primary_term: int = Field(0, alias="_primary_term")
+
+
+class HasPrivileges(Answer):
+    has_all_requested: bool = False
+    cluster: dict[str, bool] = {}
+    index: dict[str, dict[str, bool]] = {}
+
+
+# --- an upgrade's reads ------------------------------------------------------------------------------
+class Plugin(Answer):
+    name: str
+
+
+class NodePlugins(Answer):
+    name: str
+    plugins: list[Plugin] = []
+
+
+class Plugins(Answer):
+    nodes: dict[str, NodePlugins] = {}
+
+
+# --- `_cat` lists ----------------------------------------------------------------------------------------
+def cat_column(rows: Any, name: str, what: str, kinds: tuple[type, ...] = (str,)) -> list[Any]:
+    """One column of a `_cat` answer (JSON), each value of one of ``kinds``: checked in C (a million rows)."""
+    if not isinstance(rows, list):
+        raise not_its_shape(what, "not a list of rows")
+    try:
+        values = list(map(itemgetter(name), rows))
+    except (KeyError, TypeError, IndexError):
+        raise not_its_shape(what, f"a row without a {name} column") from None
+    if not set(map(type, values)) <= set(kinds):
+        raise not_its_shape(what, f"its {name} column holds something other than "
+                                  f"{' or '.join('null' if k is NONE else 'text' for k in kinds)}")
+    return values
+
+
+NONE = type(None)
+
+
+def disk_rows(rows: Any, what: str) -> list[tuple[str, float, int]]:
+    """`_cat/allocation` rows: (node, percent used, bytes available), nodes that report no disk left out."""
+    nodes = cat_column(rows, "node", what, (str, NONE))
+    percent, avail = (cat_column(rows, c, what, (str, NONE)) for c in ("disk.percent", "disk.avail"))
+    out = []
+    for node, used, left in zip(nodes, percent, avail, strict=True):
+        if node and used and left:
+            try:
+                out.append((node, float(used), int(left)))
+            except ValueError:
+                raise not_its_shape(what, "a disk figure that is not a number") from None
+    return out
+
+
+def copies_from_cat(rows: Any, what: str) -> list[ShardCopy]:
+    """`_cat/shards` rows (index, shard, prirep, state, id, store) as shard copies, column by column."""
+    index, shard, prirep, state = (cat_column(rows, c, what) for c in ("index", "shard", "prirep", "state"))
+    node, store = (cat_column(rows, c, what, (str, NONE)) for c in ("id", "store"))
+    if not all(map(str.isdigit, shard)) or not set(prirep) <= {"p", "r"} or \
+            not all(map(str.isdigit, filter(None, store))):
+        raise not_its_shape(what, "a shard that is not a number, a role that is not p or r, or a size that is not "
+                                  "a number of bytes")
+    return list(map(tuple.__new__, repeat(ShardCopy), zip(
+        index, map(int, shard), map("p".__eq__, prirep), state, [n or None for n in node],
+        [int(s) if s else 0 for s in store], strict=True)))
