@@ -7,6 +7,7 @@ while its master restarts); the last thing seen is kept for the timeout message.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -81,3 +82,25 @@ def wait_until(probe: Callable[[Seen[T]], T | None], *, what: str, timeout_s: fl
         raise WaitTimeout(f"timed out after {waited_s:.0f} s waiting for {what}; last seen: {seen.text}"
                           + (f". {hint}" if hint else ""))
     return result
+
+
+def within(seconds: float, work: Callable[[], T], late: str) -> T:
+    """``work``'s result, or ClusterUnreachable(``late``) once ``seconds`` have passed (the worker is left
+    to its socket timeouts: a daemon thread, it does not hold the command's exit)."""
+    result: list[T] = []
+    error: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(work())
+        except BaseException as exc:  # handed to the caller's thread as it is
+            error.append(exc)
+
+    worker = threading.Thread(target=run, name="deadline", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise ClusterUnreachable(f"{late}: an answer arriving too slowly, or a server that is not the cluster")
+    if error:
+        raise error[0]
+    return result[0]

@@ -126,19 +126,49 @@ def common(values: list[str | None]) -> str | None:
     return given.pop() if len(given) == 1 and None not in values else None
 
 
-def unfit_endpoint(url: str, given: str) -> str | None:
-    """Why an address a cluster publishes is not written as an endpoint even when asked for all of them:
-    the credentials go to every endpoint, and a cluster can publish any address."""
-    host = urllib.parse.urlsplit(url).hostname or ""
+# Cloud instance metadata services (AWS, its IPv6 one, Alibaba): never an endpoint the credentials go to.
+METADATA = {ipaddress.ip_address(a) for a in ("169.254.169.254", "fd00:ec2::254", "100.100.100.200")}
+SHARED = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT, and some overlay networks' (Tailscale)
+UNIQUE_LOCAL = ipaddress.ip_network("fc00::/7")
+
+
+def ip_of(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address ``host`` is, an IPv4 address written as IPv6 (`::ffff:127.0.0.1`) as the IPv4 one it is."""
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
         return None  # a name: the operator's DNS says where it is
-    given_host = urllib.parse.urlsplit(given).hostname or ""
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    return mapped or address
+
+
+def scope(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
+    """The address's kind, where an endpoint of that kind is written only beside a given one of the same."""
+    if address.is_loopback:
+        return "loopback"
+    if isinstance(address, ipaddress.IPv4Address) and address in SHARED:
+        return "shared (carrier-grade NAT)"
+    if isinstance(address, ipaddress.IPv6Address) and address in UNIQUE_LOCAL:
+        return "unique local"
+    return None
+
+
+def unfit_endpoint(url: str, given: str) -> str | None:
+    """Why an address a cluster publishes is not written as an endpoint even when asked for all of them:
+    the credentials go to every endpoint, and a cluster can publish any address."""
+    address = ip_of(urllib.parse.urlsplit(url).hostname or "")
+    if address is None:
+        return None
     if address.is_link_local or address.is_unspecified or address.is_multicast:
         return "link-local, unspecified or multicast"
-    if address.is_loopback and not given_host.startswith(("127.", "localhost", "::1")):
-        return "loopback, while the given endpoint is not"
+    if address in METADATA:
+        return "a cloud's instance metadata address"
+    kind = scope(address)
+    given_address = ip_of(urllib.parse.urlsplit(given).hostname or "")
+    given_kind = scope(given_address) if given_address is not None else \
+        "loopback" if (urllib.parse.urlsplit(given).hostname or "") == "localhost" else None
+    if kind is not None and kind != given_kind:
+        return f"{kind}, while the given endpoint is not"
     return None
 
 

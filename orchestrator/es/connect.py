@@ -14,7 +14,15 @@ from elastic_transport._node import NodeApiResponse
 
 from orchestrator.errors import ClusterUnreachable, WrongProduct
 from orchestrator.shards.connection import Connection
-from orchestrator.shards.rest import HttpError, answered, error_page, plain_reason, short, tls_failure
+from orchestrator.shards.rest import (
+    DEADLINE_TIMEOUTS,
+    HttpError,
+    answered,
+    error_page,
+    plain_reason,
+    short,
+    tls_failure,
+)
 
 
 class MeasuredNode(Urllib3HttpNode):
@@ -100,6 +108,7 @@ class ElasticsearchRest:
 
     def __init__(self, conn: Connection, client: elasticsearch.Elasticsearch | None = None) -> None:
         self.endpoints = conn.endpoints
+        self.deadline_s = conn.request_timeout_s * DEADLINE_TIMEOUTS
         self.client = client or make_client(conn)
 
     def request(self, what: str, method: str, path: str, params: Mapping[str, Any] | None = None,

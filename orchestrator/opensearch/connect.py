@@ -15,7 +15,15 @@ import opensearchpy
 
 from orchestrator.errors import ClusterUnreachable, ConfigError, WrongProduct
 from orchestrator.shards.connection import Connection
-from orchestrator.shards.rest import HttpError, answered, error_page, plain_reason, short, tls_failure
+from orchestrator.shards.rest import (
+    DEADLINE_TIMEOUTS,
+    HttpError,
+    answered,
+    error_page,
+    plain_reason,
+    short,
+    tls_failure,
+)
 
 
 class MeasuredConnection(opensearchpy.Urllib3HttpConnection):
@@ -91,6 +99,7 @@ class OpenSearchRest:
 
     def __init__(self, conn: Connection, client: opensearchpy.OpenSearch | None = None) -> None:
         self.endpoints = conn.endpoints
+        self.deadline_s = conn.request_timeout_s * DEADLINE_TIMEOUTS
         self.client = client or make_client(conn)
         self.timeout_s = conn.request_timeout_s
         self.checked = False

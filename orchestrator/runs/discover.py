@@ -4,9 +4,7 @@ the operator's SSH config or Ansible inventory, and return a checked inventory (
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -17,8 +15,9 @@ from orchestrator import products
 from orchestrator.config.discovered import DiscoveredNode, SshHost, SshView, ansible_view, inventory_document
 from orchestrator.config.loader import problems_of, read_bytes_of, refuse_special_file
 from orchestrator.config.model import ClusterSection, Inventory
-from orchestrator.errors import ClusterUnreachable, ConfigError
+from orchestrator.errors import ConfigError
 from orchestrator.hosts.ssh_config import Resolved, SshConfig, identity_files
+from orchestrator.retry import within
 
 MAX_INPUT_BYTES = 20_000_000  # an Ansible listing of thousands of hosts
 # The client's timeout bounds each read, not a request: an answer trickling in a byte at a time would hold
@@ -65,28 +64,6 @@ def discover(endpoint: str, cluster: dict[str, Any], ssh_config: Path | None = N
               f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}.\n# Review it (SSH user, keys, tuning profile) before a "
               "run; `orchestrate plan --config THIS_FILE` checks it against the cluster.\n")
     return header + yaml.safe_dump(doc, sort_keys=False), notes
-
-
-def within(seconds: float, work: Callable[[], T], late: str) -> T:
-    """``work``'s result, or ClusterUnreachable(``late``) once ``seconds`` have passed (the worker is left
-    to its socket timeouts: a daemon thread, it does not hold the command's exit)."""
-    result: list[T] = []
-    error: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            result.append(work())
-        except BaseException as exc:  # handed to the caller's thread as it is
-            error.append(exc)
-
-    worker = threading.Thread(target=run, name="discover", daemon=True)
-    worker.start()
-    worker.join(seconds)
-    if worker.is_alive():
-        raise ClusterUnreachable(f"{late}: an answer arriving too slowly, or a server that is not the cluster")
-    if error:
-        raise error[0]
-    return result[0]
 
 
 # What makes a Host block's settings differ from OpenSSH's defaults for discovery's purpose.

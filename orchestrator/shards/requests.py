@@ -9,6 +9,7 @@ import threading
 from typing import Any
 
 from orchestrator.errors import ClusterUnreachable
+from orchestrator.retry import within
 from orchestrator.shards.answers import Health, Settings, not_its_shape, parsed
 from orchestrator.shards.rest import HttpError, Rest, flag
 
@@ -47,8 +48,14 @@ class ShardRequests:
             body: Any = None) -> Any:
         with self._counting:  # requests are made from several threads (snapshots, zone batches, the lock)
             self.calls += 1
+        deadline = getattr(self.rest, "deadline_s", None)  # a `Rest` of a test may have none
+
+        def ask() -> Any:
+            return self.rest.request(what, method, path, params, body)
+
         try:
-            answer = self.rest.request(what, method, path, params, body)
+            answer = within(deadline, ask, f"{what}: {self.label} did not answer within {deadline:.0f} s in all") \
+                if deadline else ask()
         except HttpError as exc:
             if exc.status == 401 and self._credentials_accepted:
                 raise ClusterUnreachable(credentials_unverifiable(what)) from exc

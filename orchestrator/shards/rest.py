@@ -28,9 +28,15 @@ class HttpError(ClusterError):
         self.body = body
 
 
+# The client's timeout bounds each read, not a request: an answer trickling in a byte at a time (a broken
+# proxy, a cluster in distress) would hold a run for ever. A request gets this many times the timeout in all.
+DEADLINE_TIMEOUTS = 2
+
+
 class Rest(Protocol):
     endpoints: tuple[str, ...]
     label: str  # the product's name in messages: "Elasticsearch", "OpenSearch"
+    deadline_s: float  # the longest a request may take in all (DEADLINE_TIMEOUTS x the client's timeout)
 
     def request(self, what: str, method: str, path: str, params: Mapping[str, Any] | None = None,
                 body: Any = None) -> Any:

@@ -155,3 +155,17 @@ def test_a_proxy_answering_wrong_shapes_mid_batch_fails_the_run_on_its_ordinary_
         assert done.state is RunState.SUCCEEDED
         assert cluster.settings["persistent"] == {} and cluster.settings["transient"] == {}, "every setting put back"
         assert all(n.up for n in cluster.nodes.values())
+
+
+def test_a_cluster_answering_a_byte_at_a_time_is_given_up_after_the_deadline_not_held_by_each_read() -> None:
+    """The client's timeout bounds each read: a request whose answer trickles in a byte every 0.2 s (inside the
+    1 s timeout) is given up at twice the timeout in all, as the cluster unreachable (a wait rides it out)."""
+    import time
+
+    from orchestrator.errors import ClusterUnreachable
+    from tests.unit.test_discover import answering_cluster
+
+    started = time.monotonic()
+    with answering_cluster(drip_s=0.2) as url, pytest.raises(ClusterUnreachable, match="within 2 s in all"):
+        ShardClusterAdapter(ElasticsearchRest(Connection((url,), request_timeout_s=1))).discovery_facts()
+    assert time.monotonic() - started < 5

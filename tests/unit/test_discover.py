@@ -121,6 +121,27 @@ def test_only_the_given_endpoint_is_written_unless_all_are_asked_for_and_never_a
     assert notes == ["https://169.254.169.254:9200 left out of the endpoints (link-local, unspecified or multicast)"]
 
 
+@pytest.mark.parametrize(("published", "given", "why"), [
+    ("[::ffff:127.0.0.1]:9200", "https://10.0.0.2:9200", "loopback, while the given endpoint is not"),
+    ("[::ffff:169.254.169.254]:9200", "https://10.0.0.2:9200", "link-local, unspecified or multicast"),
+    ("[fd00:ec2::254]:9200", "https://[fd00:ec2::1]:9200", "a cloud's instance metadata address"),
+    ("100.100.100.200:9200", "https://100.100.0.1:9200", "a cloud's instance metadata address"),
+    ("[fd12::5]:9200", "https://10.0.0.2:9200", "unique local, while the given endpoint is not"),
+    ("100.64.1.2:9200", "https://es.example:9200", "shared (carrier-grade NAT), while the given endpoint is not"),
+    ("[fd12::5]:9200", "https://[fd12::1]:9200", None),
+    ("100.64.1.2:9200", "https://100.64.0.1:9200", None),
+    ("127.0.0.2:9200", "https://localhost:9200", None),
+    ("10.0.0.9:9200", "https://es.example:9200", None),
+])
+def test_an_address_in_disguise_or_of_another_kind_than_the_given_one_is_never_written(
+        published: str, given: str, why: str | None) -> None:
+    """IPv4 addresses written as IPv6 are what they are; metadata services, unique-local and shared (CGNAT)
+    addresses are written only beside a given endpoint of their own kind: the credentials go to each."""
+    from orchestrator.config.discovered import unfit_endpoint
+
+    assert unfit_endpoint(f"https://{published}", given) == why
+
+
 json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
                                                                                        max_size=3), max_leaves=12)
