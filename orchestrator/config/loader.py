@@ -25,6 +25,9 @@ MAX_NESTING = 64  # deeper YAML is no configuration; libyaml's C parser can cras
 
 
 MAX_EXPANDED_VALUES = 200_000  # values a document holds once its aliases are expanded
+# ... and its text: an alias of one long string repeated counts its length each time (a 2.5 KB playbook
+# aliasing a 2,000-character string 100,000 times made a 222 MB journal). Ten times a file's own limit.
+MAX_EXPANDED_BYTES = 10 * MAX_CONFIG_BYTES
 
 
 def expanded_size(node: yaml.Node, sizes: dict[int, int] | None = None) -> int:
@@ -38,6 +41,20 @@ def expanded_size(node: yaml.Node, sizes: dict[int, int] | None = None) -> int:
         elif isinstance(node, yaml.MappingNode):
             children = [n for pair in node.value for n in pair]
         sizes[id(node)] = 1 + sum(expanded_size(child, sizes) for child in children)
+    return sizes[id(node)]
+
+
+def expanded_bytes(node: yaml.Node, sizes: dict[int, int] | None = None) -> int:
+    """About how many bytes the document under ``node`` holds with every alias expanded (each scalar's text,
+    counted once per place it is used; each shared node measured once)."""
+    sizes = {} if sizes is None else sizes
+    if id(node) not in sizes:
+        if isinstance(node, yaml.ScalarNode):
+            sizes[id(node)] = len(str(node.value)) + 2
+        else:
+            children = list(node.value) if isinstance(node, yaml.SequenceNode) else \
+                [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else []
+            sizes[id(node)] = 2 + sum(expanded_bytes(child, sizes) for child in children)
     return sizes[id(node)]
 
 
@@ -151,6 +168,9 @@ def parse(path: Path | Traversable, text: str) -> Any:
             # A "billion laughs": a few hundred bytes whose aliases become gigabytes in memory and the journal.
             raise ConfigError(str(path), [f"its YAML aliases expand it to more than {MAX_EXPANDED_VALUES:,} "
                                           "values: refused"])
+        if node is not None and expanded_bytes(node) > MAX_EXPANDED_BYTES:
+            raise ConfigError(str(path), [f"its YAML aliases expand it to more than {MAX_EXPANDED_BYTES // 1_000_000} "
+                                          "MB of text: refused"])
         return None if node is None else loader.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
