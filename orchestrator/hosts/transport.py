@@ -7,6 +7,7 @@ caller with ``shlex.quote`` (see ``service.py`` and ``tuning``).
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import subprocess
 import threading
@@ -64,12 +65,22 @@ class Transport(Protocol):
     def close(self) -> None: ...
 
 
+# What a command run on this machine sees of the tool's environment, besides what it is given: never the
+# rest of it (the cluster's password, a sudo password, a scheduler's secrets are in it).
+BASE_ENVIRONMENT = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "USER", "LOGNAME")
+
+
+def base_environment() -> dict[str, str]:
+    return {k: os.environ[k] for k in BASE_ENVIRONMENT if k in os.environ}
+
+
 class LocalTransport:
-    """Runs commands on this machine (sandbox local mode, or a tool run on the node itself)."""
+    """Runs commands on this machine (sandbox local mode, or a tool run on the node itself), each with
+    ``env`` as its whole environment (by default the base one, `BASE_ENVIRONMENT`)."""
 
     def __init__(self, default_timeout_s: float = 300, env: dict[str, str] | None = None) -> None:
         self.default_timeout_s = default_timeout_s
-        self.env = env  # None: this process's environment
+        self.env = base_environment() if env is None else env
 
     def run(self, node: NodeEntry, command: str, timeout_s: float | None = None,
             stdin: bytes | None = None) -> CommandResult:

@@ -20,10 +20,9 @@ from typing import Any
 from orchestrator.config.hooks import TEMPLATE, Hook, HttpCall
 from orchestrator.config.model import NodeEntry
 from orchestrator.errors import HookFailed, OrchestratorError
-from orchestrator.hosts.transport import LocalTransport
+from orchestrator.hosts.transport import BASE_ENVIRONMENT, LocalTransport
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
-from orchestrator.restart.steps import BASE_ENVIRONMENT
 
 MAX_ANSWER_BYTES = 1_000_000
 # A saved value (an alert silence's id) goes into later hooks' URLs, bodies and environment: a short
@@ -81,6 +80,17 @@ def run_command(ctx: RunContext, hook: Hook, values: dict[str, str], node: NodeE
         raise HookError(f"exit {result.rc}: {(result.stderr or result.stdout).strip()[-300:]}")
 
 
+def url_fit(url: str) -> bool:
+    """Whether ``url`` can be called and shown (its scheme, host and port read): a URL from a secret source
+    is checked only once resolved, and a port that is no number would otherwise fail later, with the URL."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and port != 0
+
+
 def where_to(call: HttpCall, url: str) -> str:
     """What may be shown of a call: its method and server, never a path or query (they may hold tokens)."""
     parts = urllib.parse.urlsplit(url)
@@ -124,8 +134,9 @@ def call_http(ctx: RunContext, hook: Hook, values: dict[str, str]) -> None:
         headers.update({k: s.resolve() for k, s in call.secret_headers.items()})
     except ValueError as exc:  # a secret source that cannot be read; its message never holds the secret
         raise HookError(str(exc)) from None
-    if not url.startswith(("http://", "https://")):
-        raise HookError("the URL is not http:// or https:// (not shown: it may be a secret)")
+    if not url_fit(url):
+        raise HookError("the URL is not an http:// or https:// URL with a host and a port from 1 to 65535 "
+                        "(not shown: it may be a secret)")
     data = None
     if call.body is not None:
         data = json.dumps(render_json(call.body, values)).encode()

@@ -17,7 +17,7 @@ from orchestrator.config.model import NodeEntry
 from orchestrator.config.playbook import CommandStep
 from orchestrator.errors import HostError, OrchestratorError
 from orchestrator.hosts.service import render
-from orchestrator.hosts.transport import LocalTransport
+from orchestrator.hosts.transport import BASE_ENVIRONMENT, LocalTransport
 from orchestrator.restart.adapter import AdapterT, ClusterAdapter
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.deferral import Deferred, deferrable_wait, defers, merged
@@ -265,7 +265,6 @@ def wait_for_join(ctx: RunContext, batch: BatchRecord) -> None:
 
 START_FAILED = "start_failed"  # the node's unit failed after its start: a resume starts it again
 
-BASE_ENVIRONMENT = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "USER", "LOGNAME")
 
 
 def local_environment(step: CommandStep, node: NodeEntry) -> dict[str, str]:

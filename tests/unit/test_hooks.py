@@ -146,6 +146,25 @@ def test_a_secret_url_is_never_shown(monkeypatch: pytest.MonkeyPatch) -> None:
         assert "POST http://127.0.0.1:9 failed" in warning and "s3cr3t" not in warning
 
 
+@pytest.mark.parametrize("url", ["http://127.0.0.1:s3cr3t-port/x", "https://tok:s3cr3t@h:99999/x",
+                                 "ftp://h/s3cr3t", "http:///s3cr3t"])
+def test_a_secret_url_that_cannot_be_called_fails_its_hook_without_showing_it(
+        monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    """As the probe saw it: a non-numeric port in a `url_from` URL crashed the run (exit 70) with the secret in
+    its output, journal and crash file. It fails the hook, as a URL that cannot be called, never shown."""
+    monkeypatch.setenv("CHAT_WEBHOOK", url)
+    hooks = {"after_batch": [{"name": "chat", "on_failure": "warn", "timeout_s": 2,
+                              "http": {"url_from": {"env": "CHAT_WEBHOOK"}, "body": {"text": "x"}}}]}
+    with state_dir():
+        events: list[Event] = []
+        cluster, journal = run_with(playbook_with(hooks), ["a"], events)
+        assert_finished_cleanly(cluster, journal)
+        warning = next(e.message for e in events if e.kind == "warning")
+        assert "not an http:// or https:// URL" in warning
+        said = " ".join(e.message for e in events) + Path(journal.path).read_text()  # type: ignore[arg-type]
+        assert "s3cr3t" not in said
+
+
 @pytest.mark.parametrize(("hooks", "says"), [
     ({"before_run": [{"name": "x", "run": "true", "where": "host"}]}, "a run-level hook has no node"),
     ({"after_batch": [{"name": "x"}]}, "exactly one of `run`"),

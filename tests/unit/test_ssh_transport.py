@@ -262,3 +262,17 @@ def test_a_connection_reset_by_a_rebooting_host_is_one_error_without_paramikos_t
     listener.close()
     assert proc.stdout.startswith("HostUnreachable"), (proc.stdout, proc.stderr)
     assert proc.stderr == "", proc.stderr
+
+
+def test_a_command_run_on_this_machine_sees_a_small_base_environment_never_the_tools_secrets(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ssh.transport: local` runs service commands and `where: host` hooks here: the cluster's password, a sudo
+    password or a scheduler's secrets in the tool's environment must not reach them."""
+    from orchestrator.config.model import NodeEntry
+    from orchestrator.hosts.transport import LocalTransport
+
+    monkeypatch.setenv("ES_PASSWORD", "s3cr3t-es")
+    monkeypatch.setenv("SUDO_PASSWORD", "s3cr3t-sudo")
+    monkeypatch.setenv("AIRFLOW_CONN_PROD", "elasticsearch://u:s3cr3t@h")
+    said = LocalTransport().run(NodeEntry(name="a", host="localhost"), "env").stdout
+    assert "s3cr3t" not in said and "PATH=" in said
