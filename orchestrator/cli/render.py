@@ -34,21 +34,22 @@ def plan_table(plan: Plan, steps: list[str], columns: Sequence[Column], problems
     for b in plan.batches:
         shown = (c.value(b.figures) for c in columns)
         cells = (str(b.number), b.label, ", ".join(b.nodes), *shown, human_duration(b.estimate_s))
-        table.add_row(*(Text(c) for c in cells), style="red" if b.problems else None)
+        table.add_row(*(Text(terminal_safe(c)) for c in cells), style="red" if b.problems else None)
     lines: list[RenderableType] = [head, table, Text("Steps of each batch: " + " -> ".join(steps)),
              Text("Settings changed, and restored exactly afterwards:")]
     for s in plan.settings:
         before = "unset" if s.before is None else str(s.before)
-        lines.append(Text(f"  {s.key} ({s.scope}): {before} -> {s.during}, {s.when}"))
+        lines.append(Text(terminal_safe(f"  {s.key} ({s.scope}): {before} -> {s.during}, {s.when}")))
         if s.why:
-            lines.append(Text(f"      {s.why}", style="dim"))
+            lines.append(Text(terminal_safe(f"      {s.why}"), style="dim"))
     lines.append(Text("Host tuning: " + "; ".join(plan.tuning)))
     if plan.gate is not None:
         lines.append(Text(f"Before each batch: {plan.gate.stable_samples} healthy sample(s) in a row; "
                           f"the run stops after {human_duration(plan.gate.unhealthy_s)} unhealthy"))
-    lines += [Text(f"Note: {n}") for n in plan.notes]
+    # A node's, index's or plugin's name comes from the cluster: its control characters are shown, not sent.
+    lines += [Text(terminal_safe(f"Note: {n}")) for n in plan.notes]
     for p in plan.all_problems() if problems else ():
-        lines.append(Text(f"UNSAFE: {p}", style="red"))
+        lines.append(Text(terminal_safe(f"UNSAFE: {p}"), style="red"))
     return Group(*lines)
 
 

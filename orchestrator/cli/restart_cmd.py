@@ -13,7 +13,16 @@ from pathlib import Path
 import typer
 
 from orchestrator.cli import output
-from orchestrator.cli.output import confirm, emit_json, emit_summary, err_console, exit_fields, out_console, say
+from orchestrator.cli.output import (
+    confirm,
+    emit_json,
+    emit_summary,
+    err_console,
+    exit_fields,
+    out_console,
+    say,
+    terminal_safe,
+)
 from orchestrator.cli.render import RunView, plan_table, report_table, summary_line
 from orchestrator.config.inventory import known_clusters
 from orchestrator.errors import JournalError, PreflightFailed, UnsafeToProceed
@@ -231,30 +240,35 @@ def resume(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool =
     run_and_report(json_out, [n.name for n in target.inv.nodes], action)
 
 
+def shown_plainly(line: str) -> None:
+    out_console.print(terminal_safe(line), markup=False)
+
+
 def status(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool = JsonOpt) -> None:
     """Cluster health, the run in progress or the last one, and every temporary setting still in force."""
     info = cluster_status(open_target(cluster, config))
     if json_out:
         emit_json(info)
         return
-    # Stored messages and names are shown as they are: never read as rich markup.
-    out_console.print(f"cluster {info['cluster']}: {info['health']['text']}", markup=False)
+    # Stored messages and names (the cluster's, the journal's) are shown as they are: never read as rich markup,
+    # their control characters (a terminal's escape sequences) shown as \xNN, each line bounded.
+    shown_plainly(f"cluster {info['cluster']}: {info['health']['text']}")
     run = info["run"]
     if run is None:
-        out_console.print("no run recorded for this cluster")
+        shown_plainly("no run recorded for this cluster")
     else:
         done = sum(1 for b in run["batches"] if b["state"] == "done")
-        out_console.print(f"run {run['run_id']}: {run['state']}, {done}/{counted(len(run['batches']), 'batch')} done"
-                          + (f" - {run['message']}" if run["message"] else ""), markup=False)
-        out_console.print(f"journal: {run['journal']}", markup=False)
+        shown_plainly(f"run {run['run_id']}: {run['state']}, {done}/{counted(len(run['batches']), 'batch')} done"
+                      + (f" - {run['message']}" if run["message"] else ""))
+        shown_plainly(f"journal: {run['journal']}")
     if info["pause"]:
-        out_console.print(f"PAUSE asked ({info['pause'].get('reason')}); `orchestrate continue --cluster "
-                          f"{info['cluster']}` removes it", markup=False)
+        shown_plainly(f"PAUSE asked ({str(info['pause'].get('reason'))[:300]}); `orchestrate continue --cluster "
+                      f"{info['cluster']}` removes it")
     if info["lock"]:
-        out_console.print(f"lock held by {LockHolder.from_document(info['lock']).describe()}", markup=False)
+        shown_plainly(f"lock held by {LockHolder.from_document(info['lock']).describe()}")
     for s in info["temporary_settings"]:
-        out_console.print(f"temporary setting still pending: {s['scope']} {s['key']}={s['live']} "
-                          f"(restore to {s['restore_to'] if s['restore_to'] is not None else 'unset'})", markup=False)
+        shown_plainly(f"temporary setting still pending: {s['scope']} {s['key']}={s['live']} "
+                      f"(restore to {s['restore_to'] if s['restore_to'] is not None else 'unset'})")
 
 
 def unlock(cluster: str = ClusterOpt, config: Path = ConfigOpt,

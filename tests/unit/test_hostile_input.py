@@ -365,3 +365,40 @@ def test_a_clusters_error_never_reaches_the_terminal_with_its_escape_sequences_o
     assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr, proc.stderr[:300]
     assert len(proc.stderr) < 20_000, len(proc.stderr)
     assert_no_traceback(proc)
+
+
+def test_a_name_or_reason_from_the_cluster_reaches_the_terminal_with_its_escape_sequences_shown_not_sent(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The probe's: a node named with an escape sequence in a plan note, and a pause request whose reason is
+    300 KB of them in `status`. Shown as \\x1b, and the reason bounded."""
+    import io
+    from dataclasses import replace
+
+    import yaml
+    from rich.console import Console
+
+    from orchestrator.cli.render import plan_table
+    from orchestrator.cli.restart_cmd import status
+    from orchestrator.restart.lock import LOCK_INDEX, PAUSE_DOC
+    from orchestrator.testing.fake import FLEET, FakeCluster
+    from tests.unit.journals import plan_of
+
+    evil = "\x1b]0;pwned\x07\x1b[2J"
+    plan = replace(plan_of([["a"]]), notes=(f"node {evil} has a plugin", ))
+    out = io.StringIO()
+    Console(file=out, color_system=None, width=300).print(plan_table(plan, ["stop_service"], []))
+    assert "\x1b" not in out.getvalue() and "\\x1b]0;pwned\\x07" in out.getvalue()
+
+    monkeypatch.setenv("ORCHESTRATOR_STATE", str(tmp_path / "state"))
+    cluster = FakeCluster.of(["a"])
+    cluster.locks[(LOCK_INDEX, PAUSE_DOC)] = {"reason": evil * 40_000}
+    FLEET["evil"] = cluster
+    config = tmp_path / "evil.yaml"
+    config.write_text(yaml.safe_dump({"cluster": {"name": "evil", "product": "fake"}, "ssh": {"transport": "local"},
+                                      "nodes": [{"name": "a", "host": "h-a"}]}))
+    try:
+        status(cluster=None, config=config, json_out=False)  # type: ignore[arg-type]
+    finally:
+        FLEET.clear()
+    said = capsys.readouterr().out
+    assert "PAUSE asked" in said and "\x1b" not in said and len(said) < 5000
