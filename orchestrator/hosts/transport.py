@@ -16,10 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from orchestrator.config.loader import read_bytes_of
 from orchestrator.config.model import Inventory, NodeEntry, SecretSource
 from orchestrator.errors import ConfigError, HostError, HostUnreachable
 from orchestrator.hosts.host_certs import CertAuthority, certificate_problem, host_key_name
 from orchestrator.hosts.ssh_config import Hop, Route, SshConfig, route
+
+MAX_KNOWN_HOSTS_BYTES = 50_000_000  # a known_hosts file of a large fleet, with its comments
 
 # Every command run on a host, for the run's audit log (runs/audit.py): host, command, exit code, time.
 log = logging.getLogger("orchestrator.hosts")
@@ -121,10 +124,11 @@ class KnownHosts:
         import paramiko
 
         keys, revoked, authorities, unreadable = paramiko.HostKeys(), [], [], []
-        try:
-            text = path.read_text(errors="replace")
-        except OSError as exc:
-            raise ConfigError("inventory", [f"ssh.known_hosts: cannot read {path}: {exc.strerror}"]) from None
+        try:  # opened once, then checked: a FIFO or a device is refused without reading it, never waited on
+            text = read_bytes_of(path, MAX_KNOWN_HOSTS_BYTES).decode(errors="replace")
+        except ConfigError as exc:
+            raise ConfigError("inventory", [f"ssh.known_hosts: {path}: {'; '.join(exc.problems)}; unknown host keys "
+                                            "are refused, so the hosts' keys must be listed there"]) from None
         for number, line in enumerate(text.splitlines(), start=1):
             line = line.strip()
             if not line or line.startswith("#"):
@@ -211,9 +215,9 @@ class SshTransport:
 
     def __init__(self, inv: Inventory, passphrase: str | None = None, sudo_password: str | None = None) -> None:
         self.cfg = inv.ssh
-        if self.cfg.known_hosts is None or not Path(self.cfg.known_hosts).expanduser().is_file():
-            raise ConfigError("inventory", [f"ssh.known_hosts: file {self.cfg.known_hosts} not found; unknown host "
-                                            "keys are refused, so the hosts' keys must be listed there"])
+        if self.cfg.known_hosts is None:
+            raise ConfigError("inventory", ["ssh.known_hosts: not given; unknown host keys are refused, so the hosts' "
+                                            "keys must be listed in a file it names"])
         self.passphrase = passphrase
         self.sudo_password = sudo_password
         self.known = KnownHosts.load(Path(self.cfg.known_hosts).expanduser())

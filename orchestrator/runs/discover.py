@@ -47,6 +47,8 @@ def discover(endpoint: str, cluster: dict[str, Any], ssh_config: Path | None = N
     elif ansible is not None:
         try:
             listing = json.loads(read_bytes_of(ansible, MAX_INPUT_BYTES))
+        except RecursionError:
+            raise ConfigError(str(ansible), ["nested deeper than any `ansible-inventory --list` output"]) from None
         except ValueError as exc:
             raise ConfigError(str(ansible), [f"not the JSON `ansible-inventory -i INVENTORY --list` prints: {exc}"]) \
                 from None

@@ -25,7 +25,8 @@ def write_beside_journal(journal: Journal) -> Path | None:
     return path
 
 
-def write_page(journal: Journal, path: Path, mode: int = 0o644) -> None:
+def write_page(journal: Journal, path: Path, mode: int = 0o600) -> None:
+    """The run's page at ``path``, readable by its owner only, as its journal is (it names hosts and nodes)."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
         with os.fdopen(fd, "w") as f:

@@ -144,6 +144,6 @@ def facts_findings(facts: UpgradeFacts, max_age_h: float, check_snapshot: bool,
                         f"version would refuse: {'; '.join(facts.deprecations[:5])}")
     with_plugins = {n: p for n, p in facts.plugins.items() if p}
     if with_plugins:
-        names = sorted({p for ps in with_plugins.values() for p in ps})
+        names = sorted({p if p.isprintable() else repr(p) for ps in with_plugins.values() for p in ps})
         notes.append(f"plugins reinstalled at the new version on {len(with_plugins)} node(s): {', '.join(names)}")
     return problems, notes

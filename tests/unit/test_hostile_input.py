@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -402,3 +403,51 @@ def test_a_name_or_reason_from_the_cluster_reaches_the_terminal_with_its_escape_
         FLEET.clear()
     said = capsys.readouterr().out
     assert "PAUSE asked" in said and "\x1b" not in said and len(said) < 5000
+
+
+def test_a_known_hosts_that_is_a_fifo_is_said_to_be_one_and_never_waited_on(tmp_path: Path) -> None:
+    """Opened once and checked (no check-then-open): a FIFO would hang a reader; the probe saw it called "not
+    found"."""
+    import time
+
+    from orchestrator.config.model import Inventory
+    from orchestrator.hosts.transport import SshTransport
+
+    fifo = tmp_path / "known_hosts"
+    os.mkfifo(fifo)
+    inv = Inventory.model_validate({"cluster": {"name": "c", "endpoints": ["http://127.0.0.1:9"]},
+                                    "ssh": {"known_hosts": str(fifo)}, "nodes": [{"name": "a", "host": "h"}]})
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match="not a regular file"):
+        SshTransport(inv)
+    assert time.monotonic() - started < 2
+    with pytest.raises(ConfigError, match="file not found"):
+        SshTransport(inv.model_copy(update={"ssh": inv.ssh.model_copy(update={"known_hosts": tmp_path / "none"})}))
+
+
+def test_the_report_page_is_its_owners_alone_as_the_journal_is(tmp_path: Path) -> None:
+    from orchestrator.runs.reports import write_page
+
+    journal = journal_of(plan_of([["a"]]))
+    write_page(journal, tmp_path / "report.html")
+    assert stat.S_IMODE((tmp_path / "report.html").stat().st_mode) == 0o600
+
+
+def test_an_ansible_listing_nested_past_any_real_one_is_a_config_error_naming_it(tmp_path: Path) -> None:
+    from orchestrator.runs.discover import discover
+    from tests.unit.test_discover import answering_cluster
+
+    listing = tmp_path / "listing.json"
+    listing.write_text("[" * 200_000 + "]" * 200_000)
+    with answering_cluster() as url, pytest.raises(ConfigError, match="nested deeper than any") as err:
+        discover(url, {}, ansible=listing)
+    assert str(listing) in str(err.value)
+
+
+def test_a_plugin_name_with_a_line_break_is_shown_quoted_in_the_plan() -> None:
+    from orchestrator.shards.versions import UpgradeFacts, facts_findings
+
+    facts = UpgradeFacts(read_at_ms=0, plugins={"a": ("analysis-icu\nUNSAFE: nothing",)}, newest_snapshot="r:s",
+                         newest_snapshot_end_ms=0, snapshot_error=None, deprecations=())
+    _, notes = facts_findings(facts, 24, False)
+    assert not any("\n" in n for n in notes) and any("'analysis-icu\\nUNSAFE: nothing'" in n for n in notes)
