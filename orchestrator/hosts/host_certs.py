@@ -46,6 +46,11 @@ class CertAuthority:
             return None
         return cls(tuple(fields[0].split(",")), key, line)
 
+    @property
+    def blob(self) -> bytes:
+        """The authority's key as the SSH wire carries it (what a `@revoked` line is compared with)."""
+        return base64.b64decode(self.public_key.split()[1])
+
     def vouches_for(self, host: str) -> bool:
         """Whether the line's patterns take in ``host`` (`*`, `?`, and `!` to exclude, as OpenSSH reads them)."""
         if any(p.startswith("!") and _matches(host, p[1:]) for p in self.patterns):
@@ -70,10 +75,13 @@ def host_key_name(hostname: str, port: int) -> str:
 
 
 def certificate_problem(key_type: str, blob: bytes, authorities: list[CertAuthority], hostname: str, port: int,
-                        now: float) -> str | None:
+                        now: float, revoked: frozenset[bytes] = frozenset()) -> str | None:
     """Why the certificate (``key_type`` and its ``blob``, as the host sent them) does not vouch for
-    ``hostname``; None when it does."""
+    ``hostname``; None when it does. ``revoked``: keys (wire form) of `@revoked` lines: an authority
+    among them vouches for nothing, as OpenSSH has it."""
     name = host_key_name(hostname, port)
+    if any(a.blob in revoked for a in authorities if a.vouches_for(name)):
+        return "the authority that would vouch for it is marked @revoked"
     trusted = [a for a in authorities if a.vouches_for(name)]
     if not trusted:
         return f"no @cert-authority line names {name}"

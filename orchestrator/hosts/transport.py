@@ -193,21 +193,29 @@ def _certificates_first(sock: Any, **options: Any) -> paramiko.Transport:
     return transport
 
 
-def _certificate_policy(authorities: list[CertAuthority], hop: Hop) -> paramiko.MissingHostKeyPolicy:
-    """Accepts a host that is not in known_hosts only with a certificate the authorities vouch for."""
+REVOKED = "host key marked @revoked"
+
+
+def _checked_policy(authorities: list[CertAuthority], hop: Hop,
+                    revoked: frozenset[bytes]) -> paramiko.MissingHostKeyPolicy:
+    """What paramiko asks, before authenticating, of a host key not listed (or listed but revoked, which is
+    not given to paramiko as known): a `@revoked` key is refused; a host not listed is accepted only with a
+    certificate the authorities vouch for (hosts/host_certs.py); anything else is refused."""
     import paramiko
 
-    class CertificatePolicy(paramiko.MissingHostKeyPolicy):
+    class CheckedPolicy(paramiko.MissingHostKeyPolicy):
         def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+            if key.asbytes() in revoked:
+                raise paramiko.SSHException(REVOKED)
             blob = key.public_blob
-            if blob is None:
+            if blob is None or not authorities:
                 raise paramiko.SSHException(f"Server {hostname!r} not found in known_hosts")
             problem = certificate_problem(blob.key_type, blob.key_blob, authorities, hop.hostname, hop.port,
-                                          time.time())
+                                          time.time(), revoked)
             if problem is not None:
                 raise paramiko.SSHException(f"{CERT_REFUSED}: {problem}")
 
-    return CertificatePolicy()
+    return CheckedPolicy()
 
 
 class SshTransport:
@@ -299,19 +307,19 @@ class SshTransport:
 
         client = paramiko.SSHClient()
         known = self._known_keys(known_files)
+        # A key listed and also `@revoked` is not given to paramiko as known: the policy, asked before any
+        # authentication (as OpenSSH refuses it), says it is revoked.
+        revoked = frozenset(key.asbytes() for table in known for key in table.revoked)
         for table in known:
             for host, by_type in table.keys.items():
                 for key in by_type.values():
-                    client.get_host_keys().add(host, key.get_name(), key)
+                    if key.asbytes() not in revoked:
+                        client.get_host_keys().add(host, key.get_name(), key)
         name = host_key_name(hop.hostname, hop.port)
         authorities = [a for table in known for a in table.cert_authorities if a.vouches_for(name)]
-        factory = None
-        if client.get_host_keys().lookup(name) is None and authorities:
-            # Not listed by its own key, vouched for by an authority: ask for its certificate first.
-            client.set_missing_host_key_policy(_certificate_policy(authorities, hop))
-            factory = _certificates_first
-        else:
-            client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        client.set_missing_host_key_policy(_checked_policy(authorities, hop, revoked))
+        # Not listed by its own key, vouched for by an authority: ask for its certificate first.
+        factory = _certificates_first if client.get_host_keys().lookup(name) is None and authorities else None
         jump = "" if hop.alias in (node.host, hop.hostname) else f", jump host {hop.alias}"
         where = f"{hop.describe()} ({node.name}{jump})"
         keys: Any = list(hop.key_files) or None  # paramiko takes one path or a list of them
@@ -322,6 +330,9 @@ class SshTransport:
                            allow_agent=not hop.key_files, look_for_keys=not hop.key_files,
                            transport_factory=factory)
         except paramiko.BadHostKeyException as exc:
+            if exc.key.asbytes() in revoked:
+                raise HostUnreachable(f"{where}: the host key is marked @revoked in {self.cfg.known_hosts}; "
+                                      "refused before authenticating") from exc
             raise HostUnreachable(f"{where}: the host key does not match {self.cfg.known_hosts}. It may have "
                                   "been reinstalled, or someone is in the middle; check it, then update "
                                   "known_hosts.") from exc
@@ -333,6 +344,9 @@ class SshTransport:
                 raise HostUnreachable(f"{where}: host key unknown; it is not in {self.cfg.known_hosts}, and no "
                                       "@cert-authority line there vouches for it. Add it after checking its "
                                       "fingerprint (unknown keys are refused).") from exc
+            if str(exc) == REVOKED:
+                raise HostUnreachable(f"{where}: the host key is marked @revoked in {self.cfg.known_hosts}; "
+                                      "refused before authenticating") from exc
             if str(exc).startswith(CERT_REFUSED):
                 raise HostUnreachable(f"{where}: {exc}; the connection is refused") from exc
             raise HostUnreachable(f"{where}: SSH failed: {exc}") from exc
@@ -340,10 +354,6 @@ class SshTransport:
             raise HostUnreachable(f"{where}: cannot connect: {exc}") from exc
         except EOFError as exc:  # accepted, then closed before a word (an sshd going down)
             raise HostUnreachable(f"{where}: cannot connect: the host closed the connection") from exc
-        presented = client.get_transport().get_remote_server_key()  # type: ignore[union-attr]
-        if any(presented == key for table in known for key in table.revoked):
-            client.close()
-            raise HostUnreachable(f"{where}: the host key is marked @revoked in {self.cfg.known_hosts}; refused")
         return client
 
     def run(self, node: NodeEntry, command: str, timeout_s: float | None = None,

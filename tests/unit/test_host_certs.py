@@ -82,3 +82,13 @@ def test_known_hosts_keeps_the_authorities_and_counts_an_unusable_line(tmp_path:
     assert [a.patterns for a in known.cert_authorities] == [("10.0.0.*", "[10.0.0.5]:2222")]
     assert known.unreadable == [2]
     assert known.cert_authorities[0].vouches_for("[10.0.0.5]:2222")
+
+
+def test_a_certificate_whose_authority_is_revoked_is_refused(tmp_path: Path, ca: Path) -> None:
+    """OpenSSH refuses a certificate signed by an authority whose key a `@revoked` line names: so does the
+    tool's policy, before it authenticates (tests/unit/test_revoked_host_keys.py for the host key itself)."""
+    kind, blob = certificate(tmp_path, ca, "-h", "-n", HOST)
+    listed = authority(ca)
+    assert certificate_problem(kind, blob, [listed], HOST, 22, time.time()) is None
+    said = certificate_problem(kind, blob, [listed], HOST, 22, time.time(), frozenset({listed.blob}))
+    assert said == "the authority that would vouch for it is marked @revoked"
