@@ -13,6 +13,8 @@ inventory file's path, when the task names none).
 
 from __future__ import annotations
 
+import hashlib
+import ipaddress
 import os
 import re
 from dataclasses import dataclass
@@ -37,7 +39,24 @@ class ConnectionFields:
 
 
 def secret_variable(conn_id: str, what: str) -> str:
-    return "ORCHESTRATOR_AIRFLOW_" + re.sub(r"[^A-Z0-9]", "_", conn_id.upper()) + "_" + what
+    """The environment variable a connection's secret is put in: its id made a variable's name, and a digest
+    of the id itself, so that `prod-es`, `prod_es` and `prod.es` (one name once made a variable's) never
+    share one in a triggerer that serves them all."""
+    digest = hashlib.sha256(conn_id.encode()).hexdigest()[:10].upper()
+    return f"ORCHESTRATOR_AIRFLOW_{re.sub(r'[^A-Z0-9]', '_', conn_id.upper())}_{digest}_{what}"
+
+
+def with_port(host: str, port: int | None) -> str:
+    """``host`` (a name, an IPv4 address, an IPv6 one bracketed or not, each perhaps with its port) with
+    ``port`` where it has none."""
+    try:
+        if ipaddress.ip_address(host.strip("[]")).version == 6:
+            host = f"[{host.strip('[]')}]"  # bare or bracketed: no port of its own
+            return host + (f":{port}" if port else "")
+    except ValueError:
+        pass
+    has_port = host.rsplit("]", 1)[-1].count(":") == 1 if host.startswith("[") else ":" in host
+    return host + (f":{port}" if port and not has_port else "")
 
 
 def endpoints_of(fields: ConnectionFields) -> list[str]:
@@ -54,10 +73,7 @@ def endpoints_of(fields: ConnectionFields) -> list[str]:
         raise ConfigError(f"connection {fields.conn_id}", [f"schema {fields.schema!r}: give http or https"])
     out = []
     for host in (h.strip() for h in fields.host.split(",") if h.strip()):
-        if "://" in host:
-            out.append(host)
-        else:
-            out.append(f"{scheme}://{host}" + (f":{fields.port}" if fields.port and ":" not in host else ""))
+        out.append(host if "://" in host else f"{scheme}://{with_port(host, fields.port)}")
     return out
 
 
@@ -82,9 +98,15 @@ def cluster_keys(fields: ConnectionFields, environ: dict[str, str] | os._Environ
         name = secret_variable(fields.conn_id, "API_KEY")
         environ[name] = str(extra["api_key"])
         keys["api_key"] = {"env": name}
-    for key in ("ca_file", "verify_certs", "request_timeout_s"):
+    for key, kinds, said in (("ca_file", (str,), "a path"), ("verify_certs", (bool,), "true or false"),
+                             ("request_timeout_s", (int, float), "a number of seconds")):
         if key in extra:
-            keys[key] = extra[key]
+            value = extra[key]
+            # "no" or "false" as text would read as true, or be taken as off: only JSON's own values.
+            if isinstance(value, bool) != (bool in kinds) or not isinstance(value, kinds):
+                raise ConfigError(f"connection {fields.conn_id}", [f"extra.{key}: give {said} (JSON), not "
+                                                                   f"{type(value).__name__}"])
+            keys[key] = value
     return keys
 
 
