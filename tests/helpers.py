@@ -59,7 +59,7 @@ class Receiver:
 
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
-        self.answer: Any = {"silenceID": "sil-42"}  # what every call is answered with
+        self.answer: Any = {"silenceID": "sil-42"}  # what every call is answered with (bytes: as they are)
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -75,7 +75,7 @@ class Receiver:
                     self.end_headers()
                     return
                 status = 500 if self.path.startswith("/fail") else 200
-                answer = json.dumps(receiver.answer).encode()
+                answer = receiver.answer if isinstance(receiver.answer, bytes) else json.dumps(receiver.answer).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(answer)))

@@ -155,7 +155,7 @@ def call_http(ctx: RunContext, hook: Hook, values: dict[str, str]) -> None:
     if call.save:
         try:
             answer_json = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past what any answer holds
             raise HookError(f"{shown}: the answer is not JSON, so {', '.join(call.save)} cannot be saved") from None
         found = {name: answer_json.get(field) if isinstance(answer_json, dict) else None
                  for name, field in call.save.items()}

@@ -211,7 +211,7 @@ class RiakAdapter:
             return None
         try:
             return dict(json.loads(out))
-        except ValueError:
+        except (ValueError, TypeError, RecursionError):  # not a lock this tool wrote
             return {"run_id": "?", "host": "?", "note": f"unreadable lock file {path}: {out.strip()[:100]}"}
 
     def delete_lock(self, index: str, doc_id: str) -> None:

@@ -245,6 +245,18 @@ def test_a_hook_url_with_an_impossible_port_is_refused_when_loaded(url: str, tmp
     assert "port must be a number from 1 to 65535" in " ".join(err.value.problems)
 
 
+def test_an_answer_nested_past_any_real_one_fails_the_hook_not_the_run(receiver: Receiver) -> None:
+    """The probe's: a hook's answer nested 100,000 deep crashed the run (RecursionError, exit 70)."""
+    receiver.answer = b"[" * 100_000 + b"]" * 100_000
+    hooks = {"before_run": [{"name": "silence", "on_failure": "warn",
+                             "http": {"url": receiver.url + "/silences", "save": {"silence": "silenceID"}}}]}
+    with state_dir():
+        events: list[Event] = []
+        cluster, journal = run_with(playbook_with(hooks), ["a"], events)
+        assert_finished_cleanly(cluster, journal)
+        assert any("the answer is not JSON" in e.message for e in events if e.kind == "warning")
+
+
 @pytest.mark.parametrize("silence", ["sil\x00-42", "x" * 900_000, "line\nbreak", {"id": 1}, ["a"], True, ""])
 def test_a_hostile_answer_is_not_saved_and_the_run_stops_cleanly_with_its_hooks(receiver: Receiver,
                                                                                silence: Any) -> None:
