@@ -40,6 +40,7 @@ from orchestrator.restart.engine import Engine
 from orchestrator.restart.events import Event
 from orchestrator.restart.journal import BatchRecord, Journal, NodeRecord, RunOptions, RunSpec, RunState, UndoState
 from orchestrator.restart.lock import PAUSE_DOC, request_pause
+from orchestrator.restart.phases import Phase
 from orchestrator.restart.plan import Mode, Plan
 from orchestrator.restart.procedure import resolve
 from orchestrator.restart.reboot import with_reboot
@@ -652,3 +653,23 @@ def test_an_abandoned_run_puts_back_every_setting_releases_its_lock_and_lets_a_n
         with pytest.raises(RunLocked, match="still active"):
             abandon_run(live, cluster, "fake", events.append)  # type: ignore[arg-type]
         assert cluster.settings[("cluster", HELD)] == "held" and live.state is not RunState.ABANDONED
+
+
+def test_a_node_already_running_as_a_new_process_is_not_stopped_again() -> None:
+    """A run killed after the node's stop and start but before the journal said so: on resume the stop step
+    sees a process other than the one it recorded before the stop, and goes on without stopping it again
+    (a node restarted twice is a second recovery). Removing the check fails this."""
+    from orchestrator.restart import steps as generic
+
+    with state_dir():
+        inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        journal = new_journal(inv, cluster)
+        events: list[Event] = []
+        eng = engine(inv, cluster, journal, events)
+        journal.process_before("a", cluster.live_identity(journal.plan, "a"))
+        journal.set_phase("a", Phase.STOPPING)  # the run was killed here, its stop under way
+        cluster.nodes["a"].pid += 1  # stopped and started meanwhile: a new process
+        generic.stop_service(eng.ctx, journal.batches[0])
+        assert cluster.nodes["a"].up and not [c for n, c in eng.ctx.transport.commands if "stop" in c]  # type: ignore[attr-defined]
+        assert any("already restarted (new process), not stopping again" in e.message for e in events)
+        assert journal.nodes["a"].phase == "stopped"

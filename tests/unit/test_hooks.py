@@ -277,3 +277,19 @@ def test_a_hostile_answer_is_not_saved_and_the_run_stops_cleanly_with_its_hooks(
         assert [c["path"] for c in receiver.calls] == ["/silences", "/page"]
         journal = Journal.load(latest_journal())
         assert journal.state is RunState.ABORTED and journal.hook_values == {}
+
+
+def test_a_redirect_from_https_to_http_on_the_same_host_and_port_is_refused() -> None:
+    """The origin is the scheme as well as the host and port: https to http would send the call's secret
+    headers in clear (a check that ignored the scheme passed the test above)."""
+    import io
+    import urllib.request
+
+    from orchestrator.restart.hooks import HookError, SameOriginRedirects
+
+    request = urllib.request.Request("https://127.0.0.1:8443/x", headers={"Authorization": "Bearer t"})
+    with pytest.raises(HookError, match="redirected to another server"):
+        SameOriginRedirects().redirect_request(request, io.BytesIO(), 302, "Found", {}, "http://127.0.0.1:8443/y")
+    followed = SameOriginRedirects().redirect_request(request, io.BytesIO(), 302, "Found", {},
+                                                      "https://127.0.0.1:8443/y")
+    assert followed is not None and followed.full_url == "https://127.0.0.1:8443/y"

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from orchestrator.errors import ClusterUnreachable, JournalError, WaitTimeout
-from orchestrator.restart.journal import Journal, UndoState
+from orchestrator.restart.journal import Journal, RunOptions, UndoState
 from orchestrator.restart.phases import Phase, check_transition, reached
 from orchestrator.retry import Seen, wait_until
 from orchestrator.testing.fake import FakeClock
@@ -173,3 +176,28 @@ def test_every_save_read_back_is_the_whole_journal_though_a_save_writes_only_wha
         cluster.nodes["c"].start_fails = False
         run(inv, cluster, Journal.load(journal.path))  # type: ignore[arg-type]
     assert len(saves) > 100 and all(saves), saves.index(False)
+
+
+def option_values() -> st.SearchStrategy[RunOptions]:
+    """Any run's options, each field drawn by its type: a field added to RunOptions is drawn as well."""
+    import dataclasses
+    import typing
+
+    by_type: dict[object, st.SearchStrategy[Any]] = {
+        bool: st.booleans(), str: st.text(max_size=8),
+        float: st.floats(min_value=0, max_value=1e6, allow_nan=False),
+        tuple[str, ...]: st.lists(st.text(min_size=1, max_size=6), max_size=3).map(tuple)}
+    hints = typing.get_type_hints(RunOptions)
+    return st.builds(RunOptions, **{f.name: by_type[hints[f.name]] for f in dataclasses.fields(RunOptions)})
+
+
+@settings(max_examples=200, deadline=None)
+@given(options=option_values())
+def test_every_run_option_survives_the_journal_as_resume_reads_it(options: RunOptions) -> None:
+    """`resume` runs with the options the journal recorded: each field (every one RunOptions has, drawn by
+    its type) comes back as it was. A field `from_json` forgot (a resumed reboot run that stopped rebooting,
+    as the review found possible) fails this."""
+    from dataclasses import asdict
+
+    saved = json.loads(json.dumps(asdict(options)))
+    assert RunOptions.from_json(saved) == options

@@ -116,3 +116,46 @@ def test_a_journal_of_the_single_file_format_is_read_and_goes_on_in_the_new_one(
     loaded.set_phase("a", Phase.STOPPED)
     assert json.loads(j.path.read_text())["format"] == 3, "its next save wrote a base of this format"
     assert Journal.load(j.path).nodes["a"].phase == "stopped"
+
+
+def test_a_base_whose_write_fails_half_way_leaves_the_last_whole_journal(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The base is written to a temporary file and renamed: a crash or a full disk half-way through leaves the
+    journal as it was saved last, never half of a new one (a plain write of the file would leave half)."""
+    import builtins
+    import io
+
+    j = saved(tmp_path)
+    assert j.path is not None
+    before = Journal.load(j.path).to_dict()
+    real_open = io.open
+
+    class HalfWriter:
+        def __init__(self, f: object) -> None:
+            self.f = f
+
+        def write(self, text: str) -> int:
+            self.f.write(text[:len(text) // 2])  # type: ignore[attr-defined]
+            self.f.flush()  # type: ignore[attr-defined]
+            raise OSError(28, "No space left on device")
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.f, name)
+
+        def __enter__(self) -> HalfWriter:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.f.close()  # type: ignore[attr-defined]
+
+    def half_open(file: object, mode: str = "r", *args: object, **kwargs: object) -> object:
+        f = real_open(file, mode, *args, **kwargs)  # type: ignore[call-overload]
+        return HalfWriter(f) if "w" in mode else f
+
+    monkeypatch.setattr(io, "open", half_open)
+    monkeypatch.setattr(builtins, "open", half_open)
+    with pytest.raises(OSError, match="No space left"):
+        j.set_state(RunState.STOPPED, "stopped")  # a base written anew
+    monkeypatch.undo()
+    assert Journal.load(j.path).to_dict() == before
+    assert not list(tmp_path.glob(".*")), "no temporary file left behind"

@@ -130,3 +130,67 @@ def test_a_forged_or_damaged_lock_document_never_crashes_and_never_sticks(starte
 def test_a_lock_renewed_far_in_the_future_is_stale_not_live_for_ever() -> None:
     doc = holder(0, renewed=time.time() + 10 * 365 * 86400, started=time.time() + 10 * 365 * 86400)
     assert is_stale(doc) and why_keep(doc) is None and "no believable time" in describe(doc)
+
+
+def test_of_runs_taking_the_lock_at_the_same_moment_from_separate_machines_exactly_one_proceeds() -> None:
+    """The lock is one create of a document in the cluster (`_create`: 409 when it exists), so it holds across
+    machines: eight runs with adapters of their own, released together against the fake Elasticsearch
+    through the real client, and one takes it."""
+    import threading
+
+    from orchestrator.errors import RunLocked
+    from orchestrator.es.connect import ElasticsearchRest
+    from orchestrator.restart.lock import RunLock
+    from orchestrator.shards.adapter import ShardClusterAdapter
+    from orchestrator.shards.connection import Connection
+    from orchestrator.testing.fake_es.model import FakeCluster
+    from orchestrator.testing.fake_es.server import FakeEsServer
+
+    with FakeEsServer(FakeCluster.generate(3, copies_per_node=2)) as server:
+        start = threading.Barrier(8)
+        outcomes: list[str] = []
+
+        def run(n: int) -> None:
+            lock = RunLock(ShardClusterAdapter(ElasticsearchRest(Connection((server.url,)))), "c", f"run-{n}")
+            start.wait(timeout=10)
+            try:
+                lock.acquire()
+                outcomes.append("took it")
+            except RunLocked:
+                outcomes.append("refused")
+
+        threads = [threading.Thread(target=run, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert sorted(outcomes) == ["refused"] * 7 + ["took it"]
+        assert server.counts.as_json()["requests"]["PUT /{index}/_create/{id}"] == 8
+
+
+def test_a_renewal_that_finds_the_lock_changed_since_it_read_it_writes_nothing() -> None:
+    """Compare and set: the renewal writes only if the lock is as it read it (`if_seq_no`); a takeover
+    between its read and its write (here, as the read is answered) makes it give the lock up, not overwrite."""
+    from orchestrator.es.connect import ElasticsearchRest
+    from orchestrator.restart.lock import LOCK_INDEX, RUN_DOC
+    from orchestrator.shards.adapter import ShardClusterAdapter
+    from orchestrator.shards.connection import Connection
+    from orchestrator.testing.fake_es.model import FakeCluster, LockDoc
+    from orchestrator.testing.fake_es.server import FakeEsServer
+
+    cluster = FakeCluster.generate(3, copies_per_node=2)
+    with FakeEsServer(cluster) as server:
+        adapter = ShardClusterAdapter(ElasticsearchRest(Connection((server.url,))))
+        assert adapter.create_lock(LOCK_INDEX, RUN_DOC, {"run_id": "mine", "renewed": 1})
+        assert adapter.renew_lock(LOCK_INDEX, RUN_DOC, "mine", {"renewed": 2})
+        assert adapter.read_lock(LOCK_INDEX, RUN_DOC) == {"run_id": "mine", "renewed": 2}
+
+        def taken_over_as_read(c: FakeCluster) -> None:
+            c.seq_no += 1
+            c.docs[(LOCK_INDEX, RUN_DOC)] = LockDoc({"run_id": "theirs", "renewed": 3}, c.seq_no)
+
+        server.tamper["GET /{index}/_doc/{id}"] = taken_over_as_read  # answered as it was, changed just after
+        assert not adapter.renew_lock(LOCK_INDEX, RUN_DOC, "mine", {"renewed": 4})
+        server.tamper.clear()
+        assert adapter.read_lock(LOCK_INDEX, RUN_DOC) == {"run_id": "theirs", "renewed": 3}, "nothing overwritten"
+        assert not adapter.renew_lock(LOCK_INDEX, RUN_DOC, "mine", {"renewed": 5}), "and it is no longer its lock"
