@@ -172,6 +172,11 @@ def parse(path: Path | Traversable, text: str) -> Any:
             raise ConfigError(str(path), [f"its YAML aliases expand it to more than {MAX_EXPANDED_BYTES // 1_000_000} "
                                           "MB of text: refused"])
         return None if node is None else loader.construct_document(node)
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow: said at its line and column
+        line, column = text.count("\n", 0, exc.position) + 1, exc.position - text.rfind("\n", 0, exc.position)
+        char = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        raise ConfigError(str(path), [f"line {line}, column {column}: not valid YAML (character #x{char:04x} is not "
+                                      "allowed)"]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""

@@ -214,7 +214,17 @@ class ShardClusterAdapter(BatchReads, LockDocuments, ClusterFacts, MergeRequests
 
     # --- what the restart engine asks of every product (restart/adapter.py) -------------------
     def gate_snapshot(self, plan: Plan, restarting: Collection[str]) -> ClusterSnapshot:
-        return self.batch_snapshot([plan.node_ids[n] for n in restarting if n in plan.node_ids])
+        snap = self.batch_snapshot([plan.node_ids[n] for n in restarting if n in plan.node_ids])
+        if snap.health.number_of_nodes < len(plan.node_ids):  # a node away: which, for the operator
+            snap = replace(snap, absent=tuple(self.absent(plan)))
+        return snap
+
+    def absent(self, plan: Plan) -> list[str]:
+        """The plan's nodes (inventory names) that are not in the cluster: a light list of every node's id,
+        read only when a node is away."""
+        raw = self._do("list the nodes in the cluster", "GET", "/_nodes/_all/none", {"filter_path": "nodes.*.name"})
+        present = {n.id for n in nodes_in(raw, self.awareness_attribute, "list the nodes in the cluster")}
+        return sorted(name for name, node_id in plan.node_ids.items() if node_id not in present)
 
     def live_identity(self, plan: Plan, name: str) -> str | None:
         """The node's process, asked of it alone: by its id, and by its name (a node whose data path was

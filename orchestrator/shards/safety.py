@@ -142,7 +142,8 @@ def gate(snap: ClusterSnapshot, plan: Plan, nodes: list[str] | tuple[str, ...], 
     problems = cluster_problems(snap, options.allow_yellow, plan.node_ids.values())
     expected = len(plan.node_ids)
     if snap.health.number_of_nodes < expected:
-        problems.append(f"only {snap.health.number_of_nodes} of {expected} nodes are in the cluster")
+        away = f" ({', '.join(snap.absent)} not in it)" if snap.absent else ""
+        problems.append(f"only {snap.health.number_of_nodes} of {expected} nodes are in the cluster{away}")
     extra = unassigned_beyond_accepted(snap.health.unassigned_shards, plan)
     if options.allow_yellow and extra:
         accepted = plan.accepted_unassigned

@@ -97,6 +97,8 @@ class ClusterSnapshot:
     # A yellow's unassigned copies, explained (read only when yellow with nothing moving: shards/settled.py).
     unassigned: tuple[UnassignedCopy, ...] = ()
     upgrade: UpgradeFacts | None = None  # read only when an upgrade is planned
+    # The plan's nodes (inventory names) not in the cluster: read by a batch's gate when it counts fewer.
+    absent: tuple[str, ...] = ()
 
     # Indexes built once per snapshot: planning 1,000 nodes must not rescan 100,000 shards per batch.
     @cached_property
@@ -197,6 +199,7 @@ class ClusterSnapshot:
             preflight=Preflight.from_json(raw.get("preflight") or {}),
             unassigned=tuple(UnassignedCopy.from_json(u) for u in raw.get("unassigned") or ()),
             upgrade=UpgradeFacts.from_json(raw["upgrade"]) if raw.get("upgrade") else None,
+            absent=tuple(str(n) for n in raw.get("absent") or ()),
         )
         snap.check_types()
         return snap
@@ -205,8 +208,9 @@ class ClusterSnapshot:
         if not (isinstance(self.health.number_of_nodes, int) and isinstance(self.health.status, str)):
             raise TypeError("health: status must be text and number_of_nodes a whole number")
         for n in self.nodes:
-            if not all(isinstance(v, str) for v in (n.id, n.name, n.host, n.ip)) or not isinstance(n.roles, tuple):
-                raise TypeError(f"node {str(n.id)[:40]!r}: id, name, host and ip must be text")
+            if not all(isinstance(v, str) for v in (n.id, n.name, n.host, n.ip, *n.roles)) or \
+                    not isinstance(n.roles, tuple):
+                raise TypeError(f"node {str(n.id)[:40]!r}: id, name, host, ip and each role must be text")
             if not all(isinstance(v, int | None) for v in (n.processors, n.memory_bytes, n.host_bytes_s)) or not all(
                     len(p) == 2 and all(isinstance(t, str) for t in p) for p in n.recovery_settings):
                 raise TypeError(f"node {str(n.id)[:40]!r}: processors, memory_bytes and host_bytes_s must be whole "

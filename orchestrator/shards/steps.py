@@ -164,13 +164,19 @@ def wait_for_recovery(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) 
                 ctx.emit(Event("wait", f"{name}: recovery slower than the plan's {expected_s:.0f} s; slowest: "
                                        f"{slowest}", node=name, batch=batch.number))
 
+    def absent_names() -> str:
+        try:
+            return ", ".join(ctx.cluster.absent(ctx.journal.plan)) or "none named"
+        except OrchestratorError:
+            return "which unknown"
+
     def settled(seen: Seen[bool]) -> bool | None:
         nonlocal last_blocking
         remaining = limit - (ctx.clock.monotonic() - started)
         # A server-side wait (one request per up to 10 s, not one per poll): until green, or until
         # nothing moves and the cluster is at least yellow. Then green is done, and a yellow is judged.
         h = ctx.cluster.health(wait_for_status=until, until_still=True, timeout_s=max(min(remaining, 10), 1))
-        missing = f", only {h['number_of_nodes']} of {expected} nodes in the cluster" \
+        missing = f", only {h['number_of_nodes']} of {expected} nodes in the cluster ({absent_names()} not in it)" \
             if h["number_of_nodes"] < expected else ""
         seen.text = (f"health {h['status']}{missing}, {h['initializing_shards']} initializing, "
                      f"{h['unassigned_shards']} unassigned, {h['relocating_shards']} relocating")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import shlex
 import threading
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -40,8 +40,10 @@ class FakeClock(Clock):
 
 
 class Crash(BaseException):
-    """The process dies here (as with SIGKILL): nothing after this point runs. A BaseException, so no
-    handler meant for the tool's own errors catches it."""
+    """The process dies here (as with SIGKILL). A BaseException, so no handler meant for the tool's own
+    errors catches it; the engine's last resort (which journals an internal error) does, and a killed
+    process writes nothing more: `FakeCluster.on_crash` lets a test keep the journal as it was at this
+    point (tests/unit/test_engine.py: killed_here)."""
 
 
 @dataclass
@@ -73,6 +75,8 @@ class FakeCluster:
     settings: dict[tuple[str, str], Any] = field(default_factory=dict)
     locks: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     crash_at: int | None = None  # crash when the count of points reaches this (before and after each operation)
+    on_crash: Callable[[], None] | None = None  # called at the crash, before anything else runs; then every
+    killed: bool = False  # later point of any thread crashes too, as after a SIGKILL, until a test clears it
     operations: int = 0  # points passed: two per operation
     calls: int = 0
     stop_barrier: threading.Barrier | None = None  # nodes of a zone batch must stop together
@@ -97,8 +101,13 @@ class FakeCluster:
         """A moment just before or just after a change or a command: a crash may happen at any."""
         with self._lock:
             self.operations += 1
+            if self.killed:  # the process is dead: no thread of it does anything more
+                raise Crash("killed earlier")
             if self.crash_at is not None and self.operations >= self.crash_at:
                 self.crash_at = None
+                if self.on_crash is not None:
+                    self.killed = True
+                    self.on_crash()
                 raise Crash(f"crashed at point {self.operations}")
 
     @contextmanager

@@ -104,8 +104,10 @@ def test_another_node_dying_stops_the_run_and_says_why(sandboxes: SandboxManager
     rc, said = fault_once_stopped(
         path, first, lambda: ssh(info, last, "systemctl stop elasticsearch").check_returncode())
     assert rc == 6, said[-2000:]
-    # It stops while waiting for batch 1 to recover, or before batch 2: either way it names the cause.
+    # It stops while waiting for batch 1 to recover, or before batch 2: either way it names the cause,
+    # and the node that went away.
     assert "only 2 of 3 nodes" in said and ("batch 2" in said or "green again" in said)
+    assert f"({last} not in it)" in said, said[-2000:]
     assert ssh(info, last, "systemctl start elasticsearch").returncode == 0
     es.cluster.health(wait_for_nodes="3", wait_for_status="green", timeout="120s")
     # Resumed with the sandbox's own inventory (--yes: it differs from the run's): the short timeout
@@ -158,7 +160,9 @@ def test_secrets_never_appear_in_output_or_journal(sandboxes: SandboxManager, tm
     restarted = outputs[2]
     assert restarted.returncode == 0, restarted.stderr[-2000:]
     assert json_lines(restarted.stdout)[-1]["result"] == "succeeded"
-    journal_dir = Path("/var/lib/orchestrator/runs/sandbox")
+    journal = Path(json_lines(restarted.stdout)[-1]["journal"])  # the run's own journal, and its directory
+    journal_dir = journal.parent
+    assert journal.is_file() and {f.name for f in journal_dir.glob("*")} >= {journal.name, f"{journal.stem}.log.jsonl"}
     for f in journal_dir.glob("*"):
         assert canary not in f.read_text(errors="replace"), f
         assert f.stat().st_mode & 0o077 == 0, f"{f} is readable by others"

@@ -55,7 +55,11 @@ def test_each_batch_is_decided_from_its_own_reads_as_from_the_whole_cluster(
     STATES[state](cluster)
     whole = adapter.snapshot()
     refused = 0
+    named = False
     for plan in plans(cluster):
+        # The whole list says which of the plan's nodes are away, as a batch's gate reads it when one is.
+        present = {n.id for n in whole.nodes}
+        whole = replace(whole, absent=tuple(sorted(n for n, i in plan.node_ids.items() if i not in present)))
         for batch in plan.batches:
             mine = adapter.gate_snapshot(plan, batch.nodes)
             for options in (RunOptions(), RunOptions(allow_yellow=True), RunOptions(allow_unavailable=("solo",))):
@@ -63,10 +67,12 @@ def test_each_batch_is_decided_from_its_own_reads_as_from_the_whole_cluster(
                 assert safety.stop_check(mine, plan, batch.nodes, options) == \
                     safety.stop_check(whole, plan, batch.nodes, options)
             refused += bool(safety.stop_check(mine, plan, batch.nodes, RunOptions()))
+            named = named or any("(es-5 not in it)" in p for p in safety.gate(mine, plan, batch.nodes, RunOptions()))
             ids = {plan.node_ids[n] for n in batch.nodes}
             assert {c.index for c in mine.shards} == {c.index for c in whole.shards if c.node_id in ids}, \
                 "the copies of the batch's own indices, no others"
     assert refused > 0, "some batch holds a copy with no other started copy (the solo index, a promoted primary)"
+    assert named == (state == "a node away"), "a node away is named by the gate"
 
 
 def test_a_settled_green_cluster_is_proved_safe_from_replica_counts_without_listing_other_copies(

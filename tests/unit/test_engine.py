@@ -139,6 +139,29 @@ def operations_of_a_whole_run(names: list[str], zones: list[str] | None = None, 
         return cluster.operations
 
 
+@contextmanager
+def killed_here(cluster: FakeCluster, journal: Journal) -> Iterator[None]:
+    """A run killed at the cluster's crash point as by SIGKILL: no thread of it acts on the cluster after that
+    point (the fake refuses them all), and its journal's files are left as they were then. The engine
+    catches the crash as any error it does not know and journals it as failed; a killed process writes
+    nothing more, so that write, and those of other threads, are undone (else `resume` would read a journal
+    no SIGKILL leaves)."""
+    from orchestrator.restart.journal_file import changes_path
+
+    assert journal.path is not None
+    files = (journal.path, changes_path(journal.path))
+    frozen: dict[Path, bytes | None] = {}
+    cluster.on_crash = lambda: frozen.update({f: f.read_bytes() if f.exists() else None for f in files})
+    with pytest.raises(Crash):
+        yield
+    cluster.on_crash, cluster.killed = None, False  # a new process
+    for f, data in frozen.items():
+        if data is None:
+            f.unlink(missing_ok=True)
+        else:
+            f.write_bytes(data)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(nodes=st.integers(min_value=1, max_value=4), where=st.floats(min_value=0, max_value=1, exclude_max=True),
        twice=st.booleans(), by_zone=st.booleans())
@@ -155,13 +178,15 @@ def test_killed_anywhere_then_resumed_no_node_restarts_twice_and_every_undo_ends
         inv, cluster = inventory(names, zones), FakeCluster.of(names, zones, settings=dict(ORIGINAL))
         journal = new_journal(inv, cluster, mode)
         cluster.crash_at = 1 + int(where * total)
-        with pytest.raises(Crash):
+        with killed_here(cluster, journal):
             run(inv, cluster, journal)
         if twice:
             cluster.crash_at = cluster.operations + 1 + int(where * (total - cluster.operations) / 2)
-            with pytest.raises(Crash):
-                run(inv, cluster, Journal.load(journal.path))  # type: ignore[arg-type]
+            again = Journal.load(journal.path)  # type: ignore[arg-type]
+            with killed_here(cluster, again):
+                run(inv, cluster, again)
         resumed = Journal.load(journal.path)  # type: ignore[arg-type]  # what a new process reads
+        assert resumed.state is RunState.RUNNING, "killed: no end was journaled"
         run(inv, cluster, resumed)
         assert_finished_cleanly(cluster, resumed)
 
@@ -251,13 +276,30 @@ def test_an_unexpected_error_still_leaves_the_journal_saying_failed() -> None:
 
 
 def test_resume_of_a_run_that_failed_for_a_reason_outside_the_tool_is_refused_when_the_product_differs() -> None:
-    """An operator error the engine should catch: a journal of one product resumed against another."""
+    """An operator error the application catches: a run that failed (its node's start failed) resumed with an
+    inventory that names the same cluster as another product. Refused, saying so, before anything is done:
+    the journal is as the failure left it and the cluster is not asked anything."""
+    from orchestrator.errors import HostError, JournalError
+    from orchestrator.es.product import PRODUCT as ELASTICSEARCH
+    from orchestrator.runs import restart as runs
+    from orchestrator.runs.target import Target, load_procedure
+
     with state_dir():
-        inv, cluster = inventory(["a"]), FakeCluster.of(["a"])
+        inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        cluster.nodes["a"].start_fails = True
         journal = new_journal(inv, cluster)
-        assert journal.product == "fake"
-        with pytest.raises(OrchestratorError):
-            resolve(Playbook.model_validate({**journal.spec.playbook, "product": "riak"}), PRODUCT)
+        with pytest.raises(HostError):
+            run(inv, cluster, journal)
+        assert journal.product == "fake" and journal.state is RunState.FAILED
+        other = Inventory.model_validate({**inv.model_dump(mode="json", exclude={"cluster"}),
+                                          "cluster": {"name": "fake", "endpoints": ["http://127.0.0.1:9"]}})
+        target = Target(other, Path("fake.yaml"), ELASTICSEARCH, load_procedure(other, ELASTICSEARCH),
+                        ELASTICSEARCH.connect(other))
+        calls = cluster.calls
+        with pytest.raises(JournalError, match=f"run {journal.run_id} is a fake run; cluster fake is now "
+                                               "elasticsearch"):
+            runs.resume(target, lambda e: None)
+        assert Journal.load(journal.path).state is RunState.FAILED and cluster.calls == calls  # type: ignore[arg-type]
 
 
 def test_data_placed_on_a_node_after_planning_stops_the_run_before_that_node_stops() -> None:
@@ -300,7 +342,7 @@ def test_a_stop_check_is_not_repeated_for_a_batch_whose_node_is_already_down() -
         inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
         journal = new_journal(inv, cluster)
         cluster.crash_at = next(i for i in range(1, 200) if crashes_after_stopping(inv, i))
-        with pytest.raises(Crash):
+        with killed_here(cluster, journal):
             run(inv, cluster, journal)
         assert not cluster.nodes["a"].up
         cluster.sole_copies["a"] = ("only-here",)
