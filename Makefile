@@ -32,6 +32,8 @@ bench: setup
 	.venv/bin/python -m tests.benchmarks.bench_recovery
 	.venv/bin/python -m tests.benchmarks.bench_script
 	.venv/bin/python -m tests.benchmarks.bench_journal
+	.venv/bin/python -m tests.benchmarks.bench_scale --out reports/bench-scale.json
+	.venv/bin/python -m tests.benchmarks.bench_sandbox_reads
 
 # The run report of a succeeded and of a failed run, rendered by headless Chromium, for review.
 report-shot: setup
