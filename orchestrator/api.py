@@ -236,7 +236,8 @@ def forcemerge(cluster: str | None = None, *, config: str | Path | None = None, 
                max_segments: int = 5, concurrency: int = 2, include_write_indices: bool = False,
                on_event: EventCallback | None = None, cluster_keys: Mapping[str, Any] | None = None) -> Any:
     """Force-merge indices no longer written to (`orchestrate forcemerge`); returns the merge report
-    (`outcome`: success, partial or failure; `results` per index). Chain `restart` after a success."""
+    (`outcome`: success, partial or failure; `results` per index, `failures()` naming each
+    failed merge with its error). Chain `restart` after a success."""
     from orchestrator.forcemerge.cluster import shard_cluster
     from orchestrator.forcemerge.run import plan_merges, run_merges
 

@@ -30,11 +30,12 @@ POOL = "cluster_restarts"
 
 with DAG("fleet_rolling_restart", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=UTC),
          catchup=False, max_active_runs=1, tags=["orchestrator"]) as dag:
+    # deferrable: no worker slot held while nodes recover (a triggerer must run: `airflow triggerer`).
     previous = RollingRestartOperator(task_id="canary", cluster=FLEET["canary"], conn_id=FLEET.get("conn_id"),
-                                      pool=POOL)
+                                      pool=POOL, deferrable=True)
     for number, clusters in enumerate(FLEET["waves"], 1):
         # The default trigger rule (all_success): one failed cluster of a wave stops the waves after it.
         wave = RollingRestartOperator.partial(task_id=f"wave_{number}", conn_id=FLEET.get("conn_id"),
-                                              pool=POOL).expand(cluster=clusters)
+                                              pool=POOL, deferrable=True).expand(cluster=clusters)
         previous >> wave
         previous = wave

@@ -46,5 +46,6 @@ with DAG("post_index_restart", schedule=None, start_date=datetime(2026, 1, 1, tz
     indexed = bulk_index(PIPELINE.get("index_conn_id") or PIPELINE["conn_id"], PIPELINE["index"],
                          PIPELINE.get("docs", 10000))
     merged = ForceMergeOperator(task_id="forcemerge", indices=PIPELINE["index"], max_segments=5, **WHERE)
-    restarted = RollingRestartOperator(task_id="rolling_restart", **WHERE)
+    # deferrable: no worker slot held while nodes recover (a triggerer must run: `airflow triggerer`).
+    restarted = RollingRestartOperator(task_id="rolling_restart", deferrable=True, **WHERE)
     indexed >> merged >> restarted

@@ -9,17 +9,32 @@ its own run from the journal.
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseHook, BaseOperator, Context, get_current_context
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.configuration import conf
+from airflow.sdk.exceptions import AirflowException, TaskDeferralTimeout
 
 from orchestrator import api
 from orchestrator.airflow_provider.connection import ConnectionFields, cluster_keys, inventory_of
 from orchestrator.airflow_provider.triggers import RunWaitTrigger
 from orchestrator.errors import OrchestratorError, StoppedAfter
+from orchestrator.restart.deferral import Wait
 from orchestrator.restart.events import Event
+
+# A deferral's timeout is its wait's own deadline and this much more: time for a busy triggerer to fire and for
+# the task to be scheduled back. Past it, no triggerer is watching (none running?): the task fails, saying so.
+DEFER_GRACE_S = 600.0
+
+
+def as_xcom(value: dict[str, Any]) -> dict[str, Any]:
+    """A return value in JSON's own types (lists, not tuples), as the CLI's `--json` prints it."""
+    out: dict[str, Any] = json.loads(json.dumps(value))
+    return out
 
 
 def done_batches(summary: dict[str, Any]) -> int:
@@ -65,7 +80,10 @@ class ClusterOperator(BaseOperator):
         self.log.info("%s", event.message)
 
     def failed(self, exc: OrchestratorError) -> AirflowException:
-        return AirflowException(f"{type(exc).__name__}: {exc}")
+        # What a terminal's operator types, an Airflow user does by clearing the task: its next try resumes
+        # the run it started (RollingRestartOperator.execute finds it by the task's key).
+        said = str(exc).replace("`orchestrate resume`", "a new try of this task (clear it, or let it retry)")
+        return AirflowException(f"{type(exc).__name__}: {said}")
 
 
 class PlanCheckOperator(ClusterOperator):
@@ -90,7 +108,7 @@ class PlanCheckOperator(ClusterOperator):
         if not plan.safe:
             raise AirflowException("the plan is unsafe: " + " ".join(plan.all_problems()))
         self.log.info("plan: %d batches, about %.0f s", len(plan.batches), plan.estimate_s)
-        return plan.to_json()
+        return as_xcom(plan.to_json())
 
 
 class ForceMergeOperator(ClusterOperator):
@@ -114,34 +132,37 @@ class ForceMergeOperator(ClusterOperator):
             raise self.failed(exc) from None
         out: dict[str, Any] = report.to_json()
         if report.outcome != "success":
-            raise AirflowException(f"force-merge {report.outcome}: " + "; ".join(
-                f"{r['index']}: {r.get('error') or r.get('state')}" for r in out.get("results", [])
-                if r.get("state") != "merged"))
-        return out
+            raise AirflowException(f"force-merge {report.outcome}: {report.failures()}")
+        return as_xcom(out)
 
 
 class RollingRestartOperator(ClusterOperator):
     """A rolling restart (``reboot``: each host rebooted; ``upgrade_to``: a rolling upgrade), node by node
     or zone by zone (``by``), as `orchestrate restart --yes`.
 
-    ``deferrable`` (the default): once a batch waits (its nodes rejoining, recovering, the gate before
-    the next, a canary's pause), the task defers to `RunWaitTrigger` and frees its worker slot; it comes
-    back for each step that acts. The trigger looks every ``poll_interval_s`` (default: the inventory's
-    `timeouts.poll_interval_s`). A retried task (a worker killed mid-run, a failure fixed) resumes its
-    own run from the journal: no node is restarted twice, no setting left changed. ``stop_after``: the
-    task succeeds after that many batches, its run stopped (a later task resumes it)."""
+    ``deferrable`` (default: Airflow's `[operators] default_deferrable`, false unless set): once a batch
+    waits (its nodes rejoining, recovering, the gate before the next, a canary's pause), the task defers
+    to `RunWaitTrigger` and frees its worker slot; it comes back for each step that acts. The trigger
+    looks every ``poll_interval_s`` (default: the inventory's `timeouts.poll_interval_s`). Each deferral
+    times out at its wait's own deadline and `DEFER_GRACE_S` more: with no triggerer running, the task
+    fails saying what the run leaves in force, instead of waiting for ever. A retried task (a worker
+    killed mid-run, a failure fixed) resumes its own run from the journal: no node is restarted twice,
+    no setting left changed. ``stop_after``: the task succeeds after that many batches, its run stopped
+    (a later task resumes it)."""
 
     template_fields: Sequence[str] = (*ClusterOperator.template_fields, "nodes", "exclude", "upgrade_to")
 
     def __init__(self, *, by: str = "node", nodes: Sequence[str] = (), exclude: Sequence[str] = (),
                  canary: bool = False, stop_after: int = 0, allow_yellow: bool = False,
                  allow_unavailable: Sequence[str] = (), reboot: bool = False, upgrade_to: str | None = None,
-                 snapshot_check: bool = True, deferrable: bool = True, poll_interval_s: float | None = None,
+                 snapshot_check: bool = True, deferrable: bool | None = None, poll_interval_s: float | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.by, self.nodes, self.exclude, self.canary = by, list(nodes), list(exclude), canary
         self.stop_after, self.allow_yellow, self.allow_unavailable = stop_after, allow_yellow, list(allow_unavailable)
         self.reboot, self.upgrade_to, self.snapshot_check = reboot, upgrade_to, snapshot_check
+        if deferrable is None:  # Airflow's convention: the deployment says whether operators defer by default
+            deferrable = conf.getboolean("operators", "default_deferrable", fallback=False)
         self.deferrable, self.poll_interval_s = deferrable, poll_interval_s
         self.cancel = api.Cancel()
 
@@ -162,7 +183,7 @@ class RollingRestartOperator(ClusterOperator):
             summary = api.summary(**where, run_id=run_id)
             if state == "succeeded":
                 self.log.info("run %s of this task already succeeded", run_id)
-                return summary
+                return as_xcom(summary)
             self.log.info("resuming this task's run %s (%s)", run_id, state)
             stop_at = done_batches(summary) + self.stop_after if self.stop_after else 0
             return self.went(where, stop_at, lambda: self.resume(where, run_id, stop_at, summary))
@@ -193,17 +214,18 @@ class RollingRestartOperator(ClusterOperator):
             found = api.run_of(**where, origin=self.origin(get_current_context()))
             if found is None:
                 raise
-            return api.summary(**where, run_id=found[0])
+            return as_xcom(api.summary(**where, run_id=found[0]))
         if result.result == "deferred":
-            waiting = result.summary.get("waiting") or {}
-            self.log.info("deferring: %s", waiting.get("what", "a wait"))
+            wait = Wait.from_json(result.summary.get("waiting"))
+            self.log.info("deferring: %s", wait.what)
             self.defer(trigger=RunWaitTrigger(cluster=where["cluster"], inventory=where["config"],
                                               conn_id=self.conn_id, run_id=result.run_id,
                                               poll_interval_s=self.poll_interval_s, stop_at=stop_at),
-                       method_name="execute_complete")
+                       method_name="execute_complete",
+                       timeout=timedelta(seconds=max(wait.deadline - time.time(), 0.0) + DEFER_GRACE_S))
         if "report" in result.summary:
             self.log.info("run report: %s", result.summary["report"])
-        return result.summary
+        return as_xcom(result.summary)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Back from the trigger: the wait is over (or out of time, or the run moved on): resume the run."""
@@ -213,10 +235,31 @@ class RollingRestartOperator(ClusterOperator):
         try:
             summary = api.summary(**where, run_id=run_id)
             if summary["result"] == "succeeded":  # taken back by hand and finished meanwhile
-                return summary
+                return as_xcom(summary)
             return self.went(where, stop_at, lambda: self.resume(where, run_id, stop_at, summary))
         except OrchestratorError as exc:
             raise self.failed(exc) from None
+
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
+        try:
+            return super().resume_execution(next_method, next_kwargs, context)
+        except TaskDeferralTimeout:
+            raise AirflowException(self.no_trigger(context)) from None
+
+    def no_trigger(self, context: Context) -> str:
+        """Why a deferral timed out, what the run leaves in force, and what resumes it."""
+        said = "no trigger handed the run back before its wait's deadline (is a triggerer running?)"
+        where = self.where()
+        found = api.run_of(**where, origin=self.origin(context))
+        if found is None:
+            return said
+        summary = api.summary(**where, run_id=found[0])
+        waiting = summary.get("waiting") or {}
+        in_force = ", ".join(f"{s['key']} (back to {'unset' if s['restore_to'] is None else s['restore_to']})"
+                             for s in summary.get("in_force", ()))
+        return (f"{said}: run {found[0]} waited for {waiting.get('what', 'a wait')}. In force until it resumes: "
+                f"{in_force or 'no temporary setting'}, and its lock on the cluster (deferred). "
+                "A new try of this task (clear it) resumes the run, which looks again and restores them")
 
     def on_kill(self) -> None:
         self.cancel.cancel("the Airflow task was killed")

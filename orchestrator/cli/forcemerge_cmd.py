@@ -116,4 +116,4 @@ def _show_report(report: MergeReport, json_out: bool) -> None:
     if json_out:
         emit_summary({**summary_line(report.to_json()), **exit_fields(None, EXIT[report.outcome])})
     elif report.outcome != "success":
-        say(f"force-merge {report.outcome}")
+        say(f"force-merge {report.outcome}: {report.failures()}")

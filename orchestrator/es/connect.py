@@ -18,6 +18,7 @@ from orchestrator.shards.rest import (
     DEADLINE_TIMEOUTS,
     HttpError,
     answered,
+    client_logs,
     error_page,
     plain_reason,
     short,
@@ -34,7 +35,12 @@ class MeasuredNode(Urllib3HttpNode):
         return response
 
 
+# Where elasticsearch-py logs a failed request (with its traceback) and a node it puts aside.
+CLIENT_LOGGERS = ("elastic_transport.transport", "elastic_transport.node_pool")
+
+
 def make_client(conn: Connection) -> elasticsearch.Elasticsearch:
+    client_logs(*CLIENT_LOGGERS)
     kwargs: dict[str, Any] = {
         "node_class": MeasuredNode,
         "request_timeout": conn.request_timeout_s,

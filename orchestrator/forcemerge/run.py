@@ -38,6 +38,10 @@ class MergeReport:
             return "failure"
         return "partial" if failed else "success"
 
+    def failures(self) -> str:
+        """The merges that failed, each index with its error: what a failure message names."""
+        return "; ".join(f"{r.index}: {r.error}" for r in self.results if r.error)
+
     def to_json(self) -> dict[str, Any]:
         return {"result": self.outcome, "indices": [asdict(r) for r in self.results],
                 "merged": sum(1 for r in self.results if r.verdict == Verdict.MERGE and not r.error),

@@ -19,6 +19,7 @@ from orchestrator.shards.rest import (
     DEADLINE_TIMEOUTS,
     HttpError,
     answered,
+    client_logs,
     error_page,
     plain_reason,
     short,
@@ -37,6 +38,7 @@ class MeasuredConnection(opensearchpy.Urllib3HttpConnection):
 
 
 def make_client(conn: Connection) -> opensearchpy.OpenSearch:
+    client_logs("opensearch")  # where opensearch-py logs each request, a failed one with its traceback
     if conn.api_key:
         raise ConfigError("inventory", ["cluster.api_key: OpenSearch takes a user and password "
                                         "(cluster.username, cluster.password), not an Elasticsearch API key"])

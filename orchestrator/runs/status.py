@@ -68,4 +68,6 @@ def summary(journal: Journal) -> dict[str, Any]:
         "cluster_calls": journal.cluster_calls,
         **({"forcemerge": journal.prelude_reports.get("forcemerge")} if "forcemerge" in journal.spec.prelude else {}),
         **({"waiting": journal.waiting} if journal.waiting else {}),
+        # The temporary settings the run has not restored yet: what a stopped, failed or deferred run leaves.
+        "in_force": [{"scope": u.scope, "key": u.key, "restore_to": u.before} for u in journal.pending_undo()],
     }

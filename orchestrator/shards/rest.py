@@ -9,6 +9,7 @@ provides a `Rest` over its client (es/connect.py, opensearch/connect.py); the ad
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections.abc import Mapping
@@ -61,7 +62,44 @@ def last_answer_bytes() -> int | None:
     return size
 
 
-def short(exc: Exception) -> str:
+class OneLine(logging.Filter):
+    """A client's log record without its traceback, the exception's own line added to its message: a node
+    the run stopped refuses connections, and that is worth a line, not a page of stack."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info:
+            exc = record.exc_info[1]
+            if exc is not None:
+                record.msg, record.args = f"{record.getMessage()}: {type(exc).__name__}: {short(exc)}", None
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+class WarningsOn(logging.Handler):
+    """Hands a client's warnings and errors on to its logger's parents, as propagation would, and nothing
+    below: its every request (INFO) is for the run's audit log and `-v`, which listen on the logger itself."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        super().__init__(logging.WARNING)
+        self.logger = logger
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.logger.parent is not None:
+            self.logger.parent.handle(record)
+
+
+def client_logs(*loggers: str) -> None:
+    """What a client's ``loggers`` send on to the application's logging (an Airflow task's log, the terminal):
+    its warnings, each one line, never its request log or a traceback. Once per logger."""
+    for name in loggers:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, OneLine) for f in logger.filters):
+            logger.addFilter(OneLine())
+            logger.addHandler(WarningsOn(logger))
+            logger.propagate = False
+
+
+def short(exc: BaseException) -> str:
     """A client error's text, cut for a message."""
     text = str(exc)
     return text if len(text) < 300 else text[:300] + "..."

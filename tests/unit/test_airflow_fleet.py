@@ -4,8 +4,10 @@ its waits to the trigger; one failing cluster stops the waves after its own."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -137,6 +139,20 @@ def test_a_task_with_stop_after_rolls_that_many_batches_per_try_of_one_run(fake_
     after = module.dag.test(logical_date=when, run_after=when)  # a try after success: nothing restarted
     assert task_states(after) == {"restart": "success"}
     assert {n.name: n.starts for n in cluster.nodes.values()} == dict.fromkeys(NODES, 1)
+    summary = returned_value(after.run_id, "restart")
+    assert summary["run_id"] == run_id and summary["result"] == "succeeded"
+    assert summary == json.loads(json.dumps(summary)), "the XCom holds JSON's types, as `--json` prints"
+
+
+def returned_value(dag_run_id: str, task_id: str) -> Any:
+    """A task's return value as a downstream task reads it from XCom (Airflow's serde: a tuple stays one)."""
+    from airflow.models.xcom import XComModel
+    from airflow.sdk.serde import deserialize
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        row = session.scalars(XComModel.get_many(run_id=dag_run_id, key="return_value", task_ids=task_id)).one()
+        return deserialize(XComModel.deserialize_value(row))
 
 
 PLAN_CHECK_DAG = '''

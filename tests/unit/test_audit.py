@@ -122,3 +122,54 @@ def test_each_request_line_says_how_many_bytes_its_answer_had(tmp_path: Path) ->
         sizes = server.counts.as_json()["bytes"]
     requests = [line for line in lines(tmp_path / "r-4.log.jsonl") if line["kind"] == "request"]
     assert [r["bytes"] for r in requests] == [sizes["GET /_cluster/health"], sizes["GET /_cat/shards"]]
+
+
+
+
+class Kept(logging.Handler):
+    """What an application's own handler on the root logger receives (an Airflow task's log)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.mark.parametrize("product", ["elasticsearch", "opensearch"])
+def test_the_clients_requests_reach_only_the_audit_log_and_a_failure_is_one_line(product: str, tmp_path: Path) -> None:
+    """An Airflow task's log (a handler on the root logger at INFO) gets the client's warnings, each one line,
+    and not its every request, which the run's audit log keeps; the loggers are as they were after the run."""
+    import importlib
+
+    from orchestrator import products
+    from orchestrator.errors import ClusterUnreachable
+    from orchestrator.shards.connection import Connection
+
+    connect = importlib.import_module(f"orchestrator.{'es' if product == 'elasticsearch' else product}.connect")
+    # Two endpoints that refuse: the client tries the second after the first, logging the first's failure.
+    endpoints = ("http://127.0.0.1:9", "http://127.0.0.1:7")
+    client = connect.make_client(Connection(endpoints=endpoints))
+    journal: Any = SimpleNamespace(path=tmp_path / "r-4.json", run_id="r-4", cluster="c", product=product)
+    loggers = [logging.getLogger(name) for name in ("orchestrator", *products.get(product).client_loggers)]
+    before = [(lg.level, lg.propagate, list(lg.handlers)) for lg in loggers]
+    root, task_log = logging.getLogger(), Kept()
+    level = root.level
+    root.setLevel(logging.INFO)
+    root.addHandler(task_log)
+    try:
+        with audit_log(journal, lambda e: None, "start"):
+            loggers[1].info("GET http://127.0.0.1:9/ [status:200 duration:0.001s]")  # as the client logs a request
+            with pytest.raises(ClusterUnreachable), connect.translated("reading", endpoints):
+                client.info()
+    finally:
+        root.removeHandler(task_log)
+        root.setLevel(level)
+    passed_on = [r for r in task_log.records if r.name.startswith(("elastic_transport", "opensearch"))]
+    assert passed_on and all(r.levelno >= logging.WARNING for r in passed_on), "no request at INFO"
+    assert all(r.exc_info is None and "\n" not in r.getMessage() for r in passed_on)
+    assert any("ConnectionError" in r.getMessage() for r in passed_on), [r.getMessage() for r in passed_on]
+    audit = lines(tmp_path / "r-4.log.jsonl")
+    assert any(line["kind"] == "request" for line in audit), "the audit log keeps the request"
+    assert [(lg.level, lg.propagate, list(lg.handlers)) for lg in loggers] == before

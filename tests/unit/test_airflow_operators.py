@@ -1,0 +1,89 @@
+"""The Airflow operators' own behaviour around the Python API they call: what a failure says."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from orchestrator import api
+from orchestrator.forcemerge.run import MergeReport, MergeResult
+from orchestrator.testing.fake import LIMIT
+from tests.unit.test_airflow_fleet import add_cluster, fake_fleet  # noqa: F401  (a fixture, used by name)
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def test_a_partial_force_merge_fails_the_task_naming_each_failed_index_and_why(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow.sdk.exceptions import AirflowException
+
+    from orchestrator.airflow_provider.operators import ForceMergeOperator
+
+    report = MergeReport([MergeResult("logs-1", "merge", "", 40, 5, 3.0),
+                          MergeResult("logs-2", "merge", "", 30, error="the task failed: disk full"),
+                          MergeResult("logs-3", "skip", "already at 1 segment", 1)])
+
+    def merged(**_: Any) -> MergeReport:
+        return report
+
+    monkeypatch.setattr(api, "forcemerge", merged)
+    task = ForceMergeOperator(task_id="merge", cluster="prod", indices="logs-*")
+    with pytest.raises(AirflowException) as raised:
+        task.execute({})
+    assert str(raised.value) == "force-merge partial: logs-2: the task failed: disk full"
+
+
+def test_a_failure_tells_the_airflow_user_to_clear_the_task_not_to_type_a_command() -> None:
+    from orchestrator.airflow_provider.operators import RollingRestartOperator
+    from orchestrator.errors import UnsafeToProceed
+
+    task = RollingRestartOperator(task_id="restart", cluster="prod")
+    said = str(task.failed(UnsafeToProceed("es-2 did not rejoin; `orchestrate resume` continues the remaining "
+                                           "batches")))
+    assert said == ("UnsafeToProceed: es-2 did not rejoin; a new try of this task (clear it, or let it retry) "
+                    "continues the remaining batches")
+
+
+def test_deferrable_follows_airflows_default_deferrable_unless_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.airflow_provider.operators import RollingRestartOperator
+
+    monkeypatch.delenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", raising=False)
+    assert RollingRestartOperator(task_id="a", cluster="prod").deferrable is False, "Airflow's default: false"
+    monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "true")
+    assert RollingRestartOperator(task_id="b", cluster="prod").deferrable is True
+    assert RollingRestartOperator(task_id="c", cluster="prod", deferrable=False).deferrable is False
+
+
+def test_a_deferral_times_out_and_the_task_fails_saying_what_is_left_in_force(
+        fake_fleet: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811  (the fixture)
+    """With no triggerer running, a deferred task must not wait for ever with allocation restricted."""
+    import time
+
+    from airflow.sdk.bases.operator import TRIGGER_FAIL_REPR, TriggerFailureReason
+    from airflow.sdk.exceptions import AirflowException, TaskDeferred
+
+    from orchestrator.airflow_provider.operators import DEFER_GRACE_S, RollingRestartOperator
+
+    cluster = add_cluster(fake_fleet, "slow")
+    task = RollingRestartOperator(task_id="restart", cluster="slow", deferrable=True)
+    context: Any = {"ti": SimpleNamespace(dag_id="d", run_id="r", task_id="restart", map_index=-1)}
+    monkeypatch.setattr("orchestrator.airflow_provider.operators.get_current_context", lambda: context)
+    before = time.time()
+    with pytest.raises(TaskDeferred) as deferred:
+        task.execute(context)
+    timeout = deferred.value.timeout
+    assert timeout is not None, "every deferral has a timeout"
+    join_s = 30  # the inventory's timeouts.join_s: the wait it deferred is n1's rejoin
+    assert join_s + DEFER_GRACE_S - 5 <= timeout.total_seconds() <= join_s + DEFER_GRACE_S + time.time() - before
+
+    # The scheduler fails the deferral when its timeout passes: the task resumes to fail, in our words.
+    with pytest.raises(AirflowException) as failed:
+        task.resume_execution(TRIGGER_FAIL_REPR, {"error": TriggerFailureReason.TRIGGER_TIMEOUT}, context)
+    said = str(failed.value)
+    assert "is a triggerer running?" in said and "n1" in said
+    assert f"{LIMIT} (back to normal)" in said, said
+    assert "clear it" in said
+    assert cluster.settings[("cluster", LIMIT)] != "normal", "the run left allocation restricted, as it says"
