@@ -51,11 +51,11 @@ class RunResult:
 
 
 def _target(cluster: str | None, config: str | Path | None, upgrade: bool = False, reboot: bool = False,
-            cluster_keys: Mapping[str, Any] | None = None) -> Any:
+            cluster_keys: Mapping[str, Any] | None = None, tune: bool = True) -> Any:
     from orchestrator.runs.target import open_target
 
     return open_target(cluster, Path(config) if config is not None else None, upgrade=upgrade, reboot=reboot,
-                       cluster_keys=cluster_keys)
+                       cluster_keys=cluster_keys, tune=tune)
 
 
 def _options(target: Any, allow_yellow: bool, allow_unavailable: Sequence[str], nodes: Sequence[str],
@@ -123,10 +123,12 @@ def restart(cluster: str | None = None, *, config: str | Path | None = None, by:
             allow_yellow: bool = False, allow_unavailable: Sequence[str] = (), nodes: Sequence[str] = (),
             exclude: Sequence[str] = (), pause_between_s: float = 0, stop_after: int = 0, reboot: bool = False,
             canary: bool = False, on_event: EventCallback | None = None, cancel: Cancel | None = None,
-            cluster_keys: Mapping[str, Any] | None = None, defer: bool = False, origin: str = "") -> RunResult:
+            cluster_keys: Mapping[str, Any] | None = None, defer: bool = False, origin: str = "",
+            tune: bool = True) -> RunResult:
     """A rolling restart, as `orchestrate restart --yes` (``reboot``: `--reboot`, each host rebooted;
-    ``canary``: `--canary`): refused (`PreflightFailed`, nothing changed) when the plan is unsafe.
-    ``on_event`` receives every event, in the calling thread.
+    ``canary``: `--canary`; ``tune=False``: `--no-tune`, the hosts' tuning left alone): refused
+    (`PreflightFailed`, nothing changed) when the plan is unsafe. ``on_event`` receives every event, in the
+    calling thread.
 
     For schedulers: ``cluster_keys`` are `cluster:` keys over the inventory's (endpoints, secrets named by
     environment variable); ``defer``: the run leaves its long waits to the caller's trigger and returns
@@ -134,9 +136,9 @@ def restart(cluster: str | None = None, *, config: str | Path | None = None, by:
     task, recorded in the journal (`run_of` finds the run again on a retry)."""
     from dataclasses import replace
 
-    target = _target(cluster, config, reboot=reboot, cluster_keys=cluster_keys)
+    target = _target(cluster, config, reboot=reboot, cluster_keys=cluster_keys, tune=tune)
     options = replace(_options(target, allow_yellow, allow_unavailable, nodes, exclude, canary=canary,
-                               pause_between_s=pause_between_s), reboot=reboot)
+                               pause_between_s=pause_between_s), reboot=reboot, tune=tune)
     return _start(target, by, options, stop_after, on_event, cancel, defer, origin)
 
 

@@ -148,7 +148,7 @@ class RollingRestartOperator(ClusterOperator):
     fails saying what the run leaves in force, instead of waiting for ever. A retried task (a worker
     killed mid-run, a failure fixed) resumes its own run from the journal: no node is restarted twice,
     no setting left changed. ``stop_after``: the task succeeds after that many batches, its run stopped
-    (a later task resumes it)."""
+    (a later task resumes it). ``tune=False``: `--no-tune`, the hosts' tuning left alone."""
 
     template_fields: Sequence[str] = (*ClusterOperator.template_fields, "nodes", "exclude", "upgrade_to")
 
@@ -156,11 +156,11 @@ class RollingRestartOperator(ClusterOperator):
                  canary: bool = False, stop_after: int = 0, allow_yellow: bool = False,
                  allow_unavailable: Sequence[str] = (), reboot: bool = False, upgrade_to: str | None = None,
                  snapshot_check: bool = True, deferrable: bool | None = None, poll_interval_s: float | None = None,
-                 **kwargs: Any) -> None:
+                 tune: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.by, self.nodes, self.exclude, self.canary = by, list(nodes), list(exclude), canary
         self.stop_after, self.allow_yellow, self.allow_unavailable = stop_after, allow_yellow, list(allow_unavailable)
-        self.reboot, self.upgrade_to, self.snapshot_check = reboot, upgrade_to, snapshot_check
+        self.reboot, self.upgrade_to, self.snapshot_check, self.tune = reboot, upgrade_to, snapshot_check, tune
         if deferrable is None:  # Airflow's convention: the deployment says whether operators defer by default
             deferrable = conf.getboolean("operators", "default_deferrable", fallback=False)
         self.deferrable, self.poll_interval_s = deferrable, poll_interval_s
@@ -197,7 +197,7 @@ class RollingRestartOperator(ClusterOperator):
                   "defer": self.deferrable, "origin": origin}
         if self.upgrade_to:
             return api.upgrade(**common, to=self.upgrade_to, snapshot_check=self.snapshot_check)
-        return api.restart(**common, reboot=self.reboot)
+        return api.restart(**common, reboot=self.reboot, tune=self.tune)
 
     def resume(self, where: dict[str, Any], run_id: str, stop_at: int, summary: dict[str, Any]) -> api.RunResult:
         """This task's run, resumed; ``stop_at``: the count of batches done at which it stops (0: none), so

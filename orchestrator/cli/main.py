@@ -49,7 +49,7 @@ def flags_take_no_value() -> None:
 
 flags_take_no_value()
 app = typer.Typer(
-    help="Safe rolling restarts and host tuning for Elasticsearch and Riak clusters.\n\n" + EXIT_CODES_HELP,
+    help="Safe rolling restarts and host tuning for Elasticsearch, OpenSearch and Riak clusters.\n\n" + EXIT_CODES_HELP,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
@@ -73,7 +73,7 @@ def main(version: bool = typer.Option(False, "--version", "-V", callback=show_ve
                                                                     "a run's audit log records)."),
          quiet: bool = typer.Option(False, "--quiet", "-q", help="Show only problems (warnings, errors) and the "
                                                                 "result.")) -> None:
-    """Safe rolling restarts and host tuning for Elasticsearch and Riak clusters."""
+    """Safe rolling restarts and host tuning for Elasticsearch, OpenSearch and Riak clusters."""
     if verbose and quiet:
         raise typer.BadParameter("give --verbose or --quiet, not both")
     output.set_verbosity(verbose=verbose, quiet=quiet)

@@ -77,6 +77,10 @@ RebootOpt = typer.Option(False, "--reboot", help="Reboot each host instead of on
                                                 "id, the boot starts the service, and the tuning is checked: a "
                                                 "knob that did not survive is set again and reported NOT "
                                                 "PERSISTED. Needs hosts reached over SSH.")
+NoTuneOpt = typer.Option(False, "--no-tune", help="Leave the hosts' tuning alone: no tune_host step (which "
+                                                 "otherwise changes kernel settings on each host persistently: "
+                                                 "live, and in files that outlast a reboot; the plan names them). "
+                                                 "Recorded in the journal: `resume` leaves it out too.")
 StopAfterOpt = typer.Option(0, "--stop-after", metavar="N", min=0, max=100_000,
                             help="Stop once N batches are done (every setting restored, exit 11); `orchestrate "
                                  "resume` goes on (with its own --stop-after). 0: all batches.")
@@ -105,7 +109,8 @@ def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, 
                                         help="Plan a rolling upgrade to VERSION instead (`orchestrate upgrade`): "
                                              "its order, version path and preflight."),
          no_snapshot_check: bool = typer.Option(False, "--no-snapshot-check",
-                                                help="With --upgrade-to: do not require a recent snapshot.")) -> None:
+                                                help="With --upgrade-to: do not require a recent snapshot."),
+         no_tune: bool = NoTuneOpt) -> None:
     """Dry run: what a rolling restart would do, in which order, how long, and whether it is safe.
 
     Reads the live cluster and changes nothing (no write call, nothing on any host).
@@ -113,7 +118,7 @@ def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, 
     """
     from orchestrator import products
 
-    control = plans.control_options(nodes, exclude, False, 0)
+    control = replace(plans.control_options(nodes, exclude, False, 0), tune=not no_tune)
     if upgrade_to is not None:
         control = plans.upgrade_options(control, upgrade_to, not no_snapshot_check)
     if snapshot is not None:
@@ -122,16 +127,18 @@ def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, 
                                                output.HELD_UNTIL_EXIT)
         columns = products.get(the_plan.product).plan_columns
     else:
-        target = open_target(cluster, config, upgrade=upgrade_to is not None)
+        target = open_target(cluster, config, upgrade=upgrade_to is not None, tune=not no_tune)
         the_plan = plans.make_plan(target, by, options(target, allow_yellow, allow_unavailable, control),
                                    save_snapshot, output.HELD_UNTIL_EXIT)
         steps, columns = step_names(target), target.product.plan_columns
-    if json_out:
-        emit_json(the_plan.to_json())
+    exit_code = 0 if the_plan.safe else UnsafeToProceed.exit_code
+    if json_out:  # one line, a summary as every command's last: what a pipeline reads whatever happened
+        emit_summary({**summary_line({"result": "safe" if the_plan.safe else "unsafe", **the_plan.to_json()}),
+                      **exit_fields(None, exit_code)})
     else:
         out_console.print(plan_table(the_plan, steps, columns))
-    if not the_plan.safe:
-        raise typer.Exit(UnsafeToProceed.exit_code)
+    if exit_code:
+        raise typer.Exit(exit_code)
 
 
 def options(target: Target, allow_yellow: bool, allow_unavailable: list[str] | None = None,
@@ -164,7 +171,8 @@ def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOp
             allow_unavailable: list[str] = UnavailableOpt, nodes: list[str] = NodesOpt,
             exclude: list[str] = ExcludeOpt, canary: bool = CanaryOpt,
             pause_between: float = PauseBetweenOpt, stop_after: int = StopAfterOpt, reboot: bool = RebootOpt,
-            metrics_textfile: Path = MetricsFileOpt, pushgateway: str = PushgatewayOpt) -> None:
+            no_tune: bool = NoTuneOpt, metrics_textfile: Path = MetricsFileOpt,
+            pushgateway: str = PushgatewayOpt) -> None:
     """Rolling restart: shows the plan, asks to confirm (unless --yes), then runs it batch by batch.
 
     Preflight checks everything before the first change (safe plan, every node matched, SSH with
@@ -172,8 +180,8 @@ def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOp
     node is brought back first), restores every temporary setting and exits 130. A failure
     leaves allocation restricted and the journal says what is pending: `orchestrate resume`.
     """
-    control = replace(plans.control_options(nodes, exclude, canary, pause_between), reboot=reboot)
-    target = with_metrics(open_target(cluster, config, reboot=reboot), metrics_textfile, pushgateway)
+    control = replace(plans.control_options(nodes, exclude, canary, pause_between), reboot=reboot, tune=not no_tune)
+    target = with_metrics(open_target(cluster, config, reboot=reboot, tune=not no_tune), metrics_textfile, pushgateway)
     run_options = options(target, allow_yellow, allow_unavailable, control)
     question = "Reboot the hosts of {batches} of {cluster}?" if reboot else "Restart {batches} of {cluster}?"
     plan_confirm_and_run(target, by, run_options, json_out, yes, question, stop_after)

@@ -39,8 +39,19 @@ def inventory_path(cluster: str | None, config: Path | None) -> Path:
         if path.is_file():
             return path
     looked = ", ".join(str(p) for p in candidates)
-    raise ConfigError("command line", [f"unknown cluster {cluster!r}; looked for {looked} (`orchestrate sandbox "
-                                       "up` writes the sandbox's there)"])
+    raise ConfigError("command line", [f"unknown cluster {cluster!r}; looked for {looked}. {how_to_get(cluster)}"])
+
+
+def how_to_get(cluster: str) -> str:
+    """What to do about an unknown cluster name: the sandbox is made by a command; any other is written from
+    the cluster itself, or is a name mistyped among those there are."""
+    if cluster == "sandbox":
+        return "`orchestrate sandbox up` starts the sandbox cluster and writes its inventory"
+    known = known_clusters()
+    return (f"`orchestrate inventory discover --endpoint URL --name {cluster} -o "
+            f"{config_home() / 'clusters' / cluster}.yaml` writes it from the running cluster"
+            + (f"; the clusters there are: {', '.join(known[:20])}{' ...' if len(known) > 20 else ''}" if known
+               else ""))
 
 
 def known_clusters(incomplete: str = "") -> list[str]:

@@ -99,6 +99,10 @@ class LockHolder:
             return True
         return True
 
+    def gone_here(self) -> bool:
+        """Its run's process was on this machine and is no more: killed without a word (SIGKILL, OOM killer)."""
+        return not self.failed and self.host == socket.gethostname() and not self.alive_here()
+
     def describe(self, now: float | None = None) -> str:
         now = now if now is not None else time.time()
         started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.started)) if self.started is not None \
@@ -106,6 +110,9 @@ class LockHolder:
         quiet = self.quiet_s(now)
         if self.failed:
             life = "the run FAILED and waits for `orchestrate resume` (its temporary settings are still in force)"
+        elif self.gone_here():
+            life = ("GONE: its process no longer runs on this machine (killed, or the machine restarted); "
+                    "`orchestrate resume` continues the run")
         elif quiet == float("inf"):
             life = "STALE: the lock shows no believable time of renewal (damaged or forged)"
         elif self.deferred and not self.is_stale(now):
@@ -121,7 +128,7 @@ class LockHolder:
     def as_json(self) -> dict[str, Any]:
         state = "failed" if self.failed else "deferred" if self.deferred else "running"
         return {"run_id": self.run_id, "host": self.host, "pid": self.pid, "started": self.started,
-                "renewed": self.renewed, "state": state, "stale": self.is_stale()}
+                "renewed": self.renewed, "state": state, "stale": self.is_stale(), "gone": self.gone_here()}
 
     def why_keep(self) -> str | None:
         """Why `unlock` must not remove this lock without --force (None: its run is dead)."""
@@ -131,8 +138,7 @@ class LockHolder:
         if self.deferred and not self.is_stale():
             return (f"run {self.run_id} is deferred: a scheduler's trigger watches it and renewed its lock "
                     f"{self.quiet_s():.0f} s ago")
-        dead_here = self.host == socket.gethostname() and not self.alive_here()
-        if dead_here or self.is_stale():
+        if self.gone_here() or self.is_stale():
             return None
         return (f"run {self.run_id} is alive: it renewed its lock {self.quiet_s():.0f} s ago (a lock is stale after "
                 f"{STALE_S:.0f} s without renewal)")

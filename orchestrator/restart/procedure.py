@@ -65,6 +65,17 @@ def resolve(playbook: Playbook, product: Product[Any, AdapterT]) -> Procedure[Ad
     return Procedure(playbook, tuple(batch), tuple(before_run))
 
 
+# What a run without host tuning leaves out: the tuning, and the check after a reboot that it held.
+TUNING_STEPS = ("tune_host", "check_tuning")
+
+
+def without_tuning(playbook: Playbook) -> Playbook:
+    """The procedure of `restart --no-tune`: the playbook without its tuning steps (the journal records it so,
+    and `resume` runs it so)."""
+    kept = [entry for entry in playbook.batch if not (isinstance(entry, str) and entry in TUNING_STEPS)]
+    return playbook.model_copy(update={"batch": kept})
+
+
 def require_install(procedure: Procedure[Any]) -> None:
     """An upgrade's procedure must install something: without install_version it would only restart."""
     if "install_version" not in [name for name, _ in procedure.batch]:

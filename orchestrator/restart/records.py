@@ -50,6 +50,7 @@ class RunOptions:
     upgrade_to: str = ""  # an upgrade run's target version (`orchestrate upgrade --to`); empty: a restart
     snapshot_check: bool = True  # an upgrade's check for a recent snapshot (off: --no-snapshot-check)
     reboot: bool = False  # `restart --reboot`: each host is rebooted, not only the service restarted
+    tune: bool = True  # False: `restart --no-tune`, the hosts' tuning left alone (the run's playbook without it)
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> RunOptions:
@@ -59,7 +60,8 @@ class RunOptions:
         return cls(allow_yellow=bool(raw.get("allow_yellow", False)), allow_unavailable=texts("allow_unavailable"),
                    canary=bool(raw.get("canary", False)), pause_between_s=float(raw.get("pause_between_s", 0)),
                    nodes=texts("nodes"), exclude=texts("exclude"), upgrade_to=str(raw.get("upgrade_to", "")),
-                   snapshot_check=bool(raw.get("snapshot_check", True)), reboot=bool(raw.get("reboot", False)))
+                   snapshot_check=bool(raw.get("snapshot_check", True)), reboot=bool(raw.get("reboot", False)),
+                   tune=bool(raw.get("tune", True)))
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from orchestrator.paths import write_atomically
 from orchestrator.restart.durations import with_measured_restarts
 from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.plan import Batch, GateRule, Mode, Plan
+from orchestrator.restart.procedure import TUNING_STEPS
 from orchestrator.runs.host_reads import HostReads
 from orchestrator.runs.target import Target, load_procedure
 from orchestrator.tuning.apply import profile_summary
@@ -104,7 +105,8 @@ def make_plan(target: Target, mode: Mode, options: RunOptions, save_snapshot: Pa
         if save_snapshot is not None:
             save(target, snapshot, save_snapshot)
         with gc_paused():
-            plan = target.product.plan(target.inv, snapshot, mode, options, profile_summary(target.inv))
+            tuning = profile_summary(target.inv, options.tune)
+            plan = target.product.plan(target.inv, snapshot, mode, options, tuning)
         plan = with_measured_restarts(plan, hosts.last_restarts(plan))
     return with_gate(select_nodes(plan, options), target.inv)
 
@@ -153,5 +155,6 @@ def plan_from_file(cluster: str | None, config: Path | None, snapshot: Path, mod
         snap = product.load_snapshot(snapshot)
         if held is not None:
             held.append(snap)
-        plan = with_gate(select_nodes(product.plan(inv, snap, mode, options, profile_summary(inv)), options), inv)
-    return plan, [name for name, _ in procedure.batch]
+        tuning = profile_summary(inv, options.tune)
+        plan = with_gate(select_nodes(product.plan(inv, snap, mode, options, tuning), options), inv)
+    return plan, [name for name, _ in procedure.batch if options.tune or name not in TUNING_STEPS]

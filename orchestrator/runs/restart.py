@@ -8,6 +8,8 @@ says what changed in the inventory since the run started.
 
 from __future__ import annotations
 
+import itertools
+import re
 import signal
 import threading
 from collections.abc import Iterator
@@ -323,6 +325,21 @@ def resume(target: Target, emit: EventSink, run_id: str | None = None, accept_ch
                    accept_unavailable=accept_unavailable, stop_after=stop_after, deferral=deferral)
 
 
+RESUME_HINT = "`orchestrate resume`"
+
+
+def without_resume_hint(message: str) -> str:
+    """A run's message with what it said `orchestrate resume` would do taken out: the sentences that say it
+    (or, in the first, its clauses from the one that says it): an abandoned run is never resumed."""
+    sentences = re.split(r"(?<=\.)\s+", message)
+    kept = [s for s in sentences[1:] if RESUME_HINT not in s]
+    first = sentences[0]
+    if RESUME_HINT in first:
+        clauses = first.split("; ")
+        first = "; ".join(itertools.takewhile(lambda c: RESUME_HINT not in c, clauses)).rstrip(":, ")
+    return " ".join(part for part in (first, *kept) if part)
+
+
 def abandon_run(journal: Journal, cluster: ClusterAdapter[Any], name: str, emit: EventSink) -> Journal:
     """Give up ``journal``'s run: every temporary setting it still holds in force is put back (its undo
     records), it is marked abandoned (never resumed), and its lock released, so that a new run may start.
@@ -336,7 +353,7 @@ def abandon_run(journal: Journal, cluster: ClusterAdapter[Any], name: str, emit:
         put_back(journal, cluster, emit)
         down = [n for n, r in journal.nodes.items()
                 if reached(r.phase, Phase.STOPPING) and not reached(r.phase, Phase.JOINED)]
-        was = f"{journal.state.value}: {journal.message or 'no message'}"
+        was = f"{journal.state.value}: {without_resume_hint(journal.message) or 'no message'}"
         message = f"abandoned (was {was}); temporary settings put back"
         if down:
             message += (f"; NOT BACK: {', '.join(down)} (stopped by the run and not started again: start "

@@ -21,11 +21,12 @@ def status(target: Target) -> dict[str, Any]:
         last = journals.latest(target.name)
     except JournalError as exc:
         last_error = str(exc)
+    holder = read_holder(target.cluster)
     out: dict[str, Any] = {
         "cluster": target.name,
         "product": target.product.name,
         "health": health,
-        "lock": holder.as_json() if (holder := read_holder(target.cluster)) is not None else None,
+        "lock": holder.as_json() if holder is not None else None,
         "pause": pause_request(target.cluster),
         "run": None,
         "temporary_settings": [],
@@ -33,7 +34,14 @@ def status(target: Target) -> dict[str, Any]:
     if last_error:
         out["journal_error"] = last_error
     if last is not None:
-        out["run"] = {"run_id": last.run_id, "state": last.state.value, "message": last.message, "paused": last.paused,
+        state, message = last.state.value, last.message
+        killed = holder is not None and holder.run_id == last.run_id and holder.gone_here()
+        if last.state is RunState.RUNNING and killed and holder is not None:
+            # The journal says running because a killed process journals nothing: its lock says it is gone.
+            state = "interrupted"
+            message = (f"its process (pid {holder.pid}) is gone from this machine; "
+                       f"`orchestrate resume --cluster {target.name}` continues it")
+        out["run"] = {"run_id": last.run_id, "state": state, "message": message, "paused": last.paused,
                       "journal": str(last.path), "created": last.created, "finished": last.finished,
                       "batches": [{"number": b.number, "label": b.label, "state": b.state, "steps_done": b.steps_done}
                                   for b in last.batches],

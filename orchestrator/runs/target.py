@@ -17,7 +17,7 @@ from orchestrator.config.playbook import Playbook, load_playbook
 from orchestrator.errors import ConfigError
 from orchestrator.hosts.transport import Transport, make_transport
 from orchestrator.restart.adapter import ClusterAdapter
-from orchestrator.restart.procedure import Procedure, require_install, resolve
+from orchestrator.restart.procedure import Procedure, require_install, resolve, without_tuning
 from orchestrator.restart.product import Product
 from orchestrator.restart.reboot import with_reboot
 
@@ -59,15 +59,18 @@ def transport_of(inv: Inventory) -> Transport:
 
 
 def open_target(cluster: str | None, config: Path | None, upgrade: bool = False, reboot: bool = False,
-                cluster_keys: Mapping[str, Any] | None = None) -> Target:
+                cluster_keys: Mapping[str, Any] | None = None, tune: bool = True) -> Target:
     """Load and check everything before the first call to the cluster: a bad file fails here. ``reboot``:
-    the procedure of `restart --reboot` (restart/reboot.py); ``cluster_keys``: see `load_inventory`."""
+    the procedure of `restart --reboot` (restart/reboot.py); ``tune`` False: of `restart --no-tune`, without
+    the host tuning steps; ``cluster_keys``: see `load_inventory`."""
     inv, path = load_inventory(cluster, config, cluster_keys)
     product = products.get(inv.cluster.product)
     settings_of(inv, product.settings)  # the product's own section, checked before anything else
     procedure = load_procedure(inv, product, upgrade)
     if reboot:
         procedure = resolve(with_reboot(procedure.playbook), product)
+    if not tune:
+        procedure = resolve(without_tuning(procedure.playbook), product)
     return Target(inv, path, product, procedure, product.connect(inv))
 
 

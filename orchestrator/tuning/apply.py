@@ -18,7 +18,9 @@ from orchestrator.hosts.transport import Transport
 from orchestrator.tuning.host import Host
 from orchestrator.tuning.knobs import KnobState, knobs_for
 from orchestrator.tuning.knobs.base import Fix
-from orchestrator.tuning.knobs.io_scheduler import SCHEDULER_NAMES
+from orchestrator.tuning.knobs.io_scheduler import SCHEDULER_NAMES, UDEV_RULE
+from orchestrator.tuning.knobs.sysctl import SYSCTL_FILE
+from orchestrator.tuning.knobs.thp import THP_UNIT
 from orchestrator.tuning.profile import Profile, load_profile
 
 
@@ -48,25 +50,30 @@ def profile_of(inv: Inventory) -> Profile | None:
     return None if inv.tuning.profile == "none" else load_profile(inv.tuning.profile, inv.directory)
 
 
-def profile_summary(inv: Inventory) -> tuple[str, ...]:
-    """What the plan says about tuning: one line per knob of the profile."""
+def profile_summary(inv: Inventory, tune: bool = True) -> tuple[str, ...]:
+    """What the plan says about tuning: the profile, then one line per knob with where the change is kept
+    (each is made live and in a file or unit that outlasts a reboot). ``tune`` False: `--no-tune`."""
     profile = profile_of(inv)
     if profile is None:
         return ("none (tuning.profile: none)",)
+    if not tune:
+        return (f"left out of this run (--no-tune): the hosts are neither read nor changed (profile {profile.name})",)
     k = profile.knobs
-    lines = [f"profile {profile.name}"]
+    lines = [f"profile {profile.name}, applied to each host while its node is stopped; the changes are PERSISTENT "
+             "(live, and in the files named; `--no-tune` leaves the hosts alone)"]
     if k.thp:
-        lines.append(f"THP enabled={k.thp.enabled} defrag={k.thp.defrag} (persisted by a boot unit)")
+        lines.append(f"THP enabled={k.thp.enabled} defrag={k.thp.defrag} (a boot unit, "
+                     f"/etc/systemd/system/{THP_UNIT}.service; where tuned runs, a tuned profile in /etc/tuned/)")
     if k.numad:
-        lines.append("numad stopped and disabled")
+        lines.append("numad stopped and disabled (systemctl disable)")
     if k.io_scheduler:
         names = SCHEDULER_NAMES.get(k.io_scheduler.choice, [k.io_scheduler.choice])
         # As the kernel names it: `none` on blk-mq kernels, where `noop` is gone (what `tune` shows).
         lines.append(f"IO scheduler {' (or '.join(names[:2])}{')' if len(names) > 1 else ''} on the data devices "
-                     "(udev rule)")
-    lines += [f"{key}={value} (sysctl.d)" for key, value in k.sysctl.items()]
+                     f"(a udev rule, {UDEV_RULE})")
+    lines += [f"{key}={value} ({SYSCTL_FILE})" for key, value in k.sysctl.items()]
     if k.erlang_schedulers:
-        lines.append("Erlang schedulers from the CPU count (riak.conf)")
+        lines.append(f"Erlang schedulers from the CPU count ({k.erlang_schedulers.riak_conf})")
     return tuple(lines)
 
 

@@ -74,3 +74,49 @@ def test_a_run_from_the_api_writes_its_report_as_the_cli_does_failed_or_not(monk
         with pytest.raises(HostError):
             api._run(fails)  # type: ignore[arg-type]
         assert "failed" in failing.path.with_suffix(".html").read_text()  # type: ignore[union-attr]
+
+
+def test_a_run_with_no_tune_leaves_the_tuning_step_out_and_its_resume_too(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """`restart --no-tune` (tune=False): the journal records the playbook without tune_host and the option,
+    so a resume leaves the hosts alone as the start did."""
+    import yaml
+
+    from orchestrator.errors import StoppedAfter
+    from orchestrator.restart import journal as journals
+    from orchestrator.testing.fake import FLEET, LIMIT, FakeCluster
+
+    monkeypatch.setenv("ORCHESTRATOR_STATE", str(tmp_path / "state"))
+    (tmp_path / "tuned.yaml").write_text(yaml.safe_dump({
+        "name": "tuned", "product": "fake", "before_run": ["raise_limit"],
+        "batch": ["hold_setting", "stop_service", "tune_host", "start_service", "wait_for_join", "release_setting"]}))
+    inventory = tmp_path / "c.yaml"
+    inventory.write_text(yaml.safe_dump({
+        "cluster": {"name": "c", "product": "fake"}, "ssh": {"transport": "local"},
+        "playbook": str(tmp_path / "tuned.yaml"), "tuning": {"profile": "none"},
+        "nodes": [{"name": n, "host": f"c-{n}"} for n in ("n1", "n2")],
+        "timeouts": {"join_s": 30, "recovery_s": 60, "poll_interval_s": 0.05}}))
+    try:
+        for tune in (True, False):
+            FLEET["c"] = FakeCluster.of(["n1", "n2"], settings={("cluster", LIMIT): "normal"})
+            said: list[str] = []
+            with pytest.raises(StoppedAfter):
+                api.restart(config=inventory, tune=tune, stop_after=1, on_event=said_to(said),
+                            origin=f"test:{tune}")
+            run_id, _ = api.run_of(config=inventory, origin=f"test:{tune}") or ("", "")
+            journal = journals.latest("c", run_id)
+            assert journal is not None
+            assert ("tune_host" in journal.spec.playbook["batch"]) is tune
+            assert journal.spec.options.tune is tune
+            assert api.summary(config=inventory, run_id=run_id)["options"]["tune"] is tune
+            assert any("no tuning profile" in m for m in said) is tune, said
+            resumed: list[str] = []
+            assert api.resume(config=inventory, run_id=run_id,
+                              on_event=said_to(resumed)).result == "succeeded"
+            assert any("no tuning profile" in m for m in resumed) is tune, "the resume does as the start did"
+    finally:
+        FLEET.clear()
+
+
+def said_to(messages: list[str]) -> api.EventCallback:
+    return lambda event: messages.append(event.message)

@@ -92,10 +92,20 @@ def test_inline_secret_is_refused_without_echoing_it(tmp_path: Path) -> None:
 
 def test_unknown_cluster_name_lists_where_it_looked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ORCHESTRATOR_CONFIG_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("ORCHESTRATOR_CONFIGS", raising=False)
     with pytest.raises(ConfigError) as err:
         load_inventory("nosuchcluster", None)
     assert "unknown cluster 'nosuchcluster'" in str(err.value)
     assert str(tmp_path / "configs" / "nosuchcluster.yaml") in str(err.value)
+    assert "sandbox up" not in str(err.value), "only the sandbox is made by `sandbox up`"
+    assert "`orchestrate inventory discover --endpoint URL --name nosuchcluster" in str(err.value)
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "prod-logs.yaml").write_text(GOOD)
+    with pytest.raises(ConfigError, match="the clusters there are: prod-logs"):
+        load_inventory("prod-log", None)  # mistyped
+    with pytest.raises(ConfigError, match="`orchestrate sandbox up` starts the sandbox cluster"):
+        load_inventory("sandbox", None)
 
 
 def test_cluster_name_found_in_configs_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

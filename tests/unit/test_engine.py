@@ -667,10 +667,10 @@ def test_an_abandoned_run_puts_back_every_setting_releases_its_lock_and_lets_a_n
     from orchestrator.runs.restart import abandon_run, unfinished_run
 
     with state_dir():
-        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
-        cluster.nodes["a"].start_fails = True
+        inv, cluster = inventory(["a", "b"], join_s=20), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        cluster.nodes["a"].rejoins = False
         journal = new_journal(inv, cluster)
-        with pytest.raises(HostError):
+        with pytest.raises(WaitTimeout):
             run(inv, cluster, journal)
         # The lock as a failed run keeps it (marked failed).
         cluster.locks[(LOCK_INDEX, RUN_DOC)] = {"run_id": journal.run_id, "host": "elsewhere", "pid": 1,
@@ -678,9 +678,11 @@ def test_an_abandoned_run_puts_back_every_setting_releases_its_lock_and_lets_a_n
         assert unfinished_run("fake") is not None and cluster.settings != ORIGINAL
 
         events: list[Event] = []
+        assert "`orchestrate resume`" in journal.message
         abandon_run(journal, cluster, "fake", events.append)  # type: ignore[arg-type]
         assert cluster.settings == ORIGINAL, "the batch's hold and the run's limit put back"
         assert journal.state is RunState.ABANDONED and "NOT BACK: a" in journal.message
+        assert "orchestrate resume" not in journal.message + events[-1].message, "an abandoned run is not resumed"
         assert events[-1].data == {"result": "abandoned"}
         assert cluster.read_lock(LOCK_INDEX, RUN_DOC) is None
         assert unfinished_run("fake") is None, "a new run may start"
@@ -715,3 +717,50 @@ def test_a_node_already_running_as_a_new_process_is_not_stopped_again() -> None:
         assert cluster.nodes["a"].up and not [c for n, c in eng.ctx.transport.commands if "stop" in c]  # type: ignore[attr-defined]
         assert any("already restarted (new process), not stopping again" in e.message for e in events)
         assert journal.nodes["a"].phase == "stopped"
+
+
+def test_status_says_a_run_whose_process_was_killed_on_this_machine_is_interrupted_not_running() -> None:
+    """A SIGKILL leaves the journal saying running; the run's lock names its process, gone from this machine."""
+    import socket
+    import subprocess
+    from types import SimpleNamespace
+
+    from orchestrator import products
+    from orchestrator.restart.lock import LOCK_INDEX, RUN_DOC
+    from orchestrator.runs.status import status
+
+    with state_dir():
+        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        journal = new_journal(inv, cluster)
+        assert Journal.load(journal.path).state is RunState.RUNNING  # type: ignore[arg-type]
+        target: Any = SimpleNamespace(cluster=cluster, name="fake", product=products.get("fake"))
+        lock = {"run_id": journal.run_id, "host": socket.gethostname(), "pid": os.getpid(), "started": time.time(),
+                "renewed": time.time()}
+        cluster.locks[(LOCK_INDEX, RUN_DOC)] = lock
+        assert status(target)["run"]["state"] == "running", "its process lives"
+        ended = subprocess.Popen(["true"])
+        ended.wait()
+        cluster.locks[(LOCK_INDEX, RUN_DOC)] = {**lock, "pid": ended.pid}
+        info = status(target)
+        assert info["run"]["state"] == "interrupted" and f"pid {ended.pid}" in info["run"]["message"]
+        assert "`orchestrate resume --cluster fake` continues it" in info["run"]["message"]
+        assert info["lock"]["gone"] is True
+        cluster.locks[(LOCK_INDEX, RUN_DOC)] = {**lock, "pid": ended.pid, "host": "elsewhere"}
+        assert status(target)["run"]["state"] == "running", "a process on another machine is not judged from here"
+
+
+@pytest.mark.parametrize(("message", "shown"), [
+    ("es-2 did not rejoin; temporary settings restored. `orchestrate resume` continues the remaining batches",
+     "es-2 did not rejoin; temporary settings restored."),
+    ("timed out after 600 s waiting for es-2 to rejoin. Check the service and its log on h2; when the node is "
+     "back, `orchestrate resume` continues (temporary settings stay meanwhile).",
+     "timed out after 600 s waiting for es-2 to rejoin."),
+    ("force-merge failed; the restart did not start. `orchestrate resume` tries again",
+     "force-merge failed; the restart did not start."),
+    ("boom; restoring settings FAILED (x): `orchestrate resume` restores it", "boom"),
+    ("no hint here", "no hint here"),
+])
+def test_an_abandoned_runs_message_keeps_what_happened_without_what_resume_would_do(message: str, shown: str) -> None:
+    from orchestrator.runs.restart import without_resume_hint
+
+    assert without_resume_hint(message) == shown

@@ -93,4 +93,4 @@ def test_every_failure_under_json_ends_with_one_summary_with_its_exit_code_error
     validate(last)
     assert last["result"] == "error" and last["exit_code"] == proc.returncode and last["error"]
     if "no-such-cluster" in args and "--no-such-flag" not in args:
-        assert last["hint"] == "orchestrate sandbox up"
+        assert last["hint"].startswith("orchestrate inventory discover --endpoint URL --name no-such-cluster")

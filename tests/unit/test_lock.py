@@ -69,6 +69,8 @@ def test_stale_live_and_failed_locks_are_told_apart() -> None:
     assert why_keep(holder(10)) is not None and "is alive" in str(why_keep(holder(10)))
     assert why_keep(holder(STALE_S + 5)) is None
     assert why_keep(holder(10, host=socket.gethostname(), pid=2 ** 22 + 7)) is None  # its process here is gone
+    assert "GONE: its process no longer runs on this machine" in describe(holder(10, host=socket.gethostname(),
+                                                                                 pid=2 ** 22 + 7))
     assert "waits for `orchestrate resume`" in str(why_keep(failed))
 
 

@@ -274,6 +274,7 @@ def test_a_plan_from_a_saved_state_ends_without_freeing_it_and_loses_no_output(t
 
     from tests.benchmarks.bench_plan import generate
     from tests.helpers import orchestrate
+    from tests.unit.test_events_schema import validate
 
     where = Path(str(tmp_path))
     state, inv = generate(30, 3000, 3)
@@ -282,10 +283,41 @@ def test_a_plan_from_a_saved_state_ends_without_freeing_it_and_loses_no_output(t
     args = ("plan", "--config", str(where / "inv.yaml"), "--snapshot", str(where / "state.json"))
     as_json = orchestrate(*args, "--json", timeout=120)
     assert as_json.returncode == 0, as_json.stderr
-    assert len(json.loads(as_json.stdout)["batches"]) == 30
+    line = json.loads(as_json.stdout)
+    assert len(line["batches"]) == 30
+    assert (line["event"], line["result"], line["exit_code"]) == ("summary", "safe", 0), "a summary, as others'"
+    validate(line)
     as_table = orchestrate(*args, "--by", "zone", timeout=120)
     assert as_table.returncode == 0 and "z2" in as_table.stdout and as_table.stdout.endswith("\n")
     state["shards"][0]["state"] = "UNASSIGNED"  # a primary's copy gone: yellow, and the plan refuses
     (where / "state.json").write_text(json.dumps({**state, "health": {"status": "yellow", "number_of_nodes": 30}}))
     refused = orchestrate(*args, "--json", timeout=120)
     assert refused.returncode == 6 and json.loads(refused.stdout)["safe"] is False, refused.stderr
+    line = json.loads(refused.stdout)
+    assert (line["result"], line["exit_code"]) == ("unsafe", 6) and len(refused.stdout.splitlines()) == 1
+
+
+def test_the_plan_says_tuning_is_persistent_and_where_and_no_tune_leaves_it_out(tmp_path: object) -> None:
+    """The plan names the files the tuning writes; `--no-tune` takes the step out of the plan's steps."""
+    import json
+    from pathlib import Path
+
+    import yaml
+
+    from tests.benchmarks.bench_plan import generate
+    from tests.helpers import orchestrate
+
+    where = Path(str(tmp_path))
+    state, inv = generate(3, 30, 3)
+    (where / "state.json").write_text(json.dumps(state))
+    (where / "inv.yaml").write_text(yaml.safe_dump(inv))
+    args = ("plan", "--config", str(where / "inv.yaml"), "--snapshot", str(where / "state.json"))
+    tuned = orchestrate(*args, env={"COLUMNS": "300"}, timeout=120)
+    assert tuned.returncode == 0, tuned.stderr
+    assert "PERSISTENT" in tuned.stdout and "/etc/sysctl.d/99-orchestrator.conf" in tuned.stdout
+    assert "/etc/systemd/system/orchestrator-thp.service" in tuned.stdout and "tune_host" in tuned.stdout
+    untuned = orchestrate(*args, "--no-tune", "--json", timeout=120)
+    line = json.loads(untuned.stdout)
+    assert line["tuning"][0].startswith("left out of this run (--no-tune)"), line["tuning"]
+    as_table = orchestrate(*args, "--no-tune", env={"COLUMNS": "300"}, timeout=120).stdout
+    assert "tune_host" not in as_table and "stop_service -> start_service" in as_table
