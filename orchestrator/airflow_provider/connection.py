@@ -7,8 +7,9 @@ started with.
 
 Fields: host (one host or URL, or several separated by commas), port, schema (http or https; https
 when empty), login and password (a user), extra: `api_key` (instead of a user), `endpoints` (a list
-of URLs, instead of host and port), `ca_file`, `verify_certs`, `request_timeout_s`, `inventory` (the
-inventory file's path, when the task names none).
+of URLs, or one text of them comma-separated, instead of host and port), `ca_file`, `verify_certs`,
+`request_timeout_s`, `inventory` (the inventory file's path, when the task names none). The connection
+type `orchestrator`'s form (provider_info.py) keeps these same keys; one left empty is not given.
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ from typing import Any
 from orchestrator.errors import ConfigError
 
 EXTRA_KEYS = {"api_key", "endpoints", "ca_file", "verify_certs", "request_timeout_s", "inventory"}
+FORM_PREFIX = "extra__orchestrator__"  # how a form's field may be kept in the extra (Airflow's own convention)
+
+
+def given_extra(extra: dict[str, Any] | None) -> dict[str, Any]:
+    """The extra's keys without the form's prefix, a field left empty in the form (null, "") as not given."""
+    return {k.removeprefix(FORM_PREFIX): v for k, v in (extra or {}).items() if v is not None and v != ""}
 
 
 @dataclass(frozen=True)
@@ -60,9 +67,11 @@ def with_port(host: str, port: int | None) -> str:
 
 
 def endpoints_of(fields: ConnectionFields) -> list[str]:
-    extra = fields.extra or {}
+    extra = given_extra(fields.extra)
     if extra.get("endpoints"):
         given = extra["endpoints"]
+        if isinstance(given, str):  # the form's text field: comma-separated
+            given = [u.strip() for u in given.split(",") if u.strip()]
         if not isinstance(given, list) or not all(isinstance(u, str) for u in given):
             raise ConfigError(f"connection {fields.conn_id}", ["extra.endpoints: give a list of http(s)://host:port"])
         return list(given)
@@ -79,7 +88,7 @@ def endpoints_of(fields: ConnectionFields) -> list[str]:
 
 def cluster_keys(fields: ConnectionFields, environ: dict[str, str] | os._Environ[str] = os.environ) -> dict[str, Any]:
     """The `cluster:` keys the connection gives (its secrets put in ``environ``, named there)."""
-    extra = fields.extra or {}
+    extra = given_extra(fields.extra)
     unknown = sorted(set(extra) - EXTRA_KEYS)
     if unknown:
         known = ", ".join(sorted(EXTRA_KEYS))
@@ -111,5 +120,5 @@ def cluster_keys(fields: ConnectionFields, environ: dict[str, str] | os._Environ
 
 
 def inventory_of(fields: ConnectionFields) -> str | None:
-    value = (fields.extra or {}).get("inventory")
+    value = given_extra(fields.extra).get("inventory")
     return str(value) if value else None

@@ -15,12 +15,12 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import BaseHook, BaseOperator, Context, get_current_context
+from airflow.sdk import BaseOperator, Context, get_current_context
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException, TaskDeferralTimeout
 
 from orchestrator import api
-from orchestrator.airflow_provider.connection import ConnectionFields, cluster_keys, inventory_of
+from orchestrator.airflow_provider.hooks import OrchestratorHook
 from orchestrator.airflow_provider.triggers import RunWaitTrigger
 from orchestrator.errors import OrchestratorError, StoppedAfter
 from orchestrator.restart.deferral import Wait
@@ -45,10 +45,7 @@ def read_connection(conn_id: str | None) -> tuple[dict[str, Any], str | None]:
     """The connection's `cluster:` keys and the inventory path it names (none without a connection)."""
     if conn_id is None:
         return {}, None
-    conn = BaseHook.get_connection(conn_id)
-    fields = ConnectionFields(conn_id=conn_id, host=conn.host, port=conn.port, schema=conn.schema,
-                              login=conn.login, password=conn.password, extra=conn.extra_dejson)
-    return cluster_keys(fields), inventory_of(fields)
+    return OrchestratorHook(conn_id).cluster_keys()
 
 
 class ClusterOperator(BaseOperator):

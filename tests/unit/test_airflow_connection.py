@@ -32,7 +32,7 @@ def test_an_api_key_and_listed_endpoints_and_the_inventory_path_come_from_the_ex
 @pytest.mark.parametrize(("fields", "said"), [
     (ConnectionFields("c", host="h", schema="ftp"), "schema 'ftp'"),
     (ConnectionFields("c", extra={"pasword": "x"}), "extra.pasword: unknown key"),
-    (ConnectionFields("c", extra={"endpoints": "http://h:9200"}), "extra.endpoints: give a list"),
+    (ConnectionFields("c", extra={"endpoints": 9200}), "extra.endpoints: give a list"),
     (ConnectionFields("c", extra={"verify_certs": "no"}), "extra.verify_certs: give true or false"),
     (ConnectionFields("c", extra={"verify_certs": 0}), "extra.verify_certs: give true or false"),
     (ConnectionFields("c", extra={"request_timeout_s": "30"}), "extra.request_timeout_s: give a number"),
@@ -72,3 +72,8 @@ def test_connections_whose_ids_make_one_variable_name_keep_their_secrets_apart()
 ])
 def test_a_host_and_port_become_one_endpoint_ipv6_included(host: str, port: int | None, endpoint: str) -> None:
     assert cluster_keys(ConnectionFields("c", host=host, port=port), {})["endpoints"] == [endpoint]
+
+
+def test_the_forms_endpoints_text_is_a_comma_separated_list() -> None:
+    fields = ConnectionFields("c", extra={"extra__orchestrator__endpoints": "http://a:9200, http://b:9200"})
+    assert cluster_keys(fields, {})["endpoints"] == ["http://a:9200", "http://b:9200"]

@@ -1,0 +1,39 @@
+"""The provider's hook: an Airflow Connection of type `orchestrator` read as the inventory's `cluster:` keys
+(connection.py), for the operators and the trigger."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from airflow.sdk import BaseHook
+
+from orchestrator.airflow_provider.connection import ConnectionFields, cluster_keys, inventory_of
+from orchestrator.airflow_provider.provider_info import CONN_TYPE
+
+
+class OrchestratorHook(BaseHook):
+    """``orchestrator_conn_id``: a connection whose host, port, schema, login and password say where and as whom
+    the cluster is reached, and whose extra fields the rest (docs/pipelines.md, "The connection")."""
+
+    conn_name_attr = "orchestrator_conn_id"
+    default_conn_name = "orchestrator_default"
+    conn_type = CONN_TYPE
+    hook_name = "Rolling orchestrator"
+    # Connections made before the provider had its type (`elasticsearch`, say) are read the same way.
+    accepted_types: ClassVar[tuple[str, ...]] = (CONN_TYPE, "elasticsearch", "opensearch", "http", "https", "generic")
+
+    def __init__(self, orchestrator_conn_id: str = default_conn_name, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.orchestrator_conn_id = orchestrator_conn_id
+
+    def fields(self) -> ConnectionFields:
+        conn = self.get_connection(self.orchestrator_conn_id)
+        return ConnectionFields(conn_id=self.orchestrator_conn_id, host=conn.host, port=conn.port,
+                                schema=conn.schema, login=conn.login, password=conn.password,
+                                extra=conn.extra_dejson)
+
+    def cluster_keys(self) -> tuple[dict[str, Any], str | None]:
+        """The `cluster:` keys the connection gives (its secrets put in this process's environment), and the
+        inventory file it names (None: none)."""
+        fields = self.fields()
+        return cluster_keys(fields), inventory_of(fields)
