@@ -87,3 +87,18 @@ def test_a_deferral_times_out_and_the_task_fails_saying_what_is_left_in_force(
     assert f"{LIMIT} (back to normal)" in said, said
     assert "clear it" in said
     assert cluster.settings[("cluster", LIMIT)] != "normal", "the run left allocation restricted, as it says"
+
+
+@pytest.mark.parametrize(("dag", "settings", "tasks"), [
+    ("post_index_dag", "pipeline.yaml", {"bulk_index", "forcemerge", "rolling_restart"}),
+    ("fleet_dag", "fleet.yaml", {"canary", "wave_1", "wave_2"}),
+])
+def test_each_example_dag_loads_with_the_settings_shipped_beside_it(dag: str, settings: str, tasks: set[str]) -> None:
+    """What `orchestrate docs examples --to DIR` gives is a DAG that loads as it is (its settings filled in)."""
+    from tests.airflow_home import dag_module
+
+    examples = Path(__file__).parents[2] / "docs" / "examples"
+    module = dag_module(examples / f"{dag}.py", dag, {settings: (examples / settings).read_text()})
+    assert set(module.dag.task_ids) == tasks
+    restarts = [t for t in module.dag.tasks if type(t).__name__ == "RollingRestartOperator"]
+    assert restarts and all(t.deferrable for t in restarts), "the examples defer, as their docs say"

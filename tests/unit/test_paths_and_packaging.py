@@ -108,6 +108,13 @@ def test_the_wheel_installs_under_its_own_name_and_its_command_runs_outside_the_
                               ".is_file())"], capture_output=True, text=True, cwd=elsewhere, env=env, timeout=60)
     where, found = shipped.stdout.splitlines()
     assert where.startswith(str(site)) and found == "True True", shipped
+    # A pip or pipx user has the example DAGs and their settings to copy.
+    copied = subprocess.run([str(site / "bin" / "orchestrate"), "docs", "examples", "--to", str(tmp_path / "dags")],
+                            capture_output=True, text=True, cwd=elsewhere, env=env, timeout=60)
+    assert copied.returncode == 0, copied.stderr
+    assert sorted(f.name for f in (tmp_path / "dags").iterdir()) == [
+        "fleet.yaml", "fleet_dag.py", "pipeline.yaml", "post_index_dag.py"]
+    assert (tmp_path / "dags" / "fleet_dag.py").read_text() == (REPO / "docs" / "examples" / "fleet_dag.py").read_text()
 
 
 def test_the_guides_messages_point_to_are_shipped_and_shown_by_orchestrate_docs() -> None:
