@@ -7,7 +7,10 @@ IdentityFile, is expanded here as ssh does at connection time; a token this read
 refused with its keyword. A jump host is resolved as ssh resolves it: its own settings, its own
 ProxyJump (`ProxyJump a,b` reaches b through a). Nothing in a config runs a local command while it is
 read unless the inventory allows it (`Match exec` would): such a config is refused first, naming its
-line. ProxyCommand is refused (the tool connects itself; ProxyJump does the same job).
+line. A ProxyCommand (AWS SSM, Teleport, a corporate proxy) runs a local command too: refused unless the
+inventory allows local commands; allowed, it is run exactly as ssh runs it (its %-tokens expanded, then
+`exec` through the user's shell), for the first host of a route (a host reached through a jump host is
+reached through that host, whatever its own ProxyCommand says, as with `ssh -J`).
 
 Precedence, most specific first: the node's own `ssh_user`/`ssh_port` in the inventory, then what the
 inventory's `ssh:` section sets explicitly (for the target; passed to ssh as `-l`/`-p` are), then the
@@ -23,7 +26,7 @@ import re
 import shutil
 import socket
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from orchestrator.config.loader import refuse_special_file
@@ -47,9 +50,10 @@ class Hop:
     port: int
     user: str
     key_files: tuple[str, ...] = ()
+    proxy_command: str | None = None  # its ProxyCommand, tokens expanded: the connection is its stdin and stdout
 
     def describe(self) -> str:
-        return f"{self.user}@{self.hostname}:{self.port}"
+        return f"{self.user}@{self.hostname}:{self.port}" + (" (ProxyCommand)" if self.proxy_command else "")
 
 
 @dataclass(frozen=True)
@@ -261,14 +265,36 @@ def jump_chain(config: SshConfig, cfg: SshSection, spec: str, depth: int = 0) ->
         raise ConfigError(config.source, [f"ProxyJump chain longer than {MAX_HOPS} hops: refused"])
     user, host, port = parse_jump(parts[-1])
     found = config.resolve(host, user, port)
-    refuse_proxy_command(config, found, host)
     before = ",".join(parts[:-1]) if len(parts) > 1 else found.get("proxyjump", ["none"])[0]
-    return [*jump_chain(config, cfg, before, depth + len(parts)), hop(config, cfg, host, user, port, found)]
+    first = hop(config, cfg, host, user, port, found)
+    if len(parts) == 1:  # reached by its own means: its ProxyCommand, if it has one (else it has a ProxyJump)
+        first = with_proxy_command(config, found, first)
+    return [*jump_chain(config, cfg, before, depth + len(parts)), first]
 
 
-def refuse_proxy_command(config: SshConfig, found: Resolved, alias: str) -> None:
-    if found.get("proxycommand", ["none"])[0].lower() != "none":
-        raise ConfigError(config.source, [f"Host {alias}: ProxyCommand is not supported; use ProxyJump"])
+def with_proxy_command(config: SshConfig, found: Resolved, to: Hop) -> Hop:
+    """The hop with its ProxyCommand, if the config gives it one: only where the inventory allows local commands."""
+    command = found.get("proxycommand", ["none"])[0]
+    if command.lower() == "none":
+        return to
+    if not config.allow_local_commands:
+        raise ConfigError(config.source, [f"Host {to.alias}: ProxyCommand runs a local command ({command[:100]!a}); "
+                                          "refused. Set ssh.allow_local_commands: true in the inventory to allow "
+                                          "it (or use ProxyJump)"])
+    tokens = {"%": "%", "h": to.hostname, "n": to.alias, "p": str(to.port), "r": to.user}
+
+    def one(m: re.Match[str]) -> str:
+        if m.group(1) not in tokens:
+            raise ConfigError(config.source, [f"Host {to.alias}: ProxyCommand uses the token %{m.group(1)}, which "
+                                              "ssh does not expand there (it takes %%, %h, %n, %p and %r)"])
+        return tokens[m.group(1)]
+
+    return replace(to, proxy_command=re.sub(r"%(.)", one, command))
+
+
+def proxy_argv(command: str) -> list[str]:
+    """How ssh runs a ProxyCommand: `exec` by the user's shell, so no shell lingers between the two ends."""
+    return [os.environ.get("SHELL") or "/bin/sh", "-c", f"exec {command}"]
 
 
 def route(config: SshConfig, cfg: SshSection, node: NodeEntry) -> Route:
@@ -277,8 +303,7 @@ def route(config: SshConfig, cfg: SshSection, node: NodeEntry) -> Route:
     user = node.ssh_user or (cfg.user if "user" in explicit else None)
     port = node.ssh_port or (cfg.port if "port" in explicit else None)
     found = config.resolve(node.host, user, port)
-    refuse_proxy_command(config, found, node.host)
-    target = hop(config, cfg, node.host, user, port, found)
+    target = with_proxy_command(config, found, hop(config, cfg, node.host, user, port, found))
     if not found:  # no config read: the inventory alone
         return Route(target=target)
     jumps = jump_chain(config, cfg, found.get("proxyjump", ["none"])[0])

@@ -20,7 +20,7 @@ from orchestrator.config.loader import read_bytes_of
 from orchestrator.config.model import Inventory, NodeEntry, SecretSource
 from orchestrator.errors import ConfigError, HostError, HostUnreachable
 from orchestrator.hosts.host_certs import CertAuthority, certificate_problem, host_key_name
-from orchestrator.hosts.ssh_config import Hop, Route, SshConfig, route
+from orchestrator.hosts.ssh_config import Hop, Route, SshConfig, proxy_argv, route
 
 MAX_KNOWN_HOSTS_BYTES = 50_000_000  # a known_hosts file of a large fleet, with its comments
 
@@ -255,9 +255,9 @@ class SshTransport:
             way = route(self.ssh_config, self.cfg, node)
             if way.jumps:
                 with self._jumps_lock:
-                    sock = self._tunnel(way, node)
+                    sock: Any = self._tunnel(way, node)
             else:
-                sock = None
+                sock = self._proxy(way.target, node)
             client = self._open(way.target, node, sock, way.known_hosts)
             with self._lock:
                 self._clients[node.name] = client
@@ -271,12 +271,25 @@ class SshTransport:
             client = self._jumps.get(key)
             transport = client.get_transport() if client else None
             if client is None or transport is None or not transport.is_active():
-                sock = self._channel(previous, jump, node) if previous is not None else None
+                sock = self._channel(previous, jump, node) if previous is not None else self._proxy(jump, node)
                 client = self._open(jump, node, sock, way.known_hosts)
                 self._jumps[key] = client
             previous = client
         assert previous is not None
         return self._channel(previous, way.target, node)
+
+    def _proxy(self, hop: Hop, node: NodeEntry) -> paramiko.ProxyCommand | None:
+        """The hop's ProxyCommand started (the connection runs over its stdin and stdout); None: none."""
+        if hop.proxy_command is None:
+            return None
+        import shlex
+
+        import paramiko
+
+        try:
+            return paramiko.ProxyCommand(shlex.join(proxy_argv(hop.proxy_command)))
+        except paramiko.ProxyCommandFailure as exc:
+            raise HostUnreachable(f"{node.name}: its ProxyCommand did not start: {exc}") from exc
 
     def _channel(self, through: paramiko.SSHClient, to: Hop, node: NodeEntry) -> paramiko.Channel:
         import paramiko
@@ -300,7 +313,7 @@ class SshTransport:
                     found.append(self._extra_known[path])
         return found
 
-    def _open(self, hop: Hop, node: NodeEntry, sock: paramiko.Channel | None,
+    def _open(self, hop: Hop, node: NodeEntry, sock: paramiko.Channel | paramiko.ProxyCommand | None,
               known_files: tuple[str, ...]) -> paramiko.SSHClient:
         """One verified SSH connection to ``hop`` (directly, or over ``sock`` from a jump host)."""
         import paramiko

@@ -60,7 +60,8 @@ def test_hosts_reached_through_the_ssh_config_and_chained_jump_hosts(sandboxes: 
 
 
 @pytest.mark.sandbox_shape("bastion")
-def test_behind_a_bastion_direct_ssh_fails_and_the_run_goes_through_it(sandboxes: SandboxManager) -> None:
+def test_behind_a_bastion_direct_ssh_fails_and_the_run_goes_through_it(sandboxes: SandboxManager,
+                                                                        tmp_path: Path) -> None:
     info = sandboxes.get(Shape(bastion=True, secured=False))  # SSH routing; insecure for CI's time
     ssh_dir = Path(str(info["ssh_config"])).parent
     direct = ["ssh", "-o", "ConnectTimeout=3", "-o", "BatchMode=yes", "-i", str(ssh_dir / "id_ed25519"),
@@ -81,3 +82,28 @@ def test_behind_a_bastion_direct_ssh_fails_and_the_run_goes_through_it(sandboxes
     for node in ("es-1", "es-2", "es-3"):  # every SSH connection to a node came from the bastion
         seen = set(accepted_from(info, node)[before[node]:])
         assert seen == {"10.232.0.10"}, (node, seen)
+
+    # The same hosts through a ProxyCommand (`ssh -W`, as AWS SSM or Teleport would be used): refused until
+    # the inventory allows local commands, then every connection runs through it, from the bastion.
+    config = Path(str(info["ssh_config"]))
+    bastion_alias = re.findall(r"ProxyJump (\S+)", config.read_text())[0]
+    proxied = config.read_text().replace(
+        f"  ProxyJump {bastion_alias}\n", f"  ProxyCommand ssh -F {config} -W %h:%p {bastion_alias}\n")
+    assert "ProxyJump" not in proxied
+    (tmp_path / "ssh_config").write_text(proxied)
+    inventory = yaml.safe_load(Path(str(info["inventory"])).read_text())
+    inventory["ssh"]["config_file"] = str(tmp_path / "ssh_config")
+    (tmp_path / "inv.yaml").write_text(yaml.safe_dump(inventory))
+    refused = orchestrate("tune", "--config", str(tmp_path / "inv.yaml"), "--check", timeout=300)
+    assert_no_traceback(refused)
+    assert refused.returncode == 2 and "ProxyCommand runs a local command" in refused.stderr, refused.stderr
+    inventory["ssh"]["allow_local_commands"] = True
+    (tmp_path / "inv.yaml").write_text(yaml.safe_dump(inventory))
+    before = {n: len(accepted_from(info, n)) for n in ("es-1", "es-2", "es-3")}
+    check = orchestrate("tune", "--config", str(tmp_path / "inv.yaml"), "--check", "--json", timeout=300)
+    assert_no_traceback(check)
+    reports = [json.loads(line) for line in check.stdout.splitlines() if line.startswith("{")]
+    assert [r["error"] for r in reports] == [None] * 3, check.stderr[-2000:]
+    for node in ("es-1", "es-2", "es-3"):
+        assert set(accepted_from(info, node)[before[node]:]) == {"10.232.0.10"}, node
+

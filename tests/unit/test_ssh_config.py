@@ -64,10 +64,13 @@ def test_the_inventory_wins_where_it_says_so_and_the_node_wins_over_both(tmp_pat
     assert way.describe() == "root@10.1.1.1:22" and way.known_hosts == ()
 
 
-def test_no_config_and_unsupported_proxycommand(tmp_path: Path) -> None:
+def test_no_config_and_a_proxycommand_refused_unless_local_commands_are_allowed(tmp_path: Path) -> None:
     assert route(SshConfig(), section(), NodeEntry(name="n", host="h")).describe() == "root@h:22"
-    with pytest.raises(ConfigError, match="ProxyCommand is not supported; use ProxyJump"):
+    with pytest.raises(ConfigError, match=r"Host legacy: ProxyCommand runs a local command .*allow_local_commands"):
         route(config_of(CONFIG, tmp_path), section(), NodeEntry(name="n", host="legacy"))
+    way = route(config_of(CONFIG, tmp_path, allow=True), section(), NodeEntry(name="n", host="legacy"))
+    assert way.target.proxy_command == "nc legacy 22" and way.jumps == ()
+    assert way.describe() == "root@legacy:22 (ProxyCommand)"
 
 
 @pytest.mark.parametrize(("spec", "parsed"), [("h", (None, "h", None)), ("u@h:2", ("u", "h", 2)),
@@ -142,8 +145,11 @@ def test_what_a_probe_found_resolved_differently_now_resolves_as_openssh_does(tm
     # A jump host's own ProxyJump is followed: deep goes through inner, then edge.
     assert [j.hostname for j in route(cfg, section(), node("deep")).jumps] == ["10.0.0.2", "10.0.0.1"]
     assert route(cfg, section(), node("none-proxy")).describe().endswith("@10.0.0.3:22")
-    with pytest.raises(ConfigError, match="Host legacy-jump: ProxyCommand is not supported"):
+    with pytest.raises(ConfigError, match="Host legacy-jump: ProxyCommand runs a local command"):
         route(cfg, section(), node("via-legacy"))
+    allowed = route(config_of(FOUND_BY_PROBE, tmp_path, allow=True), section(), node("via-legacy"))
+    assert [j.proxy_command for j in allowed.jumps] == ["nc legacy-jump 22"], "the first hop's own ProxyCommand"
+    assert allowed.target.proxy_command is None, "reached through the jump host"
     assert route(cfg, section(), node("matched-1")).target.user == "matched"
 
 
@@ -287,3 +293,35 @@ def test_generated_configs_resolve_as_ssh_G_says(seed: int, tmp_path: Path) -> N
                "jumps": [j.describe() for j in way.jumps], "keys": list(way.target.key_files),
                "known_hosts": list(way.known_hosts)}
         assert got == want, (alias, text)
+
+
+# --- ProxyCommand: run exactly as ssh runs it ------------------------------------------------------------
+PROXIED = """
+Host proxied
+  HostName 10.20.30.40
+  User deploy
+  Port 2222
+  ProxyCommand {recorder} %h %p %r %n %% "$PROXY_NOTE" 'single %h'
+"""
+
+
+def test_a_proxycommand_runs_exactly_as_openssh_runs_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Differential: the command OpenSSH's own client runs for the host (it records its arguments and
+    environment's note, then exits, failing the connection) against the one this tool would run."""
+    from orchestrator.hosts.ssh_config import proxy_argv
+
+    recorder = tmp_path / "record"
+    recorder.write_text('#!/bin/sh\nprintf "%s\\n" "$0" "$@" > "$RECORD_TO"\n')
+    recorder.chmod(0o755)
+    path = tmp_path / "ssh_config"
+    path.write_text(PROXIED.format(recorder=recorder))
+    monkeypatch.setenv("PROXY_NOTE", "a note with spaces")
+    by_ssh, by_us = tmp_path / "by-ssh", tmp_path / "by-us"
+    subprocess.run(["ssh", "-F", str(path), "-o", "BatchMode=yes", "proxied", "true"], capture_output=True,
+                   timeout=30, env={**os.environ, "RECORD_TO": str(by_ssh)})
+    way = route(SshConfig(path, True, allow_local_commands=True), section(), node("proxied"))
+    assert way.target.proxy_command is not None
+    subprocess.run(proxy_argv(way.target.proxy_command), timeout=30, env={**os.environ, "RECORD_TO": str(by_us)})
+    assert by_ssh.read_text() == by_us.read_text()
+    assert by_us.read_text().splitlines()[1:] == ["10.20.30.40", "2222", "deploy", "proxied", "%",
+                                                  "a note with spaces", "single 10.20.30.40"]
