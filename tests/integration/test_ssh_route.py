@@ -96,7 +96,8 @@ def test_behind_a_bastion_direct_ssh_fails_and_the_run_goes_through_it(sandboxes
     (tmp_path / "inv.yaml").write_text(yaml.safe_dump(inventory))
     refused = orchestrate("tune", "--config", str(tmp_path / "inv.yaml"), "--check", timeout=300)
     assert_no_traceback(refused)
-    assert refused.returncode == 2 and "ProxyCommand runs a local command" in refused.stderr, refused.stderr
+    # Each host's report says it (tune reports per host; a restart's SSH preflight refuses the run).
+    assert refused.returncode == 1 and "ProxyCommand runs a local command" in refused.stdout, refused.stdout[-2000:]
     inventory["ssh"]["allow_local_commands"] = True
     (tmp_path / "inv.yaml").write_text(yaml.safe_dump(inventory))
     before = {n: len(accepted_from(info, n)) for n in ("es-1", "es-2", "es-3")}
