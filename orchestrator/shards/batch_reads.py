@@ -32,14 +32,14 @@ from typing import Any
 
 from orchestrator.restart.lock import LOCK_INDEX
 from orchestrator.shards.answers import (
-    CopyStats,
+    NODES_HOLDING,
     HealthByIndex,
     IndicesSettings,
-    NodesHolding,
     Routing,
     ShardStats,
     not_its_shape,
     parsed,
+    parsed_as,
 )
 from orchestrator.shards.leases import STATS_FIELDS
 from orchestrator.shards.requests import ShardRequests
@@ -85,17 +85,17 @@ class BatchReads(ShardRequests):
             return {}
         kept = [*(f"nodes.*.indices.shards.*.*.{f}" for f in fields), f"-nodes.*.indices.shards.{LOCK_INDEX}"]
         what = "list the batch's shard copies"
-        raw = parsed(NodesHolding, self._do(what, "GET", f"/_nodes/{part(*sorted(node_ids))}/stats/indices/docs,store",
-                                            {"level": "shards", "filter_path": ",".join(kept)}), what)
+        raw = parsed_as(NODES_HOLDING, self._do(what, "GET", f"/_nodes/{part(*sorted(node_ids))}/stats/indices/"
+                                                "docs,store", {"level": "shards", "filter_path": ",".join(kept)}), what)
         held: dict[str, dict[tuple[str, int], Any]] = {}
-        for node_id, node in raw.nodes.items():
+        for node_id, node in raw.get("nodes", {}).items():
             mine = held.setdefault(node_id, {})
-            for index, shards in node.indices.shards.items():
+            for index, shards in node.get("indices", {}).get("shards", {}).items():
                 for entry in shards if index != LOCK_INDEX else ():
                     for number, copy in entry.items():
                         if not number.isdigit():
                             raise not_its_shape(what, "a shard that is not a number")
-                        mine[(index, int(number))] = parsed(CopyStats, copy, what).model_dump()
+                        mine[(index, int(number))] = copy
         return held
 
     def held_by(self, node_ids: Collection[str]) -> dict[str, dict[tuple[str, int], int]]:
