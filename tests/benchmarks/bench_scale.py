@@ -147,10 +147,17 @@ def one_run(nodes: int, mode: Mode, copies_per_node: int, batches: int) -> dict[
         "requests_per_batch": round(sum(reads["requests"].values()) / max(done, 1), 1),
         "cpu_ms_per_batch_median": round(statistics.median(per_batch), 1) if per_batch else None,
         "cpu_ms_per_batch_p95": round(sorted(per_batch)[int(0.95 * (len(per_batch) - 1))], 1) if per_batch else None,
+        # The median of each tenth of the run, in order: whether a batch costs more as the run goes on.
+        "cpu_ms_median_by_tenth": [round(statistics.median(part), 1) for part in tenths(per_batch)],
         "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         "per_endpoint": {k: {"requests": reads["requests"][k], "bytes": v} for k, v in
                          sorted(reads["bytes"].items(), key=lambda kv: -kv[1])},
     }
+
+
+def tenths(values: list[float]) -> list[list[float]]:
+    size = max(len(values) // 10, 1)
+    return [values[i:i + size] for i in range(0, len(values), size) if values[i:i + size]][:10]
 
 
 def server_nodes(url: str) -> list[dict[str, Any]]:
@@ -171,6 +178,7 @@ def show(row: dict[str, Any]) -> None:
           f"{row['requests_per_batch']} requests, CPU {row['cpu_ms_per_batch_median']} ms (median), "
           f"{row['cpu_ms_per_batch_p95']} ms (p95); run {row['bytes'] / 1e6:.1f} MB; RSS {row['max_rss_mb']} MB",
           flush=True)
+    print(f"        CPU ms per batch, median of each tenth of the run: {row['cpu_ms_median_by_tenth']}", flush=True)
     for endpoint, figures in list(row["per_endpoint"].items())[:8]:
         print(f"        {endpoint:<34} {figures['requests'] / max(row['batches_done'], 1):>7.2f} req/batch "
               f"{figures['bytes'] / max(row['batches_done'], 1) / 1e3:>10.1f} KB/batch", flush=True)
