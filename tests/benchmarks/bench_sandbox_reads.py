@@ -26,8 +26,13 @@ TARGET = 1.5
 def endpoint(url: str) -> str:
     """A request's API, its index and node names left out: GET /_nodes/{...}/stats, GET /{...}/_settings."""
     path = re.sub(r"^https?://[^/]+", "", url).split("?")[0]
-    parts = [p if p.startswith("_") or not p else "{...}" for p in path.split("/")]
+    parts = [p if re.fullmatch(r"_[a-z_]+", p) or p in API_WORDS or not p else "{...}" for p in path.split("/")]
     return "/".join(parts)
+
+
+# The words of the paths a run asks that are not names (a node id may begin with _ too: `_Ei-E...`).
+API_WORDS = {"stats", "indices", "docs,store", "jvm,process", "recovery", "shards", "allocation", "health", "state",
+             "master_node", "routing_table", "settings", "index.number_of_replicas", "master:true", "none"}
 
 
 def measured(nodes: int) -> dict[str, Any]:
