@@ -14,6 +14,7 @@ from orchestrator.cli import (
     forcemerge_cmd,
     inventory_cmd,
     output,
+    pending_cmd,
     restart_cmd,
     sandbox_cmd,
     tune_cmd,
@@ -24,12 +25,12 @@ from orchestrator.cli.render import EVENT_SCHEMA
 from orchestrator.errors import Aborted, OrchestratorError, StoppedAfter
 
 EXIT_CODES_HELP = (
-    "Exit codes: 0 success; 1 failure (tune: drift found); 2 bad configuration or usage; 3 sandbox problem; "
-    "4 a cluster or host call failed; 5 preflight failed (nothing was changed); 6 unsafe to go on, or a wait "
-    "timed out (the journal keeps what to undo; `resume` continues); 7 another run holds the lock; "
-    "8 journal problem; 10 partial success; 11 stopped after the batches asked (--stop-after; `resume` goes "
-    "on); 70 internal error (a bug; the traceback is in a file it names); 130 aborted by the operator "
-    "(settings restored)."
+    "Exit codes: 0 success; 1 failure (tune: drift found; pending: a node needs a restart); 2 bad "
+    "configuration or usage; 3 sandbox problem; 4 a cluster or host call failed; 5 preflight failed (nothing "
+    "was changed); 6 unsafe to go on, or a wait timed out (the journal keeps what to undo; `resume` "
+    "continues); 7 another run holds the lock; 8 journal problem; 9 pending: a node could not be read; "
+    "10 partial success; 11 stopped after the batches asked (--stop-after; `resume` goes on); 70 internal "
+    "error (a bug; the traceback is in a file it names); 130 aborted by the operator (settings restored)."
 )
 
 def flags_take_no_value() -> None:
@@ -81,6 +82,7 @@ app.add_typer(sandbox_cmd.app, name="sandbox")
 app.add_typer(inventory_cmd.app, name="inventory")
 restart_cmd.register(app)
 upgrade_cmd.register(app)
+app.command()(pending_cmd.pending)
 app.command()(tune_cmd.tune)
 app.command()(tune_cmd.sudoers)
 app.command()(forcemerge_cmd.forcemerge)

@@ -25,7 +25,7 @@ from orchestrator.cli.output import (
 )
 from orchestrator.cli.render import RunView, plan_table, report_table, summary_line
 from orchestrator.config.inventory import known_clusters
-from orchestrator.errors import JournalError, PreflightFailed, UnsafeToProceed
+from orchestrator.errors import ConfigError, JournalError, PreflightFailed, UnsafeToProceed
 from orchestrator.restart import journal as journals
 from orchestrator.restart.journal import Journal, RunFailed, RunOptions
 from orchestrator.restart.lock import LOCK_INDEX, RUN_DOC, LockHolder, read_holder
@@ -34,7 +34,7 @@ from orchestrator.runs import plans, reports
 from orchestrator.runs import restart as runs
 from orchestrator.runs.status import status as cluster_status
 from orchestrator.runs.status import summary as run_summary
-from orchestrator.runs.target import Target, open_target, with_metrics
+from orchestrator.runs.target import Target, open_target, with_metrics, with_reboots
 from orchestrator.units import counted
 
 ClusterOpt = typer.Option(None, "--cluster", "-c", help="Cluster name: configs/NAME.yaml, or clusters/NAME.yaml in "
@@ -81,6 +81,10 @@ NoTuneOpt = typer.Option(False, "--no-tune", help="Leave the hosts' tuning alone
                                                  "otherwise changes kernel settings on each host persistently: "
                                                  "live, and in files that outlast a reboot; the plan names them). "
                                                  "Recorded in the journal: `resume` leaves it out too.")
+PendingOpt = typer.Option(False, "--pending", help="Only the nodes that need a restart (`orchestrate pending`: a "
+                                                  "new version installed, a configuration file changed, replaced "
+                                                  "code, a host waiting for a reboot, whose host is then rebooted); "
+                                                  "the plan says why each node restarts or is left alone.")
 StopAfterOpt = typer.Option(0, "--stop-after", metavar="N", min=0, max=100_000,
                             help="Stop once N batches are done (every setting restored, exit 11); `orchestrate "
                                  "resume` goes on (with its own --stop-after). 0: all batches.")
@@ -110,7 +114,7 @@ def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, 
                                              "its order, version path and preflight."),
          no_snapshot_check: bool = typer.Option(False, "--no-snapshot-check",
                                                 help="With --upgrade-to: do not require a recent snapshot."),
-         no_tune: bool = NoTuneOpt) -> None:
+         no_tune: bool = NoTuneOpt, pending: bool = PendingOpt) -> None:
     """Dry run: what a rolling restart would do, in which order, how long, and whether it is safe.
 
     Reads the live cluster and changes nothing (no write call, nothing on any host).
@@ -121,6 +125,9 @@ def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, 
     control = replace(plans.control_options(nodes, exclude, False, 0), tune=not no_tune)
     if upgrade_to is not None:
         control = plans.upgrade_options(control, upgrade_to, not no_snapshot_check)
+    if pending and (snapshot is not None or upgrade_to is not None):
+        raise ConfigError("--pending", ["reads the live cluster and its hosts for a restart: it goes with neither "
+                                        "--snapshot nor --upgrade-to"])
     if snapshot is not None:
         the_plan, steps = plans.plan_from_file(cluster, config, snapshot, by,
                                                plans.options_for(False, allow_yellow, allow_unavailable, control),
@@ -128,8 +135,13 @@ def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, 
         columns = products.get(the_plan.product).plan_columns
     else:
         target = open_target(cluster, config, upgrade=upgrade_to is not None, tune=not no_tune)
+        chosen = only_pending(target, control, json_out) if pending else (target, control, ())
+        if chosen is None:
+            return
+        target, control, notes = chosen
         the_plan = plans.make_plan(target, by, options(target, allow_yellow, allow_unavailable, control),
                                    save_snapshot, output.HELD_UNTIL_EXIT)
+        the_plan = replace(the_plan, notes=(*the_plan.notes, *notes))
         steps, columns = step_names(target), target.product.plan_columns
     exit_code = 0 if the_plan.safe else UnsafeToProceed.exit_code
     if json_out:  # one line, a summary as every command's last: what a pipeline reads whatever happened
@@ -139,6 +151,31 @@ def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, 
         out_console.print(plan_table(the_plan, steps, columns))
     if exit_code:
         raise typer.Exit(exit_code)
+
+
+def only_pending(target: Target, control: RunOptions,
+                 json_out: bool) -> tuple[Target, RunOptions, tuple[str, ...]] | None:
+    """`--pending`: the target and options for the pending nodes only, and the plan's notes of why; None, said,
+    when no node is pending (the command then ends with 0)."""
+    from orchestrator.runs.pending import (
+        nothing_pending,
+        pending_notes,
+        pending_options,
+        pending_problems,
+        target_pending,
+    )
+
+    report = target_pending(target)
+    chosen = pending_options(report, control)
+    if chosen is None:
+        say(nothing_pending(report))
+        if json_out:
+            emit_summary({**summary_line(report.summary()), **exit_fields(None)})
+        return None
+    problems = pending_problems(report, chosen)
+    if problems:
+        raise PreflightFailed(problems)
+    return (with_reboots(target) if chosen.reboot_nodes else target), chosen, pending_notes(report)
 
 
 def options(target: Target, allow_yellow: bool, allow_unavailable: list[str] | None = None,
@@ -172,7 +209,7 @@ def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOp
             exclude: list[str] = ExcludeOpt, canary: bool = CanaryOpt,
             pause_between: float = PauseBetweenOpt, stop_after: int = StopAfterOpt, reboot: bool = RebootOpt,
             no_tune: bool = NoTuneOpt, metrics_textfile: Path = MetricsFileOpt,
-            pushgateway: str = PushgatewayOpt) -> None:
+            pushgateway: str = PushgatewayOpt, pending: bool = PendingOpt) -> None:
     """Rolling restart: shows the plan, asks to confirm (unless --yes), then runs it batch by batch.
 
     Preflight checks everything before the first change (safe plan, every node matched, SSH with
@@ -182,16 +219,22 @@ def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOp
     """
     control = replace(plans.control_options(nodes, exclude, canary, pause_between), reboot=reboot, tune=not no_tune)
     target = with_metrics(open_target(cluster, config, reboot=reboot, tune=not no_tune), metrics_textfile, pushgateway)
+    chosen = only_pending(target, control, json_out) if pending else (target, control, ())
+    if chosen is None:
+        return
+    target, control, notes = chosen
     run_options = options(target, allow_yellow, allow_unavailable, control)
     question = "Reboot the hosts of {batches} of {cluster}?" if reboot else "Restart {batches} of {cluster}?"
-    plan_confirm_and_run(target, by, run_options, json_out, yes, question, stop_after)
+    plan_confirm_and_run(target, by, run_options, json_out, yes, question, stop_after, notes)
 
 
 def plan_confirm_and_run(target: Target, by: Mode, run_options: RunOptions, json_out: bool, yes: bool,
-                         question: str, stop_after: int) -> None:
-    """Plan, show, ask (``question`` with {batches} and {cluster}), then run and report: restart and upgrade."""
+                         question: str, stop_after: int, notes: tuple[str, ...] = ()) -> None:
+    """Plan, show, ask (``question`` with {batches} and {cluster}), then run and report: restart and upgrade.
+    ``notes``: the plan's besides its own (why `--pending` chose its nodes)."""
     with runs.hosts_checked_early(target.inv, begin=yes) as early:
         the_plan = plans.make_plan(target, by, run_options, host_transport=early.transport if early else None)
+        the_plan = replace(the_plan, notes=(*the_plan.notes, *notes))
         show_and_confirm(target, the_plan, json_out, yes,
                          question.format(batches=counted(len(the_plan.batches), "batch"), cluster=target.name))
         nodes = [n for b in the_plan.batches for n in b.nodes]

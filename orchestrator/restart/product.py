@@ -23,6 +23,7 @@ from orchestrator.hosts.transport import Transport
 from orchestrator.restart.adapter import AdapterT
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.journal import RunOptions
+from orchestrator.restart.pending import RunningNode
 from orchestrator.restart.plan import Mode, Plan
 from orchestrator.restart.steps import StepFn
 
@@ -131,6 +132,11 @@ class Product(Protocol[SnapshotT, AdapterT]):
     def node_logs(self, adapter: AdapterT) -> dict[str, str]:
         """Each node's log file on its host, by the product's node id, where the node logs its stops and
         starts (restart/durations.py) for a first plan's estimate; empty where there is none to read."""
+        ...
+
+    def running_nodes(self, adapter: AdapterT) -> list[RunningNode]:
+        """What each running node says of itself for `orchestrate pending` (restart/pending.py): its
+        version, process, start time, and the files it read at start; empty where nothing can be read."""
         ...
 
     def load_snapshot(self, path: Path) -> SnapshotT:

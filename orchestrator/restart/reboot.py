@@ -69,15 +69,15 @@ def reboot_command(inv: Inventory, transport: Transport, node: NodeEntry) -> str
 
 @per_node
 def reboot_host(ctx: RunContext, batch: BatchRecord) -> None:
-    if not ctx.options.reboot:
+    if not ctx.options.reboot and not ctx.options.reboot_nodes:
         raise OrchestratorError("reboot_host is a step of `orchestrate restart --reboot`; remove it from the "
                                 "playbook or add --reboot")
     quick = ctx.inv.ssh.connect_timeout_s + 5
 
     def reboot(name: str) -> None:
         rec = ctx.record(name)
-        if REBOOTED in rec.started_at:
-            return
+        if REBOOTED in rec.started_at or not ctx.options.reboots(name):
+            return  # done; or, in a `--pending` run, a node whose host needs no reboot
         node = ctx.node(name)
         if rec.boot_before is None:
             before = read_boot_id(ctx, name, quick)
@@ -149,7 +149,7 @@ def check_tuning(ctx: RunContext, batch: BatchRecord) -> None:
 
     def check(name: str) -> None:
         rec = ctx.record(name)
-        if TUNING_CHECKED in rec.started_at:
+        if TUNING_CHECKED in rec.started_at or not ctx.options.reboots(name):
             return
         if ctx.tuner is None:
             ctx.emit(Event("step", f"{name}: no tuning profile, nothing to check after the reboot", node=name))

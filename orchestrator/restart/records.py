@@ -51,6 +51,13 @@ class RunOptions:
     snapshot_check: bool = True  # an upgrade's check for a recent snapshot (off: --no-snapshot-check)
     reboot: bool = False  # `restart --reboot`: each host is rebooted, not only the service restarted
     tune: bool = True  # False: `restart --no-tune`, the hosts' tuning left alone (the run's playbook without it)
+    # `restart --pending`: the nodes whose hosts wait for a reboot (/run/reboot-required, a newer kernel),
+    # rebooted where the others are only restarted.
+    reboot_nodes: tuple[str, ...] = ()
+
+    def reboots(self, name: str) -> bool:
+        """Whether the run reboots ``name``'s host (every host under --reboot)."""
+        return self.reboot or name in self.reboot_nodes
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> RunOptions:
@@ -61,7 +68,7 @@ class RunOptions:
                    canary=bool(raw.get("canary", False)), pause_between_s=float(raw.get("pause_between_s", 0)),
                    nodes=texts("nodes"), exclude=texts("exclude"), upgrade_to=str(raw.get("upgrade_to", "")),
                    snapshot_check=bool(raw.get("snapshot_check", True)), reboot=bool(raw.get("reboot", False)),
-                   tune=bool(raw.get("tune", True)))
+                   tune=bool(raw.get("tune", True)), reboot_nodes=texts("reboot_nodes"))
 
 
 @dataclass(frozen=True)

@@ -128,6 +128,15 @@ class RiakAdapter:
         pid = out.strip().splitlines()[-1].strip() if out.strip() else ""
         return pid if rc == 0 and pid.isdigit() else None
 
+    def version(self, node: NodeEntry) -> str | None:
+        """The running node's version (`riak version`), or None when it does not say one."""
+        try:
+            rc, out = self._on(node, f"{self.cfg.riak_command} version 2>/dev/null", 30)
+        except HostError:
+            return None
+        said = out.strip().splitlines()[-1].strip() if out.strip() else ""
+        return said if rc == 0 and said[:1].isdigit() and len(said) < 100 else None
+
     def wait_for_service(self, node: NodeEntry, timeout_s: float) -> tuple[bool, str]:
         """`riak-admin wait-for-service SERVICE NODE` on the node's host, bounded by ``timeout_s``."""
         def ask() -> tuple[int, str]:

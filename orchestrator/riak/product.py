@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from orchestrator.config.discovered import Facts
-from orchestrator.config.model import ClusterSection, Inventory
+from orchestrator.config.model import ClusterSection, Inventory, NodeEntry
 from orchestrator.errors import ConfigError
 from orchestrator.hosts.capacity import HostCapacity
 from orchestrator.hosts.transport import Transport
 from orchestrator.restart.journal import RunOptions
+from orchestrator.restart.pending import RunningNode
 from orchestrator.restart.plan import Mode, Plan
 from orchestrator.restart.product import Column, Product, not_discoverable
 from orchestrator.riak import steps
@@ -20,6 +22,8 @@ from orchestrator.riak.adapter import RiakAdapter
 from orchestrator.riak.plan import build_riak_plan
 from orchestrator.riak.settings import RiakSettings
 from orchestrator.riak.status import RiakSnapshot, cluster_problems
+
+RIAK_ETC = "/etc/riak"  # where the Riak package keeps riak.conf, advanced.config and vm.args
 
 
 class RiakProduct:
@@ -78,6 +82,17 @@ class RiakProduct:
     def with_upgrade_facts(self, adapter: RiakAdapter, snapshot: RiakSnapshot) -> RiakSnapshot:
         raise ConfigError("upgrade", [f"`orchestrate upgrade` is not available for {self.name} clusters yet: roll "
                                       "with `orchestrate restart` and a command step that installs the version"])
+
+    def running_nodes(self, adapter: RiakAdapter) -> list[RunningNode]:
+        def one(node: NodeEntry) -> RunningNode:
+            pid = adapter.pid(node)
+            # Started: read on the host from its process; the files: where the Riak package keeps them.
+            return RunningNode(name=node.name, address=node.host, version=adapter.version(node),
+                               pid=int(pid) if pid else None, started_s=None, package="riak",
+                               files=tuple(f"{RIAK_ETC}/{f}" for f in ("riak.conf", "advanced.config", "vm.args")))
+
+        with ThreadPoolExecutor(max_workers=min(16, max(len(adapter.inv.nodes), 1))) as pool:
+            return list(pool.map(one, adapter.inv.nodes))
 
     def node_logs(self, adapter: RiakAdapter) -> dict[str, str]:
         return {}  # its log says nothing the first estimate reads

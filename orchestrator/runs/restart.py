@@ -252,8 +252,8 @@ def start(target: Target, plan: Plan, options: RunOptions, emit: EventSink,
     planned = [target.inv.node(n) for b in plan.batches for n in b.nodes]
     if options.upgrade_to and not problems:  # each host can install the version (read-only checks)
         problems += install_problems(target.inv, options.upgrade_to, transport, planned)
-    if options.reboot and not problems:
-        problems += reboot_problems(target.inv, transport, planned)
+    if (options.reboot or options.reboot_nodes) and not problems:
+        problems += reboot_problems(target.inv, transport, [n for n in planned if options.reboots(n.name)])
     if problems:
         transport.close()
         raise PreflightFailed(problems)

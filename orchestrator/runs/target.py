@@ -74,6 +74,12 @@ def open_target(cluster: str | None, config: Path | None, upgrade: bool = False,
     return Target(inv, path, product, procedure, product.connect(inv))
 
 
+def with_reboots(target: Target) -> Target:
+    """The target with the procedure of `restart --reboot` (reboot_host, check_tuning), for a run that reboots
+    some of its hosts (`restart --pending`: those waiting for a reboot; restart/reboot.py skips the others)."""
+    return replace(target, procedure=resolve(with_reboot(target.procedure.playbook), target.product))
+
+
 def with_metrics(target: Target, textfile: Path | None, pushgateway: str | None) -> Target:
     """The target with the command line's metrics outputs over the inventory's (checked as the inventory's)."""
     if textfile is None and pushgateway is None:

@@ -130,6 +130,7 @@ class Process(Answer):
 class Jvm(Answer):
     pid: int | None = None
     start_time_in_millis: int | None = None
+    input_arguments: list[str] = []
 
 
 class Os(Answer):

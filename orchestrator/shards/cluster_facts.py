@@ -11,7 +11,7 @@ from urllib.parse import quote
 from orchestrator.config.discovered import Facts
 from orchestrator.errors import ClusterError, ClusterUnreachable
 from orchestrator.shards import privileges
-from orchestrator.shards.answers import HasPrivileges, Named, Plugins, not_its_shape, parsed
+from orchestrator.shards.answers import HasPrivileges, Named, Nodes, Plugins, not_its_shape, parsed
 from orchestrator.shards.discover import facts_from_answers
 from orchestrator.shards.requests import ShardRequests, no_handler
 from orchestrator.shards.rest import HttpError
@@ -46,6 +46,15 @@ class ClusterFacts(ShardRequests):
             if isinstance(path, str) and isinstance(cluster, str) and path.startswith("/"):
                 out[str(node_id)] = f"{path.rstrip('/')}/{cluster}.log"
         return out
+
+    def running_nodes(self) -> Nodes:
+        """Each node's version, process, start time, JVM arguments and settings (flat), for
+        `orchestrate pending` (one request)."""
+        what = "read the nodes' versions, processes and settings"
+        wanted = ("name", "host", "ip", "version", "process.id", "jvm.start_time_in_millis", "jvm.input_arguments",
+                  "settings")
+        return parsed(Nodes, self._do(what, "GET", "/_nodes/settings,jvm,process", {
+            "flat_settings": "true", "filter_path": ",".join(f"nodes.*.{key}" for key in wanted)}), what)
 
     def upgrade_facts(self) -> UpgradeFacts:
         """What an upgrade's plan checks besides the restart's: plugins, the newest successful snapshot,

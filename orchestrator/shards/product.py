@@ -15,12 +15,14 @@ from orchestrator.errors import ConfigError
 from orchestrator.hosts.capacity import HostCapacity
 from orchestrator.hosts.transport import Transport
 from orchestrator.restart.journal import RunOptions
+from orchestrator.restart.pending import RunningNode
 from orchestrator.restart.plan import Mode, Plan
 from orchestrator.restart.product import Column, RunStepFn
 from orchestrator.restart.steps import StepFn
 from orchestrator.shards import safety, steps
 from orchestrator.shards.adapter import ShardClusterAdapter
 from orchestrator.shards.plan import build_plan, match_nodes
+from orchestrator.shards.running import running_nodes
 from orchestrator.shards.snapshot import ClusterSnapshot
 from orchestrator.shards.versions import ELASTICSEARCH_PATHS, UpgradePaths
 from orchestrator.units import human_bytes
@@ -36,6 +38,7 @@ ShardAdapterT = TypeVar("ShardAdapterT", bound=ShardClusterAdapter)
 class ShardProduct(Generic[ShardAdapterT]):
     """Implements `Product[ClusterSnapshot, ShardAdapterT]` for each product on the shard model."""
 
+    name: str  # the product's, its package's and its settings file's
     batch_steps: Mapping[str, StepFn[ShardAdapterT]] = steps.STEPS
     run_steps: Mapping[str, RunStepFn[ShardAdapterT]] = steps.RUN_STEPS
     settings: type[ProductSettings] = ProductSettings  # none of their own: the cluster section says all
@@ -63,6 +66,9 @@ class ShardProduct(Generic[ShardAdapterT]):
 
     def node_logs(self, adapter: ShardAdapterT) -> dict[str, str]:
         return adapter.node_log_files()
+
+    def running_nodes(self, adapter: ShardAdapterT) -> list[RunningNode]:
+        return running_nodes(adapter.running_nodes(), self.name)
 
     def with_host_capacity(self, inv: Inventory, snapshot: ClusterSnapshot,
                            capacity: Mapping[str, HostCapacity]) -> ClusterSnapshot:

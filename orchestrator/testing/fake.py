@@ -19,6 +19,7 @@ from orchestrator.hosts.capacity import HostCapacity
 from orchestrator.hosts.transport import CommandResult, Transport
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.journal import BatchRecord, RunOptions
+from orchestrator.restart.pending import RunningNode
 from orchestrator.restart.plan import Batch, Mode, Plan, SettingChange
 from orchestrator.restart.product import Column, Product, RunStepFn, not_discoverable
 from orchestrator.restart.steps import StepFn, restore_settings, set_temporarily
@@ -336,6 +337,9 @@ class FakeProduct:
     def with_upgrade_facts(self, adapter: FakeCluster, snapshot: FakeSnapshot) -> FakeSnapshot:
         raise ConfigError("upgrade", [f"`orchestrate upgrade` is not available for {self.name} clusters yet: roll "
                                       "with `orchestrate restart` and a command step that installs the version"])
+
+    def running_nodes(self, adapter: FakeCluster) -> list[RunningNode]:
+        return []  # the fake's nodes run on no host: `orchestrate pending` says each is unknown
 
     def node_logs(self, adapter: FakeCluster) -> dict[str, str]:
         return {}  # its log says nothing the first estimate reads

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 
 # Tests run grouped by the sandbox they need, so each shape is started once: a `sandbox up` costs
 # 15-20 s. Unmarked tests use the default 3-node sandbox; `sandbox_last` tests end their group.
-SHAPE_ORDER = ["default", "zones", "es8", "bastion", "local", "opensearch", "opensearch-2", "riak"]
+SHAPE_ORDER = ["default", "zones", "es8", "bastion", "local", "opensearch", "opensearch-2", "os-packages", "riak"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

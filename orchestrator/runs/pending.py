@@ -1,0 +1,178 @@
+"""`orchestrate pending` and `plan/restart --pending`: which nodes need a restart, and why. The cluster says
+what each node runs (its product's `running_nodes`), each host what is installed and configured
+(restart/pending_host.py, one read-only command per host, in parallel), and restart/pending.py judges.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+
+from orchestrator import products
+from orchestrator.config.model import Inventory, NodeEntry, settings_of
+from orchestrator.errors import OrchestratorError
+from orchestrator.hosts.transport import Transport
+from orchestrator.paths import write_atomically
+from orchestrator.restart.adapter import ClusterAdapter
+from orchestrator.restart.journal import RunOptions
+from orchestrator.restart.pending import REASONS, NodePending, RunningNode, judge, version_problem
+from orchestrator.restart.pending_host import HostAsk, host_command, parse_host
+from orchestrator.restart.product import Product
+from orchestrator.runs.target import Target, transport_of
+
+EXIT_PENDING = 1  # a node needs a restart
+EXIT_UNKNOWN = 9  # none is known to, but what some node runs could not be read
+READERS = 16  # hosts read at once
+
+
+@dataclass(frozen=True)
+class PendingReport:
+    cluster: str
+    nodes: tuple[NodePending, ...]
+    read_at: float
+
+    @property
+    def pending(self) -> list[str]:
+        return [n.node for n in self.nodes if n.state == "pending"]
+
+    @property
+    def reboots(self) -> list[str]:
+        return [n.node for n in self.nodes if n.reboot]
+
+    @property
+    def unknown(self) -> list[str]:
+        return [n.node for n in self.nodes if n.state == "unknown"]
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_PENDING if self.pending else EXIT_UNKNOWN if self.unknown else 0
+
+    def summary(self) -> dict[str, Any]:
+        result = "pending" if self.pending else "unknown" if self.unknown else "nothing pending"
+        return {"result": result, "cluster": self.cluster, "pending": self.pending, "reboot": self.reboots,
+                "unknown": self.unknown, "clean": [n.node for n in self.nodes if n.state == "clean"]}
+
+
+def read_pending(inv: Inventory, product: Product[Any, Any], adapter: ClusterAdapter[Any],
+                 transport: Transport, names: Sequence[str] | None = None) -> PendingReport:
+    """Each inventory node's verdict (``names``: only those). Read-only."""
+    running = product.running_nodes(adapter)
+    wanted = [n for n in inv.nodes if names is None or n.name in names]
+    matched = {entry.name: _match(entry, running) for entry in wanted}
+
+    def one(entry: NodeEntry) -> NodePending:
+        node = matched[entry.name]
+        if node is None:
+            return NodePending(entry.name, unknown=("the cluster does not list it (down, or not joined): what it "
+                                                    "runs cannot be read",))
+        ask = HostAsk(pid=node.pid, unit=inv.service.unit, package=node.package, files=node.files,
+                      settings_file=node.settings_file, version_glob=node.version_glob)
+        try:
+            result = transport.run(entry, host_command(ask), inv.ssh.connect_timeout_s + 30)
+        except OrchestratorError as exc:
+            return NodePending(entry.name, unknown=(f"its host did not answer: {str(exc)[:300]}",))
+        if not result.ok:
+            return NodePending(entry.name, unknown=(f"its host's read failed (exit {result.rc}): "
+                                                    f"{result.stderr.strip()[:300]}",))
+        return judge(entry.name, inv.service.unit, node, parse_host(result.stdout))
+
+    with ThreadPoolExecutor(max_workers=max(1, min(READERS, len(wanted)))) as pool:
+        verdicts = tuple(pool.map(one, wanted))
+    return PendingReport(inv.cluster.name, verdicts, time.time())
+
+
+def _match(entry: NodeEntry, running: list[RunningNode]) -> RunningNode | None:
+    """The running node of an inventory entry: by name, else the one node at its host's address."""
+    by_name = [n for n in running if n.name == entry.name]
+    if by_name:
+        return by_name[0]
+    by_host = [n for n in running if n.address == entry.host]
+    return by_host[0] if len(by_host) == 1 else None
+
+
+def pending_of(inv: Inventory, names: Sequence[str] | None = None,
+               transport: Callable[[Inventory], Transport] = transport_of) -> PendingReport:
+    """`orchestrate pending`: the inventory's cluster read, its hosts' connections closed at the end."""
+    product = products.get(inv.cluster.product)
+    settings_of(inv, product.settings)
+    adapter = product.connect(inv)
+    hosts = transport(inv)
+    try:
+        return read_pending(inv, product, adapter, hosts, names)
+    finally:
+        hosts.close()
+        closing = getattr(adapter, "close", None)
+        if callable(closing):
+            closing()
+
+
+def target_pending(target: Target) -> PendingReport:
+    """The pending report of a run's target (its adapter; the hosts' own connections, closed at the end)."""
+    hosts = transport_of(target.inv)
+    try:
+        return read_pending(target.inv, target.product, target.cluster, hosts)
+    finally:
+        hosts.close()
+
+
+def pending_options(report: PendingReport, options: RunOptions) -> RunOptions | None:
+    """`--pending`: the run restarts the pending nodes (of those --nodes and --exclude choose), rebooting the
+    hosts that wait for a reboot; None when no node is pending (nothing to plan)."""
+    def chosen(name: str) -> bool:
+        return ((not options.nodes or any(fnmatchcase(name, p) for p in options.nodes))
+                and not any(fnmatchcase(name, p) for p in options.exclude))
+
+    nodes = tuple(n for n in report.pending if chosen(n))
+    if not nodes:
+        return None
+    return replace(options, nodes=nodes, exclude=(), reboot_nodes=tuple(n for n in report.reboots if n in nodes))
+
+
+def pending_problems(report: PendingReport, options: RunOptions) -> list[str]:
+    """What refuses a `--pending` run before anything changes: a chosen node whose installed version it must
+    not be restarted into."""
+    chosen = set(options.nodes)
+    return [problem for n in report.nodes if n.node in chosen for r in n.reasons
+            if (problem := version_problem(n.node, r)) is not None]
+
+
+def nothing_pending(report: PendingReport) -> str:
+    unknown = (f"; what {', '.join(report.unknown)} run(s) could not be read (`orchestrate pending` says why)"
+               if report.unknown else "")
+    return f"no node of {report.cluster} needs a restart{unknown}"
+
+
+def pending_notes(report: PendingReport) -> tuple[str, ...]:
+    """What the plan of a `--pending` run says of each node: why it restarts, or why it is left alone."""
+    notes = [f"{n.node}: restarted ({'; '.join(map(str, n.reasons))})"
+             + (" with a reboot of its host" if n.reboot else "") for n in report.nodes if n.reasons]
+    clean = [n.node for n in report.nodes if n.state == "clean"]
+    if clean:
+        notes.append(f"left alone, nothing pending: {', '.join(clean)}")
+    notes += [f"{n.node}: left alone, what it runs could not be read: {'; '.join(n.unknown)}"
+              for n in report.nodes if n.state == "unknown"]
+    return tuple(notes)
+
+
+def write_textfile(report: PendingReport, path: Path) -> None:
+    """`orchestrator_node_restart_pending{cluster,node,reason}` for node_exporter's textfile collector: 1 for
+    each reason a node has, 0 for each it has not, and reason="unknown" 1 where it could not be read."""
+    from prometheus_client import CollectorRegistry, Gauge, generate_latest
+
+    registry = CollectorRegistry()
+    gauge = Gauge("orchestrator_node_restart_pending", "1 when the node needs a restart for the reason "
+                  "(orchestrate pending); reason=unknown: what it runs could not be read",
+                  ["cluster", "node", "reason"], registry=registry)
+    for node in report.nodes:
+        found = {r.kind for r in node.reasons}
+        for reason in REASONS:
+            gauge.labels(report.cluster, node.node, reason).set(1 if reason in found else 0)
+        gauge.labels(report.cluster, node.node, "unknown").set(1 if node.unknown else 0)
+    Gauge("orchestrator_pending_checked_timestamp_seconds", "when orchestrate pending last read the cluster",
+          ["cluster"], registry=registry).labels(report.cluster).set(report.read_at)
+    write_atomically(path, generate_latest(registry).decode(), mode=0o644)
