@@ -50,6 +50,7 @@ class RunningNode:
     settings_file: str | None = None  # compared setting by setting with ``settings``
     settings: Mapping[str, Any] = field(default_factory=dict)  # the node's own, flat
     version_glob: str | None = None  # the home's jar named with its version, where no package is installed
+    version_file: str | None = None  # or a file whose last word is the installed release (Riak's start_erl.data)
     command: str | None = None  # the process's name as its host shows it (java); None: not checked
     written_at_start: tuple[str, ...] = ()  # files the node itself may write as it starts (its keystore)
     temporary: tuple[str, ...] = ()  # its own temporary directories (java.io.tmpdir), each ending in /
@@ -113,7 +114,7 @@ def _version(running: RunningNode, ev: HostEvidence) -> Reason | str | None:
     installed = _upstream(ev.package) if ev.package else None
     where = f"package {running.package}"
     if not installed and len(set(ev.home_versions)) == 1:
-        installed, where = ev.home_versions[0], "the home's jar"
+        installed, where = ev.home_versions[0], "the home's own version"
     if not installed:
         return f"version: no package {running.package} installed and no version in the home"
     if running.version is None:

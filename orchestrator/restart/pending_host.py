@@ -29,11 +29,12 @@ class HostAsk:
     """What to ask one host about one node."""
 
     pid: int | None  # the node's process; None: the unit's main process
-    unit: str
+    unit: str  # its systemd unit ("": a service run by the inventory's own commands)
     package: str
     files: tuple[str, ...]  # files read at start; a path ending in / stands for each file in that directory
     settings_file: str | None
     version_glob: str | None  # where the home's own version shows (a jar named with it)
+    version_file: str | None = None  # or a file whose last word is it (a release's start_erl.data)
 
 
 @dataclass
@@ -66,7 +67,8 @@ def _file_lines(path: str) -> str:
 
 def host_command(ask: HostAsk) -> str:
     """The read-only shell command that answers ``ask`` (POSIX sh and coreutils: Debian's and RHEL's)."""
-    pid = str(ask.pid) if ask.pid else f"$(systemctl show -p MainPID --value {shlex.quote(ask.unit)} 2>/dev/null)"
+    pid = (str(ask.pid) if ask.pid else
+           f"$(systemctl show -p MainPID --value {shlex.quote(ask.unit)} 2>/dev/null)" if ask.unit else "")
     package = shlex.quote(ask.package)
     lines = [
         f"pid={pid}",
@@ -89,14 +91,18 @@ def host_command(ask: HostAsk) -> str:
     ]
     if ask.version_glob:
         lines.append(f"for f in {ask.version_glob}; do [ -e \"$f\" ] && echo \"homejar $f\"; done")
+    if ask.version_file:
+        quoted = shlex.quote(ask.version_file)
+        lines.append(f"[ -r {quoted} ] && echo \"homeversion $(awk '{{v=$NF}} END {{print v}}' {quoted})\"")
     lines += [
         'one() { if s=$(stat -c %Z -- "$1" 2>&1); then echo "file $s $1";',
         '  else case "$s" in *"No such file"*) ;; *) echo "unreadable $1";; esac; fi; }',
         *(_file_lines(path) for path in ask.files),
-        f"systemctl show -p FragmentPath -p DropInPaths -p EnvironmentFiles {shlex.quote(ask.unit)} 2>/dev/null"
-        " | sed 's/^[A-Za-z]*=//; s/ ([a-z_]*=[a-z]*)//g' | tr ' ' '\\n' | sed 's/^-//'"
-        ' | while read -r f; do [ -n "$f" ] && one "$f"; done',
     ]
+    if ask.unit:  # the unit, its drop-ins and its environment files
+        lines.append(f"systemctl show -p FragmentPath -p DropInPaths -p EnvironmentFiles {shlex.quote(ask.unit)} "
+                     "2>/dev/null | sed 's/^[A-Za-z]*=//; s/ ([a-z_]*=[a-z]*)//g' | tr ' ' '\\n' | sed 's/^-//'"
+                     ' | while read -r f; do [ -n "$f" ] && one "$f"; done')
     if ask.settings_file:
         quoted = shlex.quote(ask.settings_file)
         # The TLS keys, certificates and stores the settings file names (a node's own answer hides them),
@@ -144,6 +150,8 @@ def parse_host(out: str) -> HostEvidence:
             found = VERSION_IN_JAR.search(value)
             if found:
                 ev.home_versions += (found.group(1),)
+        elif key == "homeversion" and re.fullmatch(r"[0-9][0-9A-Za-z.+~-]{0,60}", value.strip()):
+            ev.home_versions += (value.strip(),)
         elif key == "file":
             stamp, _, path = value.partition(" ")
             if stamp.isdigit() and path:

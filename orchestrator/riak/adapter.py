@@ -9,6 +9,7 @@ The four status commands of a snapshot go in one SSH round trip (hosts/batch.py)
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Callable, Collection
 from typing import Any, TypeVar
@@ -37,6 +38,9 @@ NOT_RUNNING = ("Node is not running", "Node did not respond to ping", "not respo
 LOCK_DIR = "/var/lib/orchestrator-locks"  # on the lock node's host (see lock_node)
 ADMIN_TIMEOUT_S = 60
 T = TypeVar("T")
+
+
+RIAK_KV_VERSION = re.compile(r'^riak_kv_version : (?:<<")?([0-9][0-9A-Za-z.+~-]{0,60}?)(?:">>)?\s*$', re.MULTILINE)
 
 
 class RiakAdapter:
@@ -128,14 +132,15 @@ class RiakAdapter:
         pid = out.strip().splitlines()[-1].strip() if out.strip() else ""
         return pid if rc == 0 and pid.isdigit() else None
 
-    def version(self, node: NodeEntry) -> str | None:
-        """The running node's version (`riak version`), or None when it does not say one."""
+    def running_version(self, node: NodeEntry) -> str | None:
+        """The version the running node loaded (`riak_kv_version` of `riak-admin status` on its host; `riak
+        version` says the release on disk instead), or None when it does not say one."""
         try:
-            rc, out = self._on(node, f"{self.cfg.riak_command} version 2>/dev/null", 30)
+            rc, out = self._on(node, self._admin(node, "status"), 30)
         except HostError:
             return None
-        said = out.strip().splitlines()[-1].strip() if out.strip() else ""
-        return said if rc == 0 and said[:1].isdigit() and len(said) < 100 else None
+        found = RIAK_KV_VERSION.search(out) if rc == 0 else None
+        return found.group(1) if found else None
 
     def wait_for_service(self, node: NodeEntry, timeout_s: float) -> tuple[bool, str]:
         """`riak-admin wait-for-service SERVICE NODE` on the node's host, bounded by ``timeout_s``."""

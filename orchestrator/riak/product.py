@@ -24,6 +24,7 @@ from orchestrator.riak.settings import RiakSettings
 from orchestrator.riak.status import RiakSnapshot, cluster_problems
 
 RIAK_ETC = "/etc/riak"  # where the Riak package keeps riak.conf, advanced.config and vm.args
+RIAK_RELEASE = "/usr/lib/riak/releases/start_erl.data"  # the installed release: "ERTS_VERSION RELEASE_VERSION"
 
 
 class RiakProduct:
@@ -87,9 +88,10 @@ class RiakProduct:
         def one(node: NodeEntry) -> RunningNode:
             pid = adapter.pid(node)
             # Started: read on the host from its process; the files: where the Riak package keeps them.
-            return RunningNode(name=node.name, address=node.host, version=adapter.version(node),
+            return RunningNode(name=node.name, address=node.host, version=adapter.running_version(node),
                                pid=int(pid) if pid else None, started_s=None, package="riak",
-                               files=tuple(f"{RIAK_ETC}/{f}" for f in ("riak.conf", "advanced.config", "vm.args")))
+                               files=tuple(f"{RIAK_ETC}/{f}" for f in ("riak.conf", "advanced.config", "vm.args")),
+                               version_file=RIAK_RELEASE)
 
         with ThreadPoolExecutor(max_workers=min(16, max(len(adapter.inv.nodes), 1))) as pool:
             return list(pool.map(one, adapter.inv.nodes))

@@ -63,6 +63,7 @@ def read_pending(inv: Inventory, product: Product[Any, Any], adapter: ClusterAda
     """Each inventory node's verdict (``names``: only those). Read-only."""
     running = product.running_nodes(adapter)
     wanted = [n for n in inv.nodes if names is None or n.name in names]
+    unit = inv.service.unit if inv.service.manager == "systemd" else ""  # commands: no unit to read
     matched = {entry.name: _match(entry, running) for entry in wanted}
 
     def one(entry: NodeEntry) -> NodePending:
@@ -70,8 +71,9 @@ def read_pending(inv: Inventory, product: Product[Any, Any], adapter: ClusterAda
         if node is None:
             return NodePending(entry.name, unknown=("the cluster does not list it (down, or not joined): what it "
                                                     "runs cannot be read",))
-        ask = HostAsk(pid=node.pid, unit=inv.service.unit, package=node.package, files=node.files,
-                      settings_file=node.settings_file, version_glob=node.version_glob)
+        ask = HostAsk(pid=node.pid, unit=unit, package=node.package, files=node.files,
+                      settings_file=node.settings_file, version_glob=node.version_glob,
+                      version_file=node.version_file)
         try:
             result = transport.run(entry, host_command(ask), inv.ssh.connect_timeout_s + 30)
         except OrchestratorError as exc:
@@ -79,7 +81,7 @@ def read_pending(inv: Inventory, product: Product[Any, Any], adapter: ClusterAda
         if not result.ok:
             return NodePending(entry.name, unknown=(f"its host's read failed (exit {result.rc}): "
                                                     f"{result.stderr.strip()[:300]}",))
-        return judge(entry.name, inv.service.unit, node, parse_host(result.stdout))
+        return judge(entry.name, unit, node, parse_host(result.stdout))
 
     with ThreadPoolExecutor(max_workers=max(1, min(READERS, len(wanted)))) as pool:
         verdicts = tuple(pool.map(one, wanted))

@@ -21,6 +21,9 @@ STANDIN_DIR = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "riak
 RING_SIZE = 16
 CONFIGURED_TRANSFER_LIMIT = 2  # riak.conf's default; a run raises it and restores it
 # Fast enough for tests, slow enough that handoffs are seen running (seconds per partition).
+# The releases the stand-in says it is, by form (its start_erl.data and `riak-admin status`).
+STANDIN_RELEASES = {"2.x": "2.9.10", "3.x": "3.2.0"}
+STANDIN_ERTS = "10.7.2.8"
 STANDIN_TIMES = {"boot_s": 1.5, "handoff_s": 1.5, "stop_s": 0.5}
 
 
@@ -61,6 +64,10 @@ def _install_standin(hp: HostPaths, address: str, standin: Path, shared: Path, f
         "cluster_dir": str(shared), "run_dir": "/run/riak", **STANDIN_TIMES, "form": form,
         **({"location": f"rack_{address.rsplit('.', 1)[-1]}"} if form == "3.x" else {})}))
     data_dir(hp).mkdir(parents=True, exist_ok=True)
+    # The installed release, where a Riak package keeps it ("ERTS_VERSION RELEASE_VERSION").
+    release = hp.rootfs_upper / "usr" / "lib" / "riak" / "releases" / "start_erl.data"
+    release.parent.mkdir(parents=True, exist_ok=True)
+    release.write_text(f"{STANDIN_ERTS} {STANDIN_RELEASES[form]}\n")
     units = hp.etc_upper / "systemd" / "system"
     units.mkdir(parents=True, exist_ok=True)
     # Started at boot, as a packaged Riak is: `riak start` returns once the node answers pings.

@@ -84,7 +84,7 @@ def test_packaged_nodes_pending_for_each_reason_and_restarted_exactly_as_pending
     code, verdicts, summary = pending()
     assert code == 1 and summary["pending"] == ["es-2"] and summary["clean"] == ["es-1", "es-3"], verdicts
     assert evidence(verdicts["es-2"], "version") == f"package opensearch is {OS_NEW}, the node runs {OS_OLD}"
-    assert "/usr/share/opensearch/lib/" in evidence(verdicts["es-2"], "replaced code")
+    assert "/usr/share/opensearch/" in evidence(verdicts["es-2"], "replaced code")
     before = host_facts(info, "opensearch")
     plan = orchestrate("plan", "--cluster", "sandbox", "--pending")
     assert plan.returncode == 0, plan.stderr
@@ -116,7 +116,7 @@ def test_packaged_nodes_pending_for_each_reason_and_restarted_exactly_as_pending
                                                                                        "configuration")
     assert evidence(verdicts["es-1"], "reboot") == "/run/reboot-required"
     assert "/etc/opensearch/jvm.options.d/heap.options" in evidence(verdicts["es-3"], "configuration")
-    assert "/usr/share/opensearch/lib/" in evidence(verdicts["es-3"], "replaced code")
+    assert "/usr/share/opensearch/" in evidence(verdicts["es-3"], "replaced code")
     assert [r["reason"] for r in verdicts["es-3"]["reasons"]] == ["configuration", "replaced code"]
     assert verdicts["es-2"]["state"] == "clean"
     metrics = textfile.read_text()

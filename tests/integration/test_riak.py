@@ -185,3 +185,36 @@ def test_riak_sigkill_mid_run_then_resume_restarts_no_node_twice(sandboxes: Sand
     status = json.loads(orchestrate("status", "--cluster", "sandbox", "--json").stdout)
     assert any(s["key"] == "transfer_limit" for s in status["temporary_settings"])
     resume_and_verify(info, since)
+
+
+def test_riak_nodes_pending_for_a_changed_riak_conf_and_a_new_release_are_restarted_alone(
+        sandboxes: SandboxManager) -> None:
+    """`orchestrate pending` on Riak (the stand-in): the release a node started with (`riak-admin status`)
+    against the installed one (start_erl.data), riak.conf's change time against the process's start."""
+    info = ready(sandboxes)
+
+    def pending() -> tuple[int, dict[str, dict[str, Any]]]:
+        proc = orchestrate("pending", "--cluster", "sandbox", "--json", timeout=300)
+        assert_no_traceback(proc)
+        return proc.returncode, {line["node"]: line for line in json_lines(proc.stdout)[:-1]}
+
+    code, verdicts = pending()
+    assert code == 0 and {v["state"] for v in verdicts.values()} == {"clean"}, verdicts
+    release = "/usr/lib/riak/releases/start_erl.data"
+    assert ssh(info, "riak-2", "printf '## tuned by the team\\n' >> /etc/riak/riak.conf").returncode == 0
+    installed = ssh(info, "riak-3", f"awk '{{print $NF}}' {release}").stdout.strip()
+    assert installed, "the stand-in's release file"
+    newer = f"{installed}1"  # 2.9.10 -> 2.9.101: a newer release unpacked by the package
+    assert ssh(info, "riak-3", f"sed -i 's/ {installed}$/ {newer}/' {release}").returncode == 0
+    code, verdicts = pending()
+    assert code == 1 and [n for n, v in verdicts.items() if v["state"] == "pending"] == ["riak-2", "riak-3"], verdicts
+    assert verdicts["riak-2"]["reasons"][0]["evidence"].startswith("/etc/riak/riak.conf changed after the node started")
+    assert verdicts["riak-3"]["reasons"][0]["evidence"] == \
+        f"the home's own version is {newer}, the node runs {installed}"
+    since = time.time()
+    proc = orchestrate("restart", "--cluster", "sandbox", "--pending", "--yes", "--json", timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    starts = [node for t, what, node in node_events(info) if what == "starting" and t >= since]
+    assert sorted(starts) == ["riak@10.231.0.12", "riak@10.231.0.13"], starts
+    code, verdicts = pending()
+    assert code == 0, verdicts

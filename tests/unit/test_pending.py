@@ -133,7 +133,7 @@ def test_what_cannot_be_read_is_unknown_never_clean() -> None:
     no_version = judge("es-1", "elasticsearch", node(), evidence(package=""))
     assert no_version.unknown == ("version: no package elasticsearch installed and no version in the home",)
     from_home = judge("es-1", "elasticsearch", node(), evidence(package="", home_versions=("9.5.2",)))
-    assert str(from_home.reasons[0]) == "version: the home's jar is 9.5.2, the node runs 9.5.3"
+    assert str(from_home.reasons[0]) == "version: the home's own version is 9.5.2, the node runs 9.5.3"
     # A reason found is pending, with what could not be read said beside it.
     both = judge("es-1", "elasticsearch", node(), evidence(package="9.6.0", maps_readable=False))
     assert both.state == "pending" and len(both.unknown) == 1
@@ -304,3 +304,16 @@ def test_the_textfile_says_each_reason_of_each_node_as_prometheus_reads_it(tmp_p
     assert {k: v for k, v in samples.items() if v} == {("es-1", "reboot"): 1, ("es-3", "unknown"): 1}
     assert len(samples) == 3 * 5, "every node with every reason, 0 where it has not"
     assert "orchestrator_pending_checked_timestamp_seconds" in path.read_text()
+
+
+def test_riak_says_the_release_it_runs_in_its_status() -> None:
+    from orchestrator.riak.adapter import RIAK_KV_VERSION
+
+    said = ("1-minute stats for 'riak@10.0.0.1'\n-------------------------------------------\n"
+            "riak_core_version : <<\"2.9.10\">>\nriak_kv_version : <<\"2.9.10\">>\nring_members : ['riak@10.0.0.1']\n")
+    found = RIAK_KV_VERSION.search(said)
+    assert found is not None and found.group(1) == "2.9.10"
+    assert RIAK_KV_VERSION.search("riak_kv_version : 3.2.0\n").group(1) == "3.2.0"  # type: ignore[union-attr]
+    assert RIAK_KV_VERSION.search("riak_kv_version : <<\"$(reboot)\">>\n") is None
+    ev = parse_host("pid 9\ncomm beam.smp\nmaps readable\npackage \nhomeversion 2.9.10\nhomeversion ;rm\n")
+    assert ev.home_versions == ("2.9.10",)
