@@ -1,11 +1,12 @@
-"""Which nodes need a restart, on real nodes and hosts (issue 49): OpenSearch installed from Debian packages
+"""Which nodes need a restart, on real nodes and hosts (issue 49). OpenSearch installed from Debian packages
 (3.6.0, with 3.8.0 in the hosts' apt repository): nothing pending after `sandbox up`; `apt-get install` of
 3.8.0 on one host, the service left running: that node alone is pending (version) and `restart --pending`
 restarts exactly it onto 3.8.0; then a setting added to one node's opensearch.yml with its host waiting for
 a reboot, and a heap file added and the package reinstalled under another: each reason named, the
 Prometheus textfile written, `restart --pending` reboots the first host only and restarts the two nodes,
-and nothing is pending after it. On the secured Elasticsearch sandbox: a renewed TLS certificate, a host
-that does not answer and a user that may not read are said, as pending and as unknown, never as clean."""
+and nothing is pending after it; an older version installed under a node is refused before any change.
+On the secured Elasticsearch sandbox: a renewed TLS certificate, a host that does not answer and a user
+that may not read are said, as pending and as unknown, never as clean."""
 
 from __future__ import annotations
 
@@ -72,9 +73,19 @@ def apt(info: dict[str, Any], node: str, *args: str) -> None:
 
 
 @pytest.mark.sandbox_shape("os-packages")
+@pytest.mark.sandbox_last
 def test_packaged_nodes_pending_for_each_reason_and_restarted_exactly_as_pending(sandboxes: SandboxManager,
                                                                                   tmp_path: Path) -> None:
+    """It leaves a cluster of two versions (yellow: a newer node's primary has no older node to copy
+    to), which no later test could use: the sandbox is stopped at its end."""
     info = sandboxes.get(PACKAGED_OPENSEARCH)
+    try:
+        check_each_reason_and_restart(info, tmp_path)
+    finally:
+        assert orchestrate("sandbox", "down", timeout=300).returncode == 0
+
+
+def check_each_reason_and_restart(info: dict[str, Any], tmp_path: Path) -> None:
     code, verdicts, summary = pending()
     assert code == 0 and summary["result"] == "nothing pending", verdicts
     assert all(v["state"] == "clean" for v in verdicts.values()) and set(verdicts) == set(NODES)
@@ -131,6 +142,19 @@ def test_packaged_nodes_pending_for_each_reason_and_restarted_exactly_as_pending
     assert [n for n in NODES if after[n][1] != before[n][1]] == ["es-1", "es-3"]
     code, verdicts, summary = pending()
     assert code == 0 and summary["result"] == "nothing pending", verdicts
+
+    # The older version installed under es-2 (it runs 3.8.0): a restart would not start it on its data, so
+    # `restart --pending` is refused before any change.
+    apt(info, "es-2", "install", "--allow-downgrades", f"opensearch={OS_OLD}")
+    code, verdicts, summary = pending()
+    assert code == 1 and evidence(verdicts["es-2"], "version") == \
+        f"package opensearch is {OS_OLD}, the node runs {OS_NEW}", verdicts
+    before = host_facts(info, "opensearch")
+    refused = orchestrate("restart", "--cluster", "sandbox", "--pending", "--yes", "--json", timeout=300)
+    assert refused.returncode == 5, refused.stderr[-2000:]
+    assert f"es-2: {OS_OLD} is installed, older than the {OS_NEW} it runs" in refused.stderr
+    assert_no_traceback(refused)
+    assert host_facts(info, "opensearch") == before, "nothing restarted"
 
 
 def test_a_renewed_certificate_is_pending_and_what_cannot_be_read_is_unknown(sandboxes: SandboxManager,
