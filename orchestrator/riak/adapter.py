@@ -136,10 +136,10 @@ class RiakAdapter:
         """The version the running node loaded (`riak_kv_version` of `riak-admin status` on its host; `riak
         version` says the release on disk instead), or None when it does not say one."""
         try:
-            rc, out = self._on(node, self._admin(node, "status"), 30)
+            [out] = self._outputs(node, [("status",)])  # `riak-admin` or `riak admin`, as the node's form is
         except HostError:
             return None
-        found = RIAK_KV_VERSION.search(out) if rc == 0 else None
+        found = RIAK_KV_VERSION.search(out)
         return found.group(1) if found else None
 
     def wait_for_service(self, node: NodeEntry, timeout_s: float) -> tuple[bool, str]:
