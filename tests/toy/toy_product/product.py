@@ -21,6 +21,7 @@ from orchestrator.hosts.capacity import HostCapacity
 from orchestrator.hosts.transport import Transport
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.journal import BatchRecord, RunOptions
+from orchestrator.restart.pending import RunningNode
 from orchestrator.restart.plan import Batch, Mode, Plan, SettingChange
 from orchestrator.restart.product import Column, Product
 from orchestrator.restart.steps import set_temporarily
@@ -184,6 +185,9 @@ class ToyProduct:
 
     def node_logs(self, adapter: ToyCluster) -> dict[str, str]:
         return {}
+
+    def running_nodes(self, adapter: ToyCluster) -> list[RunningNode]:
+        return []  # toy nodes run on no host: `orchestrate pending` says each is unknown
 
     def load_snapshot(self, path: Path) -> ToySnapshot:
         raise ConfigError(str(path), ["a toy cluster has no saved snapshots"])
