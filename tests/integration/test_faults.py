@@ -1,11 +1,14 @@
-"""Faults on the real sandbox: killed at every state, a node dying, a host cut off, secrets kept out."""
+"""Faults on the real sandbox: killed at every state, a node dying, a host cut off, the cluster's HTTP
+unreachable for 20 s while SSH works, SSH alone dropped while the node serves, secrets kept out."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +20,7 @@ from tests.helpers import REPO, assert_no_traceback, json_lines, orchestrate
 from tests.integration.conftest import SandboxManager, Shape
 from tests.integration.test_restart import (
     ALLOC,
+    doc_counts,
     end_background_run,
     prepared,
     read_events_until,
@@ -204,3 +208,98 @@ def test_second_stop_signal_does_not_leave_the_cluster_half_set(sandboxes: Sandb
     assert es.cluster.health(wait_for_status="green", timeout="120s")["status"] == "green"
     resumed = orchestrate("resume", "--cluster", "sandbox", timeout=900)  # finish the aborted run
     assert resumed.returncode == 0, resumed.stderr[-2000:]
+
+
+class DroppedReplies:
+    """A host that drops its replies from one TCP port (a blackhole rule of its own network namespace:
+    `ip rule ... sport PORT blackhole`), as a firewall dropping packets does: the other side's packets
+    arrive, nothing comes back, nothing is refused. Lifted after ``for_s`` by a timer (bounded), or at
+    the latest by ``lift``."""
+
+    def __init__(self, hosts: list[str], port: int, for_s: float) -> None:
+        self.hosts, self.port = hosts, port
+        self.timer = threading.Timer(for_s, self.lift)
+        self.timer.daemon = True
+        self.cut_at = self.lifted_at = 0.0
+
+    def _rule(self, action: str, host: str) -> None:
+        subprocess.run(["ip", "netns", "exec", f"orch-{host}", "ip", "rule", action, "ipproto", "6", "sport",
+                        str(self.port), "blackhole", "pref", "100"], check=action == "add", capture_output=True)
+
+    def cut(self) -> None:
+        for host in self.hosts:
+            self._rule("add", host)
+        self.cut_at = time.monotonic()
+        self.timer.start()
+
+    def lift(self) -> None:
+        self.timer.cancel()
+        for host in self.hosts:
+            self._rule("del", host)
+        self.lifted_at = self.lifted_at or time.monotonic()
+
+
+def journal_of_last_run(info: dict[str, Any]) -> dict[str, Any]:
+    status = json.loads(orchestrate("status", "--cluster", "sandbox", "--json").stdout)
+    return dict(json.loads(Path(status["run"]["journal"]).read_text()))
+
+
+def one_node_down_at_a_time(run: dict[str, Any]) -> None:
+    """In plan order, each node stopped only once the one before was done (from the run's own journal)."""
+    order = [n for b in run["spec"]["plan"]["batches"] for n in b["nodes"]]
+    for earlier, later in itertools.pairwise(order):
+        stopped, done = run["nodes"][later]["started_at"].get("stopping"), run["nodes"][earlier]["started_at"]["done"]
+        assert stopped is None or stopped > done, f"{later} stopped before {earlier} was done"
+
+
+def test_the_cluster_unreachable_over_http_for_20_s_while_ssh_works(sandboxes: SandboxManager, tmp_path: Path) -> None:
+    """Every node's HTTP replies dropped for 20 s once the first node is stopped (SSH and the cluster's own
+    transport untouched): the run ends within its timeouts, succeeded or failing with the cause named, no
+    second node goes down meanwhile, and a resume finishes it: green, every document there, every setting
+    back, each node started once more."""
+    info, es = prepared(sandboxes, Shape())
+    before_docs, before_settings, before_starts = doc_counts(es), settings(es), starts_logged(info)
+    path = inventory_with(tmp_path, info, lambda inv: None)
+    first = json.loads(orchestrate("plan", "--config", str(path), "--json").stdout)["batches"][0]["nodes"][0]
+    cut = DroppedReplies(["es-1", "es-2", "es-3"], 9200, for_s=20)
+    started = time.monotonic()
+    rc, said = fault_once_stopped(path, first, cut.cut, repair=cut.lift)
+    assert time.monotonic() - started < 600
+    assert "Traceback" not in said
+    if rc != 0:  # a clean failure: the cause named, then a resume once the cluster answers again
+        assert rc in (4, 6) and ("did not answer" in said or "unreachable" in said.lower()), said[-2000:]
+        resumed = orchestrate("resume", "--cluster", "sandbox", "--yes", timeout=900)
+        assert resumed.returncode == 0, resumed.stderr[-2000:]
+    one_node_down_at_a_time(journal_of_last_run(info))
+    assert es.cluster.health(wait_for_status="green", timeout="60s")["status"] == "green"
+    assert doc_counts(es) == before_docs and settings(es) == before_settings
+    assert {n: c - before_starts[n] for n, c in starts_logged(info).items()} == {"es-1": 1, "es-2": 1, "es-3": 1}
+
+
+def test_ssh_dropped_on_the_next_host_while_its_node_serves(sandboxes: SandboxManager, tmp_path: Path) -> None:
+    """The next batch's host drops its SSH replies (its node keeps serving) from while the first node is
+    stopped: the run never takes that node down, ends naming it within the SSH timeouts, and a resume
+    once SSH is back finishes: green, every setting back, each node started once more."""
+    info, es = prepared(sandboxes, Shape())
+    before_settings, before_starts = settings(es), starts_logged(info)
+
+    def quick_ssh(inv: dict[str, Any]) -> None:
+        inv["ssh"]["command_timeout_s"] = 15
+        inv["ssh"]["connect_timeout_s"] = 5
+
+    path = inventory_with(tmp_path, info, quick_ssh)
+    batches = json.loads(orchestrate("plan", "--config", str(path), "--json").stdout)["batches"]
+    first, second = batches[0]["nodes"][0], batches[1]["nodes"][0]
+    cut = DroppedReplies([second], 22, for_s=240)
+    rc, said = fault_once_stopped(path, first, cut.cut, repair=cut.lift)
+    assert rc in (4, 6), said[-2000:]
+    assert "Traceback" not in said and second in said, said[-2000:]
+    run = journal_of_last_run(info)
+    assert "stopping" not in run["nodes"][second]["started_at"], "the node behind the dropped SSH was never stopped"
+    assert es.cluster.health(wait_for_nodes="3", timeout="60s")["number_of_nodes"] == 3
+    resumed = orchestrate("resume", "--cluster", "sandbox", "--yes", timeout=900)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    one_node_down_at_a_time(journal_of_last_run(info))
+    assert es.cluster.health(wait_for_status="green", timeout="60s")["status"] == "green"
+    assert settings(es) == before_settings
+    assert {n: c - before_starts[n] for n, c in starts_logged(info).items()} == {"es-1": 1, "es-2": 1, "es-3": 1}
