@@ -120,3 +120,35 @@ def test_a_run_with_no_tune_leaves_the_tuning_step_out_and_its_resume_too(tmp_pa
 
 def said_to(messages: list[str]) -> api.EventCallback:
     return lambda event: messages.append(event.message)
+
+
+def test_the_fake_cluster_as_docs_pipelines_md_shows_it_restarts_through_the_api(tmp_path: Path) -> None:
+    """The two blocks of pipelines.md's "The fake clusters, for tests of your own", run as written: the
+    Python registers the cluster, the YAML is its inventory; each node restarts once, the setting is back."""
+    import re
+    from typing import cast
+
+    from orchestrator.testing.fake import FLEET, FakeCluster
+    from tests.unit.test_engine import state_dir
+
+    section = (Path(__file__).resolve().parents[2] / "docs" / "pipelines.md").read_text().split(
+        "### The fake clusters, for tests of your own", 1)[1]
+    python, inventory = (re.search(rf"```{kind}\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
+                         for kind in ("python", "yaml"))
+    (tmp_path / "canary.yaml").write_text(inventory)
+    scope: dict[str, object] = {}
+    previous = FLEET.get("canary")  # another test's, put back after
+    exec(python, scope)  # the documentation's own example
+    cluster = cast(FakeCluster, scope["cluster"])
+    assert cluster.nodes["n2"].rejoins is False
+    cluster.nodes["n2"].rejoins = True  # the example's failure, taken back
+    try:
+        with state_dir():
+            result = api.restart(config=tmp_path / "canary.yaml")
+    finally:
+        FLEET.pop("canary", None)
+        if previous is not None:
+            FLEET["canary"] = previous
+    assert result.result == "succeeded"
+    assert {n: node.starts for n, node in cluster.nodes.items()} == {"n1": 1, "n2": 1, "n3": 1}
+    assert cluster.settings == {("cluster", "fake.limit"): "normal"}
