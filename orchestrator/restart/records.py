@@ -8,6 +8,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from enum import StrEnum
+from fnmatch import fnmatchcase
 from typing import Any, get_type_hints
 
 from orchestrator.restart.plan import Mode, Plan
@@ -54,6 +55,11 @@ class RunOptions:
     # `restart --pending`: the nodes whose hosts wait for a reboot (/run/reboot-required, a newer kernel),
     # rebooted where the others are only restarted.
     reboot_nodes: tuple[str, ...] = ()
+
+    def chooses(self, name: str) -> bool:
+        """Whether --nodes and --exclude leave ``name`` in the run."""
+        return ((not self.nodes or any(fnmatchcase(name, p) for p in self.nodes))
+                and not any(fnmatchcase(name, p) for p in self.exclude))
 
     def reboots(self, name: str) -> bool:
         """Whether the run reboots ``name``'s host (every host under --reboot)."""

@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -125,11 +124,7 @@ def target_pending(target: Target) -> PendingReport:
 def pending_options(report: PendingReport, options: RunOptions) -> RunOptions | None:
     """`--pending`: the run restarts the pending nodes (of those --nodes and --exclude choose), rebooting the
     hosts that wait for a reboot; None when no node is pending (nothing to plan)."""
-    def chosen(name: str) -> bool:
-        return ((not options.nodes or any(fnmatchcase(name, p) for p in options.nodes))
-                and not any(fnmatchcase(name, p) for p in options.exclude))
-
-    nodes = tuple(n for n in report.pending if chosen(n))
+    nodes = tuple(n for n in report.pending if options.chooses(n))
     if not nodes:
         return None
     return replace(options, nodes=nodes, exclude=(), reboot_nodes=tuple(n for n in report.reboots if n in nodes))

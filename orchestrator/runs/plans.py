@@ -8,7 +8,6 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from fnmatch import fnmatchcase
 from pathlib import Path
 
 from orchestrator import products
@@ -70,19 +69,15 @@ def select_nodes(plan: Plan, options: RunOptions) -> Plan:
     if not options.nodes and not options.exclude:
         return plan
 
-    def chosen(name: str) -> bool:
-        return ((not options.nodes or any(fnmatchcase(name, p) for p in options.nodes))
-                and not any(fnmatchcase(name, p) for p in options.exclude))
-
     batches: list[Batch] = []
     for b in plan.batches:
-        kept = tuple(n for n in b.nodes if chosen(n))
+        kept = tuple(n for n in b.nodes if options.chooses(n))
         if kept:
             batches.append(replace(b, number=len(batches) + 1, nodes=kept))
     everyone = [n for b in plan.batches for n in b.nodes]
     if not batches:
         raise ConfigError("--nodes/--exclude", [f"no node is left to restart of {', '.join(everyone[:10])}"])
-    left_out = [n for n in everyone if not chosen(n)]
+    left_out = [n for n in everyone if not options.chooses(n)]
     note = (f"restarting {len(everyone) - len(left_out)} of {len(everyone)} nodes; left out (--nodes/--exclude): "
             + ", ".join(left_out[:20]) + (f" and {len(left_out) - 20} more" if len(left_out) > 20 else ""))
     return replace(plan, batches=tuple(batches), estimate_s=round(sum(b.estimate_s for b in batches), 1),
