@@ -182,6 +182,8 @@ class BatchReads(ShardRequests):
             if all(len(row) == len(RECOVERY_KEYS) for row in rows):
                 return [recovery_row(dict(zip(RECOVERY_KEYS, row, strict=True))) for row in rows if row[-2] in onto]
             answer = self._do("read recoveries", "GET", f"/_cat/recovery/{names}", {**params, "format": "json"})
+            if not isinstance(answer, list):
+                raise not_its_shape("read recoveries", f"a list of rows was expected, not {type(answer).__name__}")
             return [recovery_row(r) for r in answer if isinstance(r, dict) and r.get("tnode") in onto]
 
         return [row for rows in self.each_chunk(indices, read) for row in rows]
