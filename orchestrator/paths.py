@@ -121,3 +121,16 @@ def write_atomically(path: Path, text: str, mode: int = 0o600) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def inventory_dirs() -> list[Path]:
+    """Where `--cluster NAME` looks for NAME.yaml, in order."""
+    dirs = [Path(os.environ["ORCHESTRATOR_CONFIGS"])] if os.environ.get("ORCHESTRATOR_CONFIGS") else []
+    return [*dirs, Path.cwd() / "configs", config_home() / "clusters"]
+
+
+def known_clusters(incomplete: str = "") -> list[str]:
+    """The cluster names `--cluster` finds (for shell completion): every NAME.yaml in the inventory dirs.
+    Here, beside the paths, so that a TAB imports no configuration model."""
+    names = {p.stem for d in inventory_dirs() if d.is_dir() for p in d.glob("*.yaml")}
+    return sorted(n for n in names if n.startswith(incomplete))

@@ -13,11 +13,11 @@ from orchestrator.cli.output import confirm, emit_json, emit_summary, err_consol
 from orchestrator.cli.render import RunView, summary_line
 from orchestrator.cli.restart_cmd import ClusterOpt, run_and_report, show_and_confirm
 from orchestrator.forcemerge.decide import Decision, Verdict
-from orchestrator.restart.journal import Journal
 from orchestrator.restart.plan import Mode
 
-if TYPE_CHECKING:  # the Elasticsearch client is imported when a command runs, not for `--help`
+if TYPE_CHECKING:  # what runs is imported when a command runs, not for `--help` or a TAB of completion
     from orchestrator.forcemerge.run import MergeReport
+    from orchestrator.restart.journal import Journal
     from orchestrator.runs.target import Target
 
 EXIT = {"success": 0, "partial": 10, "failure": 1}

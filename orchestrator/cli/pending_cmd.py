@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -12,7 +13,9 @@ from orchestrator.cli.output import emit_json, emit_summary, exit_fields, out_co
 from orchestrator.cli.render import summary_line
 from orchestrator.cli.restart_cmd import ClusterOpt, ConfigOpt, JsonOpt
 from orchestrator.cli.tune_cmd import NodesOpt
-from orchestrator.runs.pending import PendingReport
+
+if TYPE_CHECKING:  # what runs is imported when a command runs, not for `--help` or a TAB of completion
+    from orchestrator.runs.pending import PendingReport
 
 
 def pending(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool = JsonOpt,

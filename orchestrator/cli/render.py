@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group, RenderableType
 from rich.live import Live
@@ -16,10 +16,12 @@ from rich.text import Text
 
 from orchestrator.cli import output
 from orchestrator.cli.output import emit_json, err_console, terminal_safe
-from orchestrator.restart.events import Event
-from orchestrator.restart.plan import Plan
-from orchestrator.restart.product import Column
 from orchestrator.units import counted, human_duration
+
+if TYPE_CHECKING:  # types only: a TAB of shell completion imports this module, and must not pay for a product's
+    from orchestrator.restart.events import Event
+    from orchestrator.restart.plan import Plan
+    from orchestrator.restart.product import Column
 
 
 def plan_table(plan: Plan, steps: list[str], columns: Sequence[Column], problems: bool = True) -> Group:

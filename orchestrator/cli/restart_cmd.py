@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -24,18 +25,17 @@ from orchestrator.cli.output import (
     terminal_safe,
 )
 from orchestrator.cli.render import RunView, plan_table, report_table, summary_line
-from orchestrator.config.inventory import known_clusters
 from orchestrator.errors import ConfigError, JournalError, PreflightFailed, UnsafeToProceed
-from orchestrator.restart import journal as journals
-from orchestrator.restart.journal import Journal, RunFailed, RunOptions
-from orchestrator.restart.lock import LOCK_INDEX, RUN_DOC, LockHolder, read_holder
-from orchestrator.restart.plan import Mode, Plan
-from orchestrator.runs import plans, reports
-from orchestrator.runs import restart as runs
-from orchestrator.runs.status import status as cluster_status
-from orchestrator.runs.status import summary as run_summary
-from orchestrator.runs.target import Target, open_target, with_metrics, with_reboots
+from orchestrator.paths import known_clusters
+from orchestrator.restart.plan import Mode
 from orchestrator.units import counted
+
+# What a command does is imported when it runs, inside its function: the shell runs `orchestrate` for each
+# TAB of completion, which needs only the options (tests/unit/test_cli_help.py checks what it imports).
+if TYPE_CHECKING:
+    from orchestrator.restart.journal import Journal, RunOptions
+    from orchestrator.restart.plan import Plan
+    from orchestrator.runs.target import Target
 
 ClusterOpt = typer.Option(None, "--cluster", "-c", help="Cluster name: configs/NAME.yaml, or clusters/NAME.yaml in "
                                                          "the user's config directory ('sandbox' after "
@@ -121,6 +121,8 @@ def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, 
     Exit 0 when the plan is safe, 6 when it is not (each reason is printed with what to do).
     """
     from orchestrator import products
+    from orchestrator.runs import plans
+    from orchestrator.runs.target import open_target
 
     control = replace(plans.control_options(nodes, exclude, False, 0), tune=not no_tune)
     if upgrade_to is not None:
@@ -164,6 +166,7 @@ def only_pending(target: Target, control: RunOptions,
         pending_problems,
         target_pending,
     )
+    from orchestrator.runs.target import with_reboots
 
     report = target_pending(target)
     chosen = pending_options(report, control)
@@ -180,6 +183,8 @@ def only_pending(target: Target, control: RunOptions,
 
 def options(target: Target, allow_yellow: bool, allow_unavailable: list[str] | None = None,
             control: RunOptions | None = None) -> RunOptions:
+    from orchestrator.runs import plans
+
     return plans.options_for(target.inv.allow_yellow, allow_yellow, allow_unavailable, control)
 
 
@@ -189,6 +194,8 @@ def step_names(target: Target) -> list[str]:
 
 def _finish(journal: Journal, json_out: bool, error: BaseException | None = None) -> None:
     from orchestrator import products
+    from orchestrator.runs import reports
+    from orchestrator.runs.status import summary as run_summary
 
     summary = run_summary(journal)
     err_console.print(report_table(summary, products.get(journal.product).report_columns))
@@ -217,6 +224,9 @@ def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOp
     node is brought back first), restores every temporary setting and exits 130. A failure
     leaves allocation restricted and the journal says what is pending: `orchestrate resume`.
     """
+    from orchestrator.runs import plans
+    from orchestrator.runs.target import open_target, with_metrics
+
     control = replace(plans.control_options(nodes, exclude, canary, pause_between), reboot=reboot, tune=not no_tune)
     target = with_metrics(open_target(cluster, config, reboot=reboot, tune=not no_tune), metrics_textfile, pushgateway)
     chosen = only_pending(target, control, json_out) if pending else (target, control, ())
@@ -232,6 +242,9 @@ def plan_confirm_and_run(target: Target, by: Mode, run_options: RunOptions, json
                          question: str, stop_after: int, notes: tuple[str, ...] = ()) -> None:
     """Plan, show, ask (``question`` with {batches} and {cluster}), then run and report: restart and upgrade.
     ``notes``: the plan's besides its own (why `--pending` chose its nodes)."""
+    from orchestrator.runs import plans
+    from orchestrator.runs import restart as runs
+
     with runs.hosts_checked_early(target.inv, begin=yes) as early:
         the_plan = plans.make_plan(target, by, run_options, host_transport=early.transport if early else None)
         the_plan = replace(the_plan, notes=(*the_plan.notes, *notes))
@@ -247,6 +260,8 @@ def plan_confirm_and_run(target: Target, by: Mode, run_options: RunOptions, json
 
 def show_and_confirm(target: Target, the_plan: Plan, json_out: bool, yes: bool, question: str) -> None:
     """Show the plan, refuse an unsafe one, and ask (unless --yes; never silently off a terminal)."""
+    from orchestrator.runs import restart as runs
+
     if not json_out:  # a refused plan's reasons are the error's, said once (not in the table too)
         out_console.print(plan_table(the_plan, step_names(target), target.product.plan_columns,
                                      problems=the_plan.safe))
@@ -256,6 +271,8 @@ def show_and_confirm(target: Target, the_plan: Plan, json_out: bool, yes: bool, 
 
 
 def run_and_report(json_out: bool, nodes: list[str], action: Callable[[RunView], Journal]) -> None:
+    from orchestrator.restart.journal import RunFailed
+
     with RunView(json_out, nodes) as view:
         try:
             journal = action(view)
@@ -275,6 +292,10 @@ def resume(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool =
            metrics_textfile: Path = MetricsFileOpt, pushgateway: str = PushgatewayOpt) -> None:
     """Continue an interrupted or failed run from its journal. A node already restarted (it runs as a
     new process) is never restarted again; pending temporary settings are restored at the end."""
+    from orchestrator.runs import plans
+    from orchestrator.runs import restart as runs
+    from orchestrator.runs.target import open_target, with_metrics
+
     accepted = plans.patterns(allow_unavailable)
     target = with_metrics(open_target(cluster, config), metrics_textfile, pushgateway)
     changed = runs.inventory_changes_since(target, run_id)
@@ -297,6 +318,10 @@ def shown_plainly(line: str) -> None:
 
 def status(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool = JsonOpt) -> None:
     """Cluster health, the run in progress or the last one, and every temporary setting still in force."""
+    from orchestrator.restart.lock import LockHolder
+    from orchestrator.runs.status import status as cluster_status
+    from orchestrator.runs.target import open_target
+
     info = cluster_status(open_target(cluster, config))
     if json_out:
         emit_json(info)
@@ -329,6 +354,9 @@ def unlock(cluster: str = ClusterOpt, config: Path = ConfigOpt,
     """Remove the run lock of a dead run: one that stopped renewing it (stale after 300 s), or whose
     process on this machine is gone. A live run's lock, or a failed run's (it waits for `orchestrate
     resume`), is kept unless --force."""
+    from orchestrator.restart.lock import LOCK_INDEX, RUN_DOC, read_holder
+    from orchestrator.runs.target import open_target
+
     target = open_target(cluster, config)
     holder = read_holder(target.cluster)
     if holder is None:
@@ -353,6 +381,10 @@ def abandon(cluster: str = ClusterOpt, config: Path = ConfigOpt,
     from its journal's undo records) is put back, the run is marked abandoned (`resume` then refuses it)
     and its lock released. Refused while the run is alive, here or on another machine. Host tuning stays
     (it is no temporary setting); a node the run stopped and did not bring back is named, not started."""
+    from orchestrator.restart import journal as journals
+    from orchestrator.runs import restart as runs
+    from orchestrator.runs.target import open_target
+
     target = open_target(cluster, config)
     journal = journals.latest(target.name, run_id)
     if journal is None:
@@ -372,6 +404,9 @@ def pause(cluster: str = ClusterOpt, config: Path = ConfigOpt,
 
     The request is kept in the cluster beside the run lock: a run started later, or resumed, pauses
     too. `orchestrate continue` removes it."""
+    from orchestrator.runs import restart as runs
+    from orchestrator.runs.target import open_target
+
     target = open_target(cluster, config)
     if not runs.request_pause(target, reason[:300]):
         say(f"a pause is already asked for {target.name}; `orchestrate continue` removes it")
@@ -382,6 +417,9 @@ def pause(cluster: str = ClusterOpt, config: Path = ConfigOpt,
 
 def continue_run(cluster: str = ClusterOpt, config: Path = ConfigOpt) -> None:
     """Let a paused run (by `orchestrate pause` or --canary) go on with its next batch."""
+    from orchestrator.runs import restart as runs
+    from orchestrator.runs.target import open_target
+
     target = open_target(cluster, config)
     if not runs.clear_pause(target):
         say(f"no pause is asked for {target.name}; nothing to continue")
@@ -398,6 +436,8 @@ def report(cluster: str = ClusterOpt, config: Path = ConfigOpt,
     from orchestrator import products
     from orchestrator.config.inventory import load_inventory
     from orchestrator.restart.report import totals
+    from orchestrator.runs import reports
+    from orchestrator.runs.status import summary as run_summary
 
     inv, _ = load_inventory(cluster, config)
     journal = reports.find_run(inv.cluster.name, run_id)

@@ -10,7 +10,6 @@ import typer
 
 from orchestrator.cli.output import emit_json, out_console, say
 from orchestrator.errors import SandboxError
-from orchestrator.sandbox import lifecycle
 from orchestrator.sandbox.layout import SandboxPaths
 
 app = typer.Typer(help="A real Elasticsearch (or OpenSearch) cluster on this machine, assembled from Maven "
@@ -80,6 +79,8 @@ def up(
     A secured sandbox with curl: `curl --cacert CA_FILE -u elastic:$(cat PASSWORD_FILE) URL`,
     the three from `sandbox status --json` (ca_file, username, password_file).
     """
+    from orchestrator.sandbox import lifecycle
+
     mode = (hosts.value if hosts else ("netns" if os.geteuid() == 0 else "local"))
     version = os_version if product is Product.opensearch else es_version
     lifecycle.up(SandboxPaths.default(), nodes, zones, version, mode, heap_mb, timeout, say, product.value,
@@ -110,6 +111,7 @@ def load(
                                    "that every acknowledged document is there. Run it beside a restart."),
 ) -> None:
     """Index sample data into the running sandbox, or (--duration) generate traffic while you restart it."""
+    from orchestrator.sandbox import lifecycle
     from orchestrator.sandbox.rest import access_of
 
     info = lifecycle.status(SandboxPaths.default())
@@ -144,12 +146,16 @@ def load(
 def reboot(node: str = typer.Argument(..., help="Test host to power-cycle, e.g. es-2.")) -> None:
     """Reboot one test host (its systemd, as by Ctrl-Alt-Del): knobs back to boot defaults, then the boot
     replays what was persisted (sysctl.d, udev rules, enabled units). Shows whether tuning survives it."""
+    from orchestrator.sandbox import lifecycle
+
     lifecycle.reboot(SandboxPaths.default(), node, say)
 
 
 @app.command()
 def down() -> None:
     """Stop every process the sandbox started (by PID) and remove its namespaces. Safe to repeat."""
+    from orchestrator.sandbox import lifecycle
+
     lifecycle.down(SandboxPaths.default(), say)
 
 
@@ -160,6 +166,8 @@ def status(json_out: bool = typer.Option(False, "--json", help="Print one JSON o
 
 
 def _print_status(as_json: bool) -> None:
+    from orchestrator.sandbox import lifecycle
+
     info = lifecycle.status(SandboxPaths.default())
     if as_json:
         emit_json(info)

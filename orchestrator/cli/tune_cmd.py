@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -11,10 +12,9 @@ from rich.text import Text
 
 from orchestrator.cli.output import confirm, emit_json, out_console, say
 from orchestrator.cli.restart_cmd import ClusterOpt
-from orchestrator.config.inventory import load_inventory
-from orchestrator.hosts.transport import make_transport
-from orchestrator.runs.plans import patterns
-from orchestrator.tuning.apply import NodeReport, fix_commands, for_nodes, run_all
+
+if TYPE_CHECKING:  # what runs is imported when a command runs, not for `--help` or a TAB of completion
+    from orchestrator.tuning.apply import NodeReport
 
 EXIT_DRIFT = 1
 
@@ -41,6 +41,11 @@ def tune(
     value, and whether it drifts. Exit 1 when any node drifts after the command, 0 when none does.
     --apply is idempotent: a second run changes nothing and says so.
     """
+    from orchestrator.config.inventory import load_inventory
+    from orchestrator.hosts.transport import make_transport
+    from orchestrator.runs.plans import patterns
+    from orchestrator.tuning.apply import fix_commands, for_nodes, run_all
+
     if check and apply:
         raise typer.BadParameter("give --check or --apply, not both")
     inv, _ = load_inventory(cluster, config)
@@ -114,8 +119,12 @@ def sudoers(
     0440; check it with `visudo -cf FILE`), then set `ssh.sudo: true` and `ssh.sudo_rules: commands`.
     """
     from orchestrator import products
+    from orchestrator.config.inventory import load_inventory
     from orchestrator.errors import ConfigError, HostError
     from orchestrator.hosts.actions import sudoers as render
+    from orchestrator.hosts.transport import make_transport
+    from orchestrator.runs.plans import patterns
+    from orchestrator.tuning.apply import for_nodes
     from orchestrator.tuning.sudoers import cluster_rules
 
     if user is not None and not SUDOERS_USER.fullmatch(user):

@@ -25,8 +25,6 @@ from orchestrator.cli.restart_cmd import (
     plan_confirm_and_run,
 )
 from orchestrator.restart.plan import Mode
-from orchestrator.runs import plans
-from orchestrator.runs.target import open_target, with_metrics
 
 ToOpt = typer.Option(..., "--to", metavar="VERSION", help="The version every node ends on (major.minor.patch, "
                                                           "e.g. 9.5.3).")
@@ -58,6 +56,9 @@ def upgrade(to: str = ToOpt, cluster: str = ClusterOpt, config: Path = ConfigOpt
     already on VERSION are left out. `orchestrate resume` finishes an interrupted upgrade; see
     `orchestrate docs upgrade`.
     """
+    from orchestrator.runs import plans
+    from orchestrator.runs.target import open_target, with_metrics
+
     control = plans.control_options(nodes, exclude, canary, pause_between)
     target = with_metrics(open_target(cluster, config, upgrade=True), metrics_textfile, pushgateway)
     run_options = plans.upgrade_options(options(target, allow_yellow, allow_unavailable, control), to,

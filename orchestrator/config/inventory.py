@@ -7,7 +7,6 @@ directory kept beside the inventories, as with Ansible), and the user's configur
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -16,12 +15,7 @@ from typing import Any
 from orchestrator.config.loader import load_model
 from orchestrator.config.model import NAME_RE, Inventory
 from orchestrator.errors import ConfigError
-from orchestrator.paths import config_home
-
-
-def inventory_dirs() -> list[Path]:
-    dirs = [Path(os.environ["ORCHESTRATOR_CONFIGS"])] if os.environ.get("ORCHESTRATOR_CONFIGS") else []
-    return [*dirs, Path.cwd() / "configs", config_home() / "clusters"]
+from orchestrator.paths import config_home, inventory_dirs, known_clusters
 
 
 def inventory_path(cluster: str | None, config: Path | None) -> Path:
@@ -52,12 +46,6 @@ def how_to_get(cluster: str) -> str:
             f"{config_home() / 'clusters' / cluster}.yaml` writes it from the running cluster"
             + (f"; the clusters there are: {', '.join(known[:20])}{' ...' if len(known) > 20 else ''}" if known
                else ""))
-
-
-def known_clusters(incomplete: str = "") -> list[str]:
-    """The cluster names `--cluster` finds (for shell completion): every NAME.yaml in the inventory dirs."""
-    names = {p.stem for d in inventory_dirs() if d.is_dir() for p in d.glob("*.yaml")}
-    return sorted(n for n in names if n.startswith(incomplete))
 
 
 CREDENTIALS = {"username", "password", "api_key"}

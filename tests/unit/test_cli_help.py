@@ -62,3 +62,34 @@ def test_nodes_is_one_form_everywhere_patterns_repeated_or_comma_separated() -> 
 def test_counts_are_said_with_the_right_word() -> None:
     assert [counted(1, "batch"), counted(3, "batch"), counted(1, "node"), counted(0, "node")] == [
         "1 batch", "3 batches", "1 node", "0 nodes"]
+
+
+# What a TAB may import: the shell runs `orchestrate` once per TAB of completion, so the command modules import
+# what their commands do when they run (tests/benchmarks/bench_completion.py measures what a TAB costs).
+HEAVY = ("yaml", "cryptography", "paramiko", "elasticsearch", "elastic_transport", "tenacity",
+         "orchestrator.config.model", "orchestrator.runs", "orchestrator.shards", "orchestrator.sandbox.lifecycle",
+         "orchestrator.restart.engine", "orchestrator.hosts")
+COMPLETE_AND_LIST = """
+import sys
+from orchestrator.cli.main import run_command
+try:
+    run_command()
+except SystemExit:
+    pass
+print(" ".join(sorted(sys.modules)), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("words", ["orchestrate res", "orchestrate restart --cluster pr", "orchestrate sandbox u"])
+def test_a_tab_of_completion_imports_no_configuration_model_client_or_run(tmp_path: Path, words: str) -> None:
+    (tmp_path / "clusters").mkdir()
+    (tmp_path / "clusters" / "prod.yaml").write_text("")
+    done = subprocess.run([sys.executable, "-c", COMPLETE_AND_LIST], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "ORCHESTRATOR_CONFIG_HOME": str(tmp_path),
+                               "_ORCHESTRATE_COMPLETE": "complete_bash", "COMP_WORDS": words,
+                               "COMP_CWORD": str(len(words.split()) - 1)}, timeout=60)
+    assert done.stdout.split(), done  # it did complete: restart resume / prod / up
+    imported = done.stderr.split()
+    assert "orchestrator.cli.restart_cmd" in imported  # the command tree was built
+    heavy = [m for m in imported if m.startswith(HEAVY)]
+    assert heavy == [], f"a TAB imports {heavy}: import them inside the command that uses them"
