@@ -37,3 +37,11 @@ class OrchestratorHook(BaseHook):
         inventory file it names (None: none)."""
         fields = self.fields()
         return cluster_keys(fields), inventory_of(fields)
+
+
+def read_connection(conn_id: str | None) -> tuple[dict[str, Any], str | None]:
+    """The connection's `cluster:` keys and the inventory path it names (none without a connection): for the
+    operators and for the trigger, which runs in the triggerer without them."""
+    if conn_id is None:
+        return {}, None
+    return OrchestratorHook(conn_id).cluster_keys()

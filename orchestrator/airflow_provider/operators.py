@@ -20,7 +20,7 @@ from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException, TaskDeferralTimeout
 
 from orchestrator import api
-from orchestrator.airflow_provider.hooks import OrchestratorHook
+from orchestrator.airflow_provider.hooks import read_connection
 from orchestrator.airflow_provider.triggers import RunWaitTrigger
 from orchestrator.errors import OrchestratorError, StoppedAfter
 from orchestrator.restart.deferral import Wait
@@ -39,13 +39,6 @@ def as_xcom(value: dict[str, Any]) -> dict[str, Any]:
 
 def done_batches(summary: dict[str, Any]) -> int:
     return sum(1 for batch in summary.get("batches", ()) if batch.get("state") == "done")
-
-
-def read_connection(conn_id: str | None) -> tuple[dict[str, Any], str | None]:
-    """The connection's `cluster:` keys and the inventory path it names (none without a connection)."""
-    if conn_id is None:
-        return {}, None
-    return OrchestratorHook(conn_id).cluster_keys()
 
 
 class ClusterOperator(BaseOperator):

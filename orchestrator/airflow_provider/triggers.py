@@ -32,7 +32,7 @@ class RunWaitTrigger(BaseTrigger):
 
     def watcher(self) -> Any:
         from orchestrator import api
-        from orchestrator.airflow_provider.operators import read_connection
+        from orchestrator.airflow_provider.hooks import read_connection
 
         keys, named = read_connection(self.conn_id)
         return api.watcher(self.cluster, config=self.inventory or named, cluster_keys=keys or None,

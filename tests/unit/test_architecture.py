@@ -131,3 +131,43 @@ def test_the_plug_in_boundary_is_typed_not_checked_at_run_time() -> None:
     found = [f"{p.relative_to(REPO)}: {line.strip()}" for p in PACKAGE.rglob("*.py") if "sandbox" not in p.parts
              for line in p.read_text().splitlines() if "assert isinstance" in line or checked.search(line)]
     assert found == ["orchestrator/forcemerge/cluster.py: if not isinstance(cluster, ShardClusterAdapter):"], found
+
+
+def module_imports() -> dict[str, set[str]]:
+    """module -> the package's modules it imports (in functions too), each a module of the package."""
+    modules = {".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+               for p in PACKAGE.rglob("*.py")}
+    found: dict[str, set[str]] = defaultdict(set)
+    for path in PACKAGE.rglob("*.py"):
+        module = ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                         for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            found[module] |= {n for n in names if n in modules and n != module}
+    return found
+
+
+def test_no_import_cycle_between_the_modules_of_one_package() -> None:
+    """Inside a unit too (the Airflow provider's operators and trigger reached each other): a module that
+    imports, even in a function, one that imports it back cannot be read or changed alone."""
+    graph = module_imports()
+    cycles = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        for target in sorted(graph.get(module, ())):
+            if unit_of(target) != unit_of(module) or target in (f"orchestrator.{unit_of(module)}", "orchestrator"):
+                continue  # between units: the test above; a package's own __init__ re-exports
+            if target in path:
+                cycle = path[path.index(target):]
+                first = cycle.index(min(cycle))
+                cycles.add(" -> ".join([*cycle[first:], *cycle[:first], min(cycle)]))
+            elif len(path) < 12:
+                visit(target, [*path, target])
+
+    for module in sorted(graph):
+        visit(module, [module])
+    assert sorted(cycles) == [], f"import cycles inside a package: {sorted(cycles)[:8]}"
