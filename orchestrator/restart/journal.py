@@ -221,7 +221,7 @@ class Journal:
             check_transition(node, rec.phase, phase)
             if rec.phase != phase:
                 rec.started_at[phase.value] = time.time()
-            rec.phase = phase.value
+            rec.phase = phase
         return rec
 
     def mark(self, node: str, key: str) -> None:
@@ -352,7 +352,7 @@ class Journal:
             journal = cls(
                 run_id=raw["run_id"], cluster=raw["cluster"], spec=RunSpec.from_json(raw["spec"]),
                 batches=[BatchRecord(**{**b, "state": BatchState(b["state"])}) for b in raw["batches"]],
-                nodes={k: NodeRecord(**v) for k, v in raw["nodes"].items()},
+                nodes={k: NodeRecord(**{**v, "phase": Phase(v["phase"])}) for k, v in raw["nodes"].items()},
                 state=RunState(raw["state"]), undo=[UndoRecord(**{**u, "state": UndoState(u["state"])})
                                                     for u in raw["undo"]],
                 created=raw["created"], updated=raw["updated"], finished=raw["finished"], message=raw["message"],

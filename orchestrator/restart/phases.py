@@ -33,12 +33,12 @@ ALLOWED: dict[Phase, set[Phase]] = {
 ORDER = list(Phase)
 
 
-def reached(current: str, phase: Phase) -> bool:
+def reached(current: Phase, phase: Phase) -> bool:
     """Whether a node in ``current`` has got at least as far as ``phase`` (for idempotent steps)."""
-    return ORDER.index(Phase(current)) >= ORDER.index(phase)
+    return ORDER.index(current) >= ORDER.index(phase)
 
 
-def check_transition(node: str, current: str, new: Phase) -> None:
+def check_transition(node: str, current: Phase, new: Phase) -> None:
     """Raise on an illegal move: it would mean the journal and the run disagree."""
-    if new not in ALLOWED[Phase(current)]:
+    if new not in ALLOWED[current]:
         raise JournalError(f"{node}: illegal phase change {current} -> {new}; the journal does not match the run")

@@ -11,6 +11,7 @@ from enum import StrEnum
 from fnmatch import fnmatchcase
 from typing import Any, get_type_hints
 
+from orchestrator.restart.phases import Phase
 from orchestrator.restart.plan import Mode, Plan
 
 REBOOTED = "rebooted"  # the mark (NodeRecord.started_at) of a host back from its reboot
@@ -125,7 +126,7 @@ class HistoryEntry:
 class NodeRecord:
     name: str
     batch: int
-    phase: str = "pending"
+    phase: Phase = Phase.PENDING
     process_before: str | None = None
     process_after: str | None = None
     restarted: bool = False

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.restart.journal import Journal, NodeRecord, RunState, UndoState
+from orchestrator.restart.phases import Phase
 from orchestrator.restart.product import Column
 from orchestrator.units import human_bytes, human_duration
 
@@ -67,15 +68,15 @@ def totals(journal: Journal) -> dict[str, Any]:
 def node_state(journal: Journal, rec: NodeRecord) -> str:
     """done, not reached, failed (the run failed with it under way), stopped (an abort while it was away),
     its phase when an abort found it back (joined, recovering: as the CLI says it), or in progress."""
-    if rec.phase == "done":
+    if rec.phase == Phase.DONE:
         return "done"
-    if rec.phase == "pending":
+    if rec.phase == Phase.PENDING:
         return "not reached"
     if journal.state is RunState.FAILED:
         return "failed"
     if journal.state in (RunState.ABORTED, RunState.STOPPED, RunState.ABANDONED):
         # A node that came back before the run stopped is back: its phase, as the CLI says it.
-        return rec.phase if rec.phase in ("joined", "recovering") else "stopped"
+        return str(rec.phase) if rec.phase in (Phase.JOINED, Phase.RECOVERING) else "stopped"
     return "in progress"
 
 

@@ -47,7 +47,7 @@ def test_what_is_saved_is_the_whole_journal_and_a_replaced_spec_is_saved_anew(tm
     loaded = Journal.load(tmp_path / "r1.json")  # the base and its log of changes (journal_file.py)
     assert loaded.to_dict() == j.to_dict(), "the files say what the journal holds"
     assert loaded.spec.options.allow_unavailable == ("logs-*",)
-    assert loaded.nodes["a"].phase == "stopping" and loaded.nodes["a"].phases == {"stop": 1.5}
+    assert loaded.nodes["a"].phase is Phase.STOPPING and loaded.nodes["a"].phases == {"stop": 1.5}
 
 
 def test_original_value_is_the_first_recorded(tmp_path: Path) -> None:
@@ -59,7 +59,8 @@ def test_original_value_is_the_first_recorded(tmp_path: Path) -> None:
     assert j.original_value("k", "transient") == (False, None)
 
 
-@pytest.mark.parametrize("change", [{"format": 99}, {"batches": "nope"}, {"state": "exploded"}])
+@pytest.mark.parametrize("change", [{"format": 99}, {"batches": "nope"}, {"state": "exploded"},
+                                    {"nodes": {"a": {"name": "a", "batch": 1, "phase": "halfway"}}}])
 def test_unknown_or_damaged_journal_is_refused(tmp_path: Path, change: dict[str, object]) -> None:
     j = journal(tmp_path / "r1.json")
     raw = j.to_dict() | change
