@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import urllib.parse
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
@@ -17,9 +18,20 @@ from pydantic import Field, model_validator
 from orchestrator.config.model import SecretSource
 from orchestrator.config.model_base import Model
 
-RUN_POINTS = ("before_run", "after_run", "on_failure")
-BATCH_POINTS = ("before_batch", "after_batch")
-NODE_POINTS = ("before_stop", "after_start")
+
+class HookPoint(StrEnum):
+    """Where in a run a playbook's hooks run: each is a list of the same name under `hooks:`."""
+
+    BEFORE_RUN = "before_run"  # each time the run starts or resumes
+    AFTER_RUN = "after_run"  # after success (or a stop asked for with --stop-after)
+    ON_FAILURE = "on_failure"  # after a failure or an abort; never aborts
+    BEFORE_BATCH = "before_batch"  # the gate passed, nothing done yet
+    AFTER_BATCH = "after_batch"  # the batch recovered
+    BEFORE_STOP = "before_stop"  # per node, just before its stop
+    AFTER_START = "after_start"  # per node, back as a new process
+
+
+RUN_POINTS = (HookPoint.BEFORE_RUN, HookPoint.AFTER_RUN, HookPoint.ON_FAILURE)
 TEMPLATE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.]*)\}")
 # What a hook is told: templates {name} in an HTTP call, ORCHESTRATOR_NAME in a command's environment.
 VARIABLES = ("run_id", "cluster", "point", "batch", "batch_label", "nodes", "node", "host")
@@ -92,15 +104,18 @@ class Hooks(Model):
 
     @model_validator(mode="after")
     def placed_well(self) -> Hooks:
-        names = [h.name for point in (*RUN_POINTS, *BATCH_POINTS, *NODE_POINTS) for h in getattr(self, point)]
+        names = [h.name for point in HookPoint for h in self.at(point)]
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
             raise ValueError(f"hooks: name(s) used twice: {', '.join(repeated)}")
         for point in RUN_POINTS:
-            if any(h.where == "host" for h in getattr(self, point)):
+            if any(h.where == "host" for h in self.at(point)):
                 raise ValueError(f"hooks.{point}: a run-level hook has no node; `where: host` is for node and "
                                  "batch hooks")
         return self
 
-    def at(self, point: str) -> list[Hook]:
-        return list(getattr(self, point))
+    def at(self, point: HookPoint) -> list[Hook]:
+        return list({HookPoint.BEFORE_RUN: self.before_run, HookPoint.AFTER_RUN: self.after_run,
+                     HookPoint.ON_FAILURE: self.on_failure, HookPoint.BEFORE_BATCH: self.before_batch,
+                     HookPoint.AFTER_BATCH: self.after_batch, HookPoint.BEFORE_STOP: self.before_stop,
+                     HookPoint.AFTER_START: self.after_start}[point])

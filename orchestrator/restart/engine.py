@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Generic
 
+from orchestrator.config.hooks import HookPoint
 from orchestrator.errors import Aborted, OrchestratorError, StoppedAfter, UnsafeToProceed
 from orchestrator.restart import steps
 from orchestrator.restart.adapter import AdapterT
@@ -61,7 +62,7 @@ class Engine(Generic[SnapshotT, AdapterT]):
         journal.set_state(RunState.RUNNING)
         try:
             if not back_from_deferral:  # the same run going on, not a new start: its hooks ran
-                self.hooks("before_run")
+                self.hooks(HookPoint.BEFORE_RUN)
             self.run_preludes()
             if not journal.run_setup_done:
                 for _name, run_step in self.procedure.before_run:
@@ -74,7 +75,7 @@ class Engine(Generic[SnapshotT, AdapterT]):
                     self.run_batch(batch)
                     self.after_batch(batch)
             steps.restore_settings(ctx)
-            self.hooks("after_run", never_abort=True)
+            self.hooks(HookPoint.AFTER_RUN, never_abort=True)
             upgrade = journal.plan.upgrade
             done = f"upgraded to {upgrade.to}" if upgrade else "rebooted" if ctx.options.reboot else "restarted"
             self.finish(RunState.SUCCEEDED, f"all {counted(len(journal.batches), 'batch')} {done}")
@@ -89,14 +90,14 @@ class Engine(Generic[SnapshotT, AdapterT]):
             stopped = self.stop_safely(exc)
             # A stop after the batches asked ends this part of the run as planned: `after_run` (expire
             # the silence), not `on_failure`.
-            self.hooks("after_run" if isinstance(exc, StoppedAfter) else "on_failure", never_abort=True)
+            self.hooks(HookPoint.AFTER_RUN if isinstance(exc, StoppedAfter) else HookPoint.ON_FAILURE, never_abort=True)
             raise stopped from None
         except OrchestratorError as exc:
             # Temporary settings stay in force (allocation restricted), kept by the journal for `resume`,
             # unless the error says the node is lost for longer than planned (errors.py).
             failed = self.restore_after_failure(exc) if exc.restores_settings else exc
             self.finish(RunState.FAILED, str(failed))
-            self.hooks("on_failure", never_abort=True)
+            self.hooks(HookPoint.ON_FAILURE, never_abort=True)
             if failed is exc:
                 raise
             raise failed from exc
@@ -190,15 +191,15 @@ class Engine(Generic[SnapshotT, AdapterT]):
     def batch_steps(self) -> list[tuple[str, StepFn[AdapterT]]]:
         """The playbook's steps with the engine's own around them: hooks, and the last look before the stop."""
         back = self.back_at
-        out: list[tuple[str, StepFn[AdapterT]]] = [(BEFORE_BATCH, self.batch_hooks("before_batch"))]
+        out: list[tuple[str, StepFn[AdapterT]]] = [(BEFORE_BATCH, self.batch_hooks(HookPoint.BEFORE_BATCH))]
         for name, step in self.procedure.batch:
             if name == NODE_DOWN_FROM:
                 out += [(LAST_LOOK, lambda ctx, batch: self.check_before_stop(batch)),
-                        (BEFORE_STOP, self.node_hooks("before_stop"))]
+                        (BEFORE_STOP, self.node_hooks(HookPoint.BEFORE_STOP))]
             out.append((name, step))
             if name == back:
-                out.append((AFTER_START, self.node_hooks("after_start")))
-        return [*out, (AFTER_BATCH, self.batch_hooks("after_batch"))]
+                out.append((AFTER_START, self.node_hooks(HookPoint.AFTER_START)))
+        return [*out, (AFTER_BATCH, self.batch_hooks(HookPoint.AFTER_BATCH))]
 
     def stages(self, batch: BatchRecord) -> list[list[tuple[str, StepFn[AdapterT]]]]:
         """The batch's steps in stages, each run before the next begins: one step each, except that
@@ -228,16 +229,16 @@ class Engine(Generic[SnapshotT, AdapterT]):
         steps.for_each_node(self.ctx, batch, through)
 
     # --- hooks -----------------------------------------------------------------------------------
-    def hooks(self, point: str, never_abort: bool = False) -> None:
+    def hooks(self, point: HookPoint, never_abort: bool = False) -> None:
         run_hooks(self.ctx, point, self.procedure.playbook.hooks.at(point), never_abort=never_abort)
 
-    def batch_hooks(self, point: str) -> StepFn:
+    def batch_hooks(self, point: HookPoint) -> StepFn:
         def run(ctx: RunContext, batch: BatchRecord) -> None:
             run_hooks(ctx, point, self.procedure.playbook.hooks.at(point), batch.number, batch.label,
                       tuple(batch.nodes))
         return run
 
-    def node_hooks(self, point: str) -> StepFn:
+    def node_hooks(self, point: HookPoint) -> StepFn:
         def run(ctx: RunContext, batch: BatchRecord) -> None:
             for name in batch.nodes:  # in the batch's order, one node after the other
                 run_hooks(ctx, point, self.procedure.playbook.hooks.at(point), batch.number, batch.label,

@@ -17,7 +17,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from orchestrator.config.hooks import TEMPLATE, Hook, HttpCall
+from orchestrator.config.hooks import TEMPLATE, Hook, HookPoint, HttpCall
 from orchestrator.config.model import NodeEntry
 from orchestrator.errors import HookFailed, OrchestratorError
 from orchestrator.hosts.transport import BASE_ENVIRONMENT, LocalTransport
@@ -34,9 +34,9 @@ class HookError(Exception):
     """Why one hook failed, in words safe to show."""
 
 
-def facts(ctx: RunContext, point: str, batch: int | None = None, label: str = "", nodes: tuple[str, ...] = (),
+def facts(ctx: RunContext, point: HookPoint, batch: int | None = None, label: str = "", nodes: tuple[str, ...] = (),
           node: NodeEntry | None = None) -> dict[str, str]:
-    out = {"run_id": ctx.journal.run_id, "cluster": ctx.journal.cluster, "point": point,
+    out = {"run_id": ctx.journal.run_id, "cluster": ctx.journal.cluster, "point": point.value,
            "batch": "" if batch is None else str(batch), "batch_label": label, "nodes": ",".join(nodes),
            "node": node.name if node else "", "host": node.host if node else ""}
     out.update({f"saved.{k}": v for k, v in ctx.journal.hook_values.items()})
@@ -176,7 +176,7 @@ def saveable(value: Any) -> bool:
     return 0 < len(text) <= MAX_SAVED_CHARS and text.isprintable()
 
 
-def run_hooks(ctx: RunContext, point: str, hooks: list[Hook], batch: int | None = None, label: str = "",
+def run_hooks(ctx: RunContext, point: HookPoint, hooks: list[Hook], batch: int | None = None, label: str = "",
               nodes: tuple[str, ...] = (), node: NodeEntry | None = None, never_abort: bool = False) -> None:
     """Run ``hooks`` of ``point`` in order (a batch hook with `where: host` on each node of the batch).
     An `abort` hook that fails raises HookFailed, unless ``never_abort`` (hooks that run because the
@@ -187,7 +187,7 @@ def run_hooks(ctx: RunContext, point: str, hooks: list[Hook], batch: int | None 
             run_one(ctx, point, hook, facts(ctx, point, batch, label, nodes, target), target, never_abort)
 
 
-def run_one(ctx: RunContext, point: str, hook: Hook, values: dict[str, str], node: NodeEntry | None,
+def run_one(ctx: RunContext, point: HookPoint, hook: Hook, values: dict[str, str], node: NodeEntry | None,
             never_abort: bool) -> None:
     batch = int(values["batch"]) if values["batch"] else None
     where = f" for {node.name}" if node else (f" for batch {batch}" if batch is not None else "")

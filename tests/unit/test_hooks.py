@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.config.hooks import Hook, HookPoint, Hooks
 from orchestrator.config.playbook import Playbook
 from orchestrator.errors import ConfigError, HookFailed, StoppedAfter
 from orchestrator.restart.events import Event
@@ -293,3 +294,13 @@ def test_a_redirect_from_https_to_http_on_the_same_host_and_port_is_refused() ->
     followed = SameOriginRedirects().redirect_request(request, io.BytesIO(), 302, "Found", {},
                                                       "https://127.0.0.1:8443/y")
     assert followed is not None and followed.full_url == "https://127.0.0.1:8443/y"
+
+
+def test_each_hook_point_is_a_list_of_the_playbook_and_each_list_a_point() -> None:
+    """The engine names points by HookPoint; `Hooks.at` reads each one's own list (a point added to one and not
+    the other fails here, not in the middle of a run)."""
+    assert {p.value for p in HookPoint} == set(Hooks.model_fields)
+    hooks = Hooks.model_validate({p.value: [{"name": f"h-{p.value}", "run": "true"}] for p in HookPoint})
+    for point in HookPoint:
+        assert [h.name for h in hooks.at(point)] == [f"h-{point.value}"]
+        assert isinstance(hooks.at(point)[0], Hook)
