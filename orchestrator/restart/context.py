@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol
+from typing import Generic, Protocol
 
 from orchestrator.config.model import Inventory, NodeEntry
+from orchestrator.hosts.changes import HostChange
 from orchestrator.hosts.service import ServiceControl
 from orchestrator.hosts.transport import Transport
 from orchestrator.restart.adapter import AdapterT_co
@@ -30,10 +31,10 @@ class AbortFlag:
 
 
 class Tuned(Protocol):
-    """What a tuner did on one host: one record per fixed knob ({"knob", "before": {"live", "persisted"},
-    "after": {...}}), and, when it read nothing then, the age of the earlier read it trusted."""
+    """What a tuner did on one host: one record per fixed knob, and, when it read nothing then, the age of
+    the earlier read it trusted."""
 
-    changes: list[dict[str, Any]]
+    changes: list[HostChange]
     read_ahead_s: float | None
 
 

@@ -18,13 +18,14 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import JournalError, OrchestratorError
+from orchestrator.hosts.changes import HostChange
 from orchestrator.paths import existing_private_dir, private_dir, state_root
 from orchestrator.restart import journal_file
 from orchestrator.restart.deferral import Wait
@@ -247,7 +248,7 @@ class Journal:
         with self.change(self.nodes[node]):
             self.nodes[node].recovery = {**self.nodes[node].recovery, **figures}
 
-    def host_changed(self, node: str, changes: list[dict[str, Any]]) -> None:
+    def host_changed(self, node: str, changes: Sequence[HostChange]) -> None:
         """Record what was changed on the node's host (appended: a resumed tune adds, never replaces)."""
         if changes:
             with self.change(self.nodes[node]):
@@ -267,7 +268,7 @@ class Journal:
 
     def _state_dict(self, record: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
         """Everything but the spec; each record through ``record`` (a copy, or for a save its fields as
-        they are: no record holds another)."""
+        they are: a record holds no other but a node's host changes, which `encoded` writes)."""
         return {
             "format": self.format, "run_id": self.run_id, "cluster": self.cluster, **self._run_fields(),
             "prelude_reports": self.prelude_reports, "history": [record(h) for h in self.history],
@@ -300,7 +301,7 @@ class Journal:
         key = id(record)
         kept = self._texts.get(key)
         if kept is None or kept[0] is not record:
-            kept = self._texts[key] = (record, json.dumps(vars(record), default=str))
+            kept = self._texts[key] = (record, json.dumps(vars(record), default=encoded))
         return kept[1]
 
     def _change_line(self) -> str:
@@ -317,7 +318,7 @@ class Journal:
                          ("batches", str(record.number)) if isinstance(record, BatchRecord) else
                          ("undo", str(record.id)))
             line.setdefault(kind, {})[key] = vars(record)
-        return json.dumps(line, default=str)
+        return json.dumps(line, default=encoded)
 
     def save(self) -> None:
         """Save the change just made: a line appended to the log, or the base written again (the first
@@ -352,7 +353,7 @@ class Journal:
             journal = cls(
                 run_id=raw["run_id"], cluster=raw["cluster"], spec=RunSpec.from_json(raw["spec"]),
                 batches=[BatchRecord(**{**b, "state": BatchState(b["state"])}) for b in raw["batches"]],
-                nodes={k: NodeRecord(**{**v, "phase": Phase(v["phase"])}) for k, v in raw["nodes"].items()},
+                nodes={k: node_record(v) for k, v in raw["nodes"].items()},
                 state=RunState(raw["state"]), undo=[UndoRecord(**{**u, "state": UndoState(u["state"])})
                                                     for u in raw["undo"]],
                 created=raw["created"], updated=raw["updated"], finished=raw["finished"], message=raw["message"],
@@ -480,3 +481,15 @@ def measured_batch_seconds(cluster: str, mode: str, before: str, look_back: int 
         if journal.state is RunState.SUCCEEDED and journal.mode == mode and durations:
             return sum(durations) / len(durations)
     return None
+
+
+def node_record(raw: dict[str, Any]) -> NodeRecord:
+    """A node's record as the journal holds it: its phase and host changes read back as what they are."""
+    return NodeRecord(**{**raw, "phase": Phase(raw["phase"]),
+                         "host_changes": [HostChange.from_json(c) for c in raw.get("host_changes", [])]})
+
+
+def encoded(value: object) -> object:
+    """What json cannot write itself: a record's own JSON (a host change), else its text."""
+    to_json = getattr(value, "to_json", None)
+    return to_json() if callable(to_json) else str(value)

@@ -154,12 +154,12 @@ def check_tuning(ctx: RunContext, batch: BatchRecord) -> None:
         if ctx.tuner is None:
             ctx.emit(Event("step", f"{name}: no tuning profile, nothing to check after the reboot", node=name))
         else:
-            changes = [{**c, "not_persisted": True} for c in ctx.tuner(ctx.node(name)).changes]
+            changes = [c.reverted_by_reboot() for c in ctx.tuner(ctx.node(name)).changes]
             ctx.journal.host_changed(name, changes)
             if changes:
-                knobs = ", ".join(str(c.get("knob")) for c in changes)
+                knobs = ", ".join(c.knob for c in changes)
                 ctx.emit(Event("warning", f"{name}: host tuning did not survive the reboot: {knobs} NOT PERSISTED; "
-                                          "set again now", node=name, data={"changes": changes}))
+                                          "set again now", node=name, data={"changes": [c.to_json() for c in changes]}))
             else:
                 ctx.emit(Event("step", f"{name}: host tuning survived the reboot", node=name))
         ctx.journal.mark(name, TUNING_CHECKED)

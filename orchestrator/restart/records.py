@@ -11,6 +11,7 @@ from enum import StrEnum
 from fnmatch import fnmatchcase
 from typing import Any, get_type_hints
 
+from orchestrator.hosts.changes import HostChange
 from orchestrator.restart.phases import Phase
 from orchestrator.restart.plan import Mode, Plan
 
@@ -133,8 +134,7 @@ class NodeRecord:
     phases: dict[str, float] = field(default_factory=dict)  # phase -> seconds
     started_at: dict[str, float] = field(default_factory=dict)  # phase -> wall clock start
     recovery: dict[str, int] = field(default_factory=dict)
-    # Each change made to the node's host (tuning): {"knob", "before": {...}, "after": {...}}.
-    host_changes: list[dict[str, Any]] = field(default_factory=list)
+    host_changes: list[HostChange] = field(default_factory=list)  # each knob the run fixed on the node's host
     boot_before: str | None = None  # `restart --reboot`: the host's boot id before its reboot
 
 

@@ -174,12 +174,9 @@ def model(journal: Journal, columns: Sequence[Column] = ()) -> dict[str, Any]:
 
 def not_persisted(journal: Journal) -> list[dict[str, str]]:
     """Host knobs a reboot reverted (`restart --reboot`): the boot's value and what the run set again."""
-    def live(side: object) -> str:
-        return str(side.get("live")) if isinstance(side, dict) else str(side)
-
-    return [{"node": rec.name, "knob": str(c.get("knob")), "booted": live(c.get("before")),
-             "fixed": live(c.get("after"))}
-            for rec in journal.nodes.values() for c in rec.host_changes if c.get("not_persisted")]
+    return [{"node": rec.name, "knob": c.knob, "booted": str(c.before.live),
+             "fixed": str(c.after.live if c.after else None)}
+            for rec in journal.nodes.values() for c in rec.host_changes if c.not_persisted]
 
 
 def html(journal: Journal, columns: Sequence[Column] = ()) -> str:

@@ -169,11 +169,12 @@ def tune_host(ctx: RunContext, batch: BatchRecord) -> None:
             tuned = ctx.tuner(ctx.node(name), read_ahead_ok=True)
             ctx.timed(name, "tune", ctx.clock.monotonic() - started)
             ctx.journal.host_changed(name, tuned.changes)  # what the host was and became, kept with the run
-            knobs = [str(c.get("knob")) for c in tuned.changes]
+            knobs = [c.knob for c in tuned.changes]
             said = f"fixed {', '.join(knobs)}" if knobs else "already tuned, nothing changed"
             if tuned.read_ahead_s is not None:
                 said += f" (as read {tuned.read_ahead_s:.0f} s before, while its node still ran)"
-            ctx.emit(Event("step", f"{name}: host tuning: {said}", node=name, data={"changes": tuned.changes}))
+            ctx.emit(Event("step", f"{name}: host tuning: {said}", node=name,
+                           data={"changes": [c.to_json() for c in tuned.changes]}))
         ctx.set_phase(name, Phase.TUNED)
 
     for_each_node(ctx, batch, tune)

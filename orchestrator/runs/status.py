@@ -69,8 +69,8 @@ def summary(journal: Journal) -> dict[str, Any]:
                      "duration_s": round((b.finished or end) - b.started, 1) if b.started else None}
                     for b in journal.batches],
         "nodes": [{"name": r.name, "restarted": r.restarted, "phases": r.phases, "recovery": r.recovery,
-                   **({"not_persisted": knobs} if (knobs := [str(c.get("knob")) for c in r.host_changes
-                                                             if c.get("not_persisted")]) else {})}
+                   **({"not_persisted": knobs} if (knobs := [c.knob for c in r.host_changes
+                                                             if c.not_persisted]) else {})}
                   for r in journal.nodes.values()],
         "duration_s": round(end - journal.created, 1),
         "cluster_calls": journal.cluster_calls,

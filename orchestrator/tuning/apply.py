@@ -14,6 +14,7 @@ from orchestrator.config.model import Inventory, NodeEntry
 from orchestrator.errors import ConfigError, HostError, OrchestratorError
 from orchestrator.hosts.actions import FileWrite
 from orchestrator.hosts.batch import run_batch
+from orchestrator.hosts.changes import HostChange, KnobValues
 from orchestrator.hosts.transport import Transport
 from orchestrator.tuning.host import Host
 from orchestrator.tuning.knobs import KnobState, knobs_for
@@ -32,8 +33,7 @@ class NodeReport:
     error: str | None = None
     applied: list[str] | None = None  # the commands run
     fixed: list[str] | None = None  # the knobs that drifted before
-    # What each fixed knob was and became: {"knob", "before": {live, persisted}, "after": {live, persisted}}.
-    changes: list[dict[str, Any]] | None = None
+    changes: list[HostChange] | None = None  # what each fixed knob was and became
     reads: list[str] = field(default_factory=list)  # the read-only commands the inspection ran on the host
 
     @property
@@ -42,7 +42,8 @@ class NodeReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"node": self.node, "host": self.host, "drift": self.drift, "error": self.error,
-                "applied": self.applied, "changes": self.changes,
+                "applied": self.applied,
+                "changes": None if self.changes is None else [c.to_json() for c in self.changes],
                 "knobs": [{k: v for k, v in asdict(s).items() if k != "fix"} | {"drift": s.drift} for s in self.knobs]}
 
 
@@ -114,8 +115,8 @@ def apply_node(profile: Profile, transport: Transport, node: NodeEntry,
     after = inspect_node(profile, transport, node, before.reads)
     after.applied = [str(c) for c in commands]  # a file write is shown by its path and size, never its content
     after.fixed = [k.knob for k in before.knobs if k.drift]
-    now = {k.knob: {"live": k.live, "persisted": k.persisted} for k in after.knobs}
-    after.changes = [{"knob": k.knob, "before": {"live": k.live, "persisted": k.persisted}, "after": now.get(k.knob)}
+    now = {k.knob: KnobValues(k.live, k.persisted) for k in after.knobs}
+    after.changes = [HostChange(k.knob, before=KnobValues(k.live, k.persisted), after=now.get(k.knob))
                      for k in before.knobs if k.drift]
     return after
 
@@ -183,7 +184,7 @@ def run_all(inv: Inventory, transport: Transport, nodes: list[NodeEntry], apply:
 
 @dataclass
 class TuneResult:
-    changes: list[dict[str, Any]]  # per fixed knob: {"knob", "before": {live, persisted}, "after": {...}}
+    changes: list[HostChange]  # per fixed knob: what it was and became
     read_ahead_s: float | None = None  # nothing read now: a read this old (the look-ahead's) found no drift
 
 

@@ -32,6 +32,7 @@ from orchestrator.errors import (
     UnsafeToProceed,
     WaitTimeout,
 )
+from orchestrator.hosts.changes import HostChange, KnobValues
 from orchestrator.hosts.service import ServiceControl
 from orchestrator.hosts.transport import CommandResult
 from orchestrator.restart import journal as journals
@@ -492,11 +493,12 @@ def test_pause_between_waits_between_batches_only() -> None:
 class ChangingTuner:
     """A tuner that finds one knob to fix on every host, and says so once per host."""
 
-    change: dict[str, Any]
+    change: HostChange
     read_ahead: list[str] = field(default_factory=list)
 
     def __call__(self, node: NodeEntry, read_ahead_ok: bool = False) -> Any:
-        return SimpleNamespace(changes=[{**self.change, "host": node.host}], read_ahead_s=None)
+        return SimpleNamespace(changes=[replace(self.change, knob=f"{self.change.knob} on {node.host}")],
+                               read_ahead_s=None)
 
     def look_ahead(self, nodes: Sequence[NodeEntry]) -> None:
         self.read_ahead += [n.name for n in nodes]
@@ -507,13 +509,12 @@ def test_host_changes_are_journaled_per_node_once() -> None:
         inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
         journal = new_journal(inv, cluster)
         eng = engine(inv, cluster, journal, [])
-        change = {"knob": "thp.enabled", "before": {"live": "always", "persisted": None},
-                  "after": {"live": "never", "persisted": "never"}}
+        change = HostChange("thp.enabled", before=KnobValues("always", None), after=KnobValues("never", "never"))
         eng.ctx.tuner = ChangingTuner(change)
         eng.run()
         on_disk = Journal.load(journal.path)  # type: ignore[arg-type]
         assert {n: r.host_changes for n, r in on_disk.nodes.items()} == {
-            "a": [{**change, "host": "h-a"}], "b": [{**change, "host": "h-b"}]}
+            "a": [replace(change, knob="thp.enabled on h-a")], "b": [replace(change, knob="thp.enabled on h-b")]}
         # Each batch's hosts are asked to be read ahead at its start, and batch 2's already while batch 1
         # ran, after its tuning (the tuner reads a host once however often it is asked).
         assert eng.ctx.tuner.read_ahead == ["a", "b", "b"]  # type: ignore[union-attr]
@@ -647,6 +648,33 @@ def test_a_host_that_does_not_come_back_from_its_reboot_ends_the_run_with_every_
         assert cluster.settings == ORIGINAL and all(n.up for n in cluster.nodes.values())
         raised = [u for u in journal.undo if u.key == LIMIT]
         assert len(raised) == 2, "the run's limit raised again by the resume (its before_run ran again)"
+
+
+def test_a_knob_a_reboot_reverted_is_set_again_and_reported_not_persisted() -> None:
+    """After a host's reboot the tuning is read again: what the boot had reverted is fixed, journaled as NOT
+    PERSISTED, warned, and named by `status` and the report."""
+    from orchestrator.restart.report import not_persisted
+    from orchestrator.runs.status import summary
+
+    with state_dir():
+        inv = inventory(["a"], reboot_s=120)
+        cluster = FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        journal = new_journal(inv, cluster, options=RunOptions(reboot=True))
+        hosts = RebootingHosts(cluster, lost=set())
+        events: list[Event] = []
+        ctx = RunContext(inv=inv, cluster=cluster, transport=hosts, service=ServiceControl(hosts, inv.service, 60),
+                         journal=journal, emit=events.append, clock=FakeClock())
+        reverted = HostChange("thp.enabled", before=KnobValues("always", None), after=KnobValues("never", "never"))
+        ctx.tuner = ChangingTuner(reverted)
+        Engine(ctx, PRODUCT, resolve(with_reboot(Playbook.model_validate(journal.spec.playbook)), PRODUCT)).run()
+        assert journal.state is RunState.SUCCEEDED, journal.message
+        on_disk = Journal.load(journal.path)  # type: ignore[arg-type]
+        assert [c.not_persisted for c in on_disk.nodes["a"].host_changes] == [False, True]
+        warned = [e for e in events if e.kind == "warning" and "NOT PERSISTED" in e.message]
+        assert len(warned) == 1 and warned[0].data["changes"][0]["not_persisted"] is True, warned
+        assert summary(on_disk)["nodes"][0]["not_persisted"] == ["thp.enabled on h-a"]
+        assert not_persisted(on_disk) == [{"node": "a", "knob": "thp.enabled on h-a", "booted": "always",
+                                           "fixed": "never"}]
 
 
 def test_a_failed_start_keeps_the_batch_setting_in_force_for_resume() -> None:

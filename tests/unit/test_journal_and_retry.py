@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import stat
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrator.errors import ClusterUnreachable, JournalError, WaitTimeout
-from orchestrator.restart.journal import Journal, RunOptions, UndoState
+from orchestrator.hosts.changes import HostChange, KnobValues
+from orchestrator.restart.journal import Journal, RunOptions, RunState, UndoState
 from orchestrator.restart.phases import Phase, check_transition, reached
 from orchestrator.retry import Seen, wait_until
 from orchestrator.testing.fake import FakeClock
@@ -50,6 +52,20 @@ def test_what_is_saved_is_the_whole_journal_and_a_replaced_spec_is_saved_anew(tm
     assert loaded.nodes["a"].phase is Phase.STOPPING and loaded.nodes["a"].phases == {"stop": 1.5}
 
 
+def test_host_changes_are_read_back_as_records_through_the_log_and_the_base(tmp_path: Path) -> None:
+    j = journal(tmp_path / "r1.json")
+    j.set_phase("a", Phase.STOPPING)  # running: the change goes to the log of changes, not the base
+    fixed = HostChange("thp.enabled", before=KnobValues("always", None), after=KnobValues("never", "never"))
+    j.host_changed("a", [fixed, fixed.reverted_by_reboot()])
+    assert (tmp_path / "r1.changes").read_text(), "saved as a line of the log"
+    assert Journal.load(tmp_path / "r1.json").nodes["a"].host_changes == [fixed, replace(fixed, not_persisted=True)]
+    j.state = RunState.FAILED  # a run that is not running writes its base again
+    j.save()
+    assert not (tmp_path / "r1.changes").read_text().strip(), "saved in the base"
+    assert Journal.load(tmp_path / "r1.json").nodes["a"].host_changes == [fixed, replace(fixed, not_persisted=True)]
+    assert HostChange.from_json(fixed.to_json()) == fixed and "not_persisted" not in fixed.to_json()
+
+
 def test_original_value_is_the_first_recorded(tmp_path: Path) -> None:
     j = journal(tmp_path / "r1.json")
     j.record_undo("k", "persistent", "all", "primaries", 1)
@@ -60,7 +76,9 @@ def test_original_value_is_the_first_recorded(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("change", [{"format": 99}, {"batches": "nope"}, {"state": "exploded"},
-                                    {"nodes": {"a": {"name": "a", "batch": 1, "phase": "halfway"}}}])
+                                    {"nodes": {"a": {"name": "a", "batch": 1, "phase": "halfway"}}},
+                                    {"nodes": {"a": {"name": "a", "batch": 1, "phase": "pending",
+                                                     "host_changes": [{"knob": 3, "before": {}, "after": None}]}}}])
 def test_unknown_or_damaged_journal_is_refused(tmp_path: Path, change: dict[str, object]) -> None:
     j = journal(tmp_path / "r1.json")
     raw = j.to_dict() | change
