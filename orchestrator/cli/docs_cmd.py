@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from orchestrator.cli.output import out_console, say
+from orchestrator.cli.output import say, terminal
 from orchestrator.errors import ConfigError
 
 PACKAGE = "orchestrator.shipped.docs"
@@ -50,14 +50,14 @@ def docs(topic: str = typer.Argument(None, help="A guide, e.g. privileges, upgra
     the settings they read (pipeline.yaml, fleet.yaml)."""
     if topic is None:
         for name in [*topics(), EXAMPLES]:
-            out_console.print(name, markup=False, highlight=False)
+            terminal.out.print(name, markup=False, highlight=False)
         return
     if topic == EXAMPLES:
         if to is not None:
             copy_examples(to)
             return
         for p in examples():
-            out_console.print(p.name, markup=False, highlight=False)
+            terminal.out.print(p.name, markup=False, highlight=False)
         say("`orchestrate docs examples --to DIR` copies them")
         return
     if to is not None:
@@ -66,9 +66,9 @@ def docs(topic: str = typer.Argument(None, help="A guide, e.g. privileges, upgra
     if name not in topics():
         raise ConfigError("command line", [f"no guide named {topic!r}; the guides: {', '.join(topics())}"])
     text = files(PACKAGE).joinpath(f"{name}.md").read_text(encoding="utf-8")
-    if out_console.is_terminal:
+    if terminal.out.is_terminal:
         from rich.markdown import Markdown  # here: its import cost every other command 60 ms at start
 
-        out_console.print(Markdown(text))
+        terminal.out.print(Markdown(text))
     else:
-        out_console.print(text, markup=False, highlight=False, end="")
+        terminal.out.print(text, markup=False, highlight=False, end="")

@@ -6,10 +6,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
-from orchestrator.cli.output import confirm, emit_json, emit_summary, err_console, exit_fields, out_console, say
+from orchestrator.cli.output import confirm, emit_json, emit_summary, exit_fields, say, terminal
 from orchestrator.cli.render import RunView, summary_line
 from orchestrator.cli.restart_cmd import ClusterOpt, run_and_report, show_and_confirm
 from orchestrator.forcemerge.decide import Decision, Verdict
@@ -90,6 +88,9 @@ def _merge_then_restart(target: Target, decisions: list[Decision], pattern: str,
 
 
 def _show_decisions(decisions: list[Decision], json_out: bool) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
     if json_out:
         for d in decisions:
             emit_json({"index": d.index, "verdict": d.verdict.value, "reason": d.reason,
@@ -100,10 +101,13 @@ def _show_decisions(decisions: list[Decision], json_out: bool) -> None:
         table.add_column(col)
     for d in decisions:
         table.add_row(*(Text(c) for c in (d.index, str(d.segments_before), d.verdict.value, d.reason)))
-    out_console.print(table)
+    terminal.out.print(table)
 
 
 def _show_report(report: MergeReport, json_out: bool) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(show_edge=False, title=f"Force-merge: {report.outcome.upper()}", title_justify="left")
     for col in ("index", "action", "before", "after", "time", "note"):
         table.add_column(col)
@@ -112,7 +116,7 @@ def _show_report(report: MergeReport, json_out: bool) -> None:
                                          "-" if r.segments_after is None else str(r.segments_after),
                                          "-" if r.seconds is None else f"{r.seconds:.1f}s",
                                          r.error or (r.reason if r.verdict != Verdict.MERGE else ""))))
-    err_console.print(table)
+    terminal.err.print(table)
     if json_out:
         emit_summary({**summary_line(report.to_json()), **exit_fields(None, EXIT[report.outcome])})
     elif report.outcome != "success":

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from orchestrator.cli.output import out_console, say
+from orchestrator.cli.output import say, terminal
 from orchestrator.errors import ConfigError
 from orchestrator.paths import write_atomically
 
@@ -66,7 +66,7 @@ def discover(
     for note in notes:
         say(f"note: {note}")
     if output is None:
-        out_console.print(text, markup=False, highlight=False, end="")
+        terminal.out.print(text, markup=False, highlight=False, end="")
         return
     write_atomically(output, text, mode=0o644)
     say(f"inventory written to {output}")

@@ -20,7 +20,7 @@ from orchestrator.cli import (
     tune_cmd,
     upgrade_cmd,
 )
-from orchestrator.cli.output import say
+from orchestrator.cli.output import say, terminal
 from orchestrator.cli.render import EVENT_SCHEMA
 from orchestrator.errors import Aborted, OrchestratorError, StoppedAfter
 
@@ -99,7 +99,7 @@ def run() -> None:
     try:
         run_command()
     except SystemExit as exc:
-        if not output.HELD_UNTIL_EXIT:
+        if not terminal.held_until_exit:
             raise
         # Its output written, the process ends without freeing what the command held (the OS takes it
         # back at once); nothing else is left to do: every thread is done, every file closed.
@@ -151,7 +151,7 @@ def run_command() -> None:
 def end(as_json: bool, code: int, result: str, error: BaseException | str | None) -> NoReturn:
     """Exit with ``code``; under `--json`, after the one summary every exit ends with (unless the command
     wrote its own): the result, the exit code, the error and the command that would help."""
-    if as_json and not (output.SUMMARY_SENT or output.RESULT_SENT) and code != 0:
+    if as_json and not (terminal.summary_sent or terminal.result_sent) and code != 0:
         failure = error if isinstance(error, BaseException) else None if error is None else Exception(error)
         output.emit_summary({"schema": EVENT_SCHEMA, "event": "summary", "result": result,
                              **output.exit_fields(failure, code)})

@@ -5,24 +5,50 @@ from __future__ import annotations
 import json
 import re
 import sys
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
-# Off a terminal rich assumes 80 columns; tables read better in logs when they do not wrap.
-err_console = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else 160)
-out_console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
-QUIET = False  # -q: a run's view shows only problems and the result
+class Terminal:
+    """What this process writes to (its two consoles, made when first used: a TAB of shell completion writes
+    through neither, and does not pay for rich) and what the command has written so far, which `main` reads
+    as the process ends."""
+
+    def __init__(self) -> None:
+        self.quiet = False  # -q: a run's view shows only problems and the result
+        self.summary_sent = False  # this command already wrote its `--json` summary (main adds none on its exit)
+        self.result_sent = False  # ... or the JSON document that is its result (plan, status, tune: none added)
+        # What a command keeps alive until the process ends, which then ends without freeing it (cli/main.py:
+        # run): a plan's snapshot of a large cluster (1,000,000 shard copies: 1.5 s of freeing, object by object).
+        self.held_until_exit: list[object] = []
+
+    @cached_property
+    def err(self) -> Console:
+        """Human lines: progress, problems, tables of a run. Off a terminal rich assumes 80 columns; tables
+        read better in logs when they do not wrap."""
+        from rich.console import Console
+
+        return Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else 160)
+
+    @cached_property
+    def out(self) -> Console:
+        """The command's result: a plan, a status, a table asked for."""
+        from rich.console import Console
+
+        return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+
+
+terminal = Terminal()
 
 
 def set_verbosity(verbose: bool, quiet: bool) -> None:
     """-v: host commands and cluster requests on stderr as they happen; -q: only problems."""
-    global QUIET
     import logging
 
-    QUIET = quiet
+    terminal.quiet = quiet
     if verbose:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s audit   %(message)s", "%H:%M:%S"))
@@ -47,22 +73,16 @@ def terminal_safe(text: str) -> str:
 
 
 def say(message: str) -> None:
-    err_console.print(terminal_safe(message), markup=False)
+    terminal.err.print(terminal_safe(message), markup=False)
 
 
-SUMMARY_SENT = False  # this command already wrote its `--json` summary (main adds none on its exit)
-# What a command keeps alive until the process ends, which then ends without freeing it (cli/main.py: run):
-# a plan's snapshot of a large cluster (1,000,000 shard copies: 1.5 s of freeing, object by object).
-HELD_UNTIL_EXIT: list[object] = []
-RESULT_SENT = False  # ... or the JSON document that is its result (plan, status, tune: none added either)
 HINT = re.compile(r"`(orchestrate [^`]{1,200})`")
 
 
 def emit_summary(obj: dict[str, Any]) -> None:
     """The last line of `--json`: a summary (every exit writes exactly one)."""
-    global SUMMARY_SENT
     emit_json(obj)
-    SUMMARY_SENT = True
+    terminal.summary_sent = True
 
 
 def exit_fields(error: BaseException | None, exit_code: int = 0) -> dict[str, Any]:
@@ -84,10 +104,9 @@ def json_requested(argv: list[str]) -> bool:
 
 def emit_json(obj: Any, result: bool = True) -> None:
     """One JSON line on stdout; ``result``: it is (part of) the command's result, not a progress event."""
-    global RESULT_SENT
     sys.stdout.write(json.dumps(obj, default=str) + "\n")
     sys.stdout.flush()
-    RESULT_SENT = RESULT_SENT or result
+    terminal.result_sent = terminal.result_sent or result
 
 
 def confirm(yes: bool, question: str, refusal: str) -> None:

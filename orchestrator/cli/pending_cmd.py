@@ -6,10 +6,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
-from orchestrator.cli.output import emit_json, emit_summary, exit_fields, out_console, terminal_safe
+from orchestrator.cli.output import emit_json, emit_summary, exit_fields, terminal, terminal_safe
 from orchestrator.cli.render import summary_line
 from orchestrator.cli.restart_cmd import ClusterOpt, ConfigOpt, JsonOpt
 from orchestrator.cli.tune_cmd import NodesOpt
@@ -58,6 +56,9 @@ def pending(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool 
 
 
 def show(report: PendingReport) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(show_edge=False)
     for col in ("node", "state", "why"):
         table.add_column(col)
@@ -66,9 +67,9 @@ def show(report: PendingReport) -> None:
         why = [str(r) for r in node.reasons] + [f"unknown: {u}" for u in node.unknown]
         table.add_row(Text(node.node), Text(node.state), Text(terminal_safe("\n".join(why) or "-")),
                       style=styles[node.state])
-    out_console.print(table)
+    terminal.out.print(table)
     pending, unknown = report.pending, report.unknown
-    out_console.print(Text(terminal_safe(
+    terminal.out.print(Text(terminal_safe(
         (f"{len(pending)} of {len(report.nodes)} node(s) need a restart: `orchestrate restart --pending "
          f"--cluster {report.cluster}`" if pending else f"no node of {report.cluster} needs a restart")
         + (f"; {len(unknown)} could not be read" if unknown else ""))))

@@ -9,16 +9,16 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Group, RenderableType
-from rich.live import Live
-from rich.table import Table
-from rich.text import Text
-
-from orchestrator.cli import output
-from orchestrator.cli.output import emit_json, err_console, terminal_safe
+from orchestrator.cli.output import emit_json, terminal, terminal_safe
 from orchestrator.units import counted, human_duration
 
-if TYPE_CHECKING:  # types only: a TAB of shell completion imports this module, and must not pay for a product's
+# rich is imported where a table or view is made, and the rest are types only: a TAB of shell completion
+# imports this module, and must pay neither for rich nor for a product.
+if TYPE_CHECKING:
+    from rich.console import Group
+    from rich.live import Live
+    from rich.table import Table
+
     from orchestrator.restart.events import Event
     from orchestrator.restart.plan import Plan
     from orchestrator.restart.product import Column
@@ -26,6 +26,10 @@ if TYPE_CHECKING:  # types only: a TAB of shell completion imports this module, 
 
 def plan_table(plan: Plan, steps: list[str], columns: Sequence[Column], problems: bool = True) -> Group:
     """The plan as `plan` shows it. ``problems``: its UNSAFE lines too (a refusal says them itself, once)."""
+    from rich.console import Group, RenderableType
+    from rich.table import Table
+    from rich.text import Text
+
     verdict = Text("SAFE", style="bold green") if plan.safe else Text("UNSAFE", style="bold red")
     batches = counted(len(plan.batches), "batch")
     head = Text.assemble(f"Plan for cluster {plan.cluster} ({plan.mode.value} mode): {batches}, "
@@ -74,7 +78,7 @@ class RunView:
 
     def __init__(self, as_json: bool, nodes: list[str] | None = None) -> None:
         self.as_json = as_json
-        self.live_mode = not as_json and sys.stderr.isatty() and not output.QUIET
+        self.live_mode = not as_json and sys.stderr.isatty() and not terminal.quiet
         self.nodes: dict[str, dict[str, Any]] = {n: {"phase": "pending", "since": None, "batch": None}
                                                  for n in (nodes or [])}
         self.eta_s: float | None = None
@@ -87,7 +91,9 @@ class RunView:
 
     def __enter__(self) -> RunView:
         if self.live_mode:
-            self.live = Live(get_renderable=self.render, console=err_console, refresh_per_second=2, transient=False)
+            from rich.live import Live
+
+            self.live = Live(get_renderable=self.render, console=terminal.err, refresh_per_second=2, transient=False)
             self.live.__enter__()
         return self
 
@@ -115,16 +121,19 @@ class RunView:
         if self.as_json:
             self.run_id = str(event.data.get("run_id") or self.run_id or "") or None
             emit_json(event_line(event, self.run_id), result=False)
-        elif output.QUIET:
+        elif terminal.quiet:
             if event.kind in ("warning", "undo") or event.ends_run:
-                err_console.print(terminal_safe(event.message), markup=False)
+                terminal.err.print(terminal_safe(event.message), markup=False)
         elif not self.live_mode:
             stamp = time.strftime("%H:%M:%S", time.localtime(event.at))
-            err_console.print(f"{stamp} {event.kind:<7} {terminal_safe(event.message)}", markup=False, highlight=False)
+            terminal.err.print(f"{stamp} {event.kind:<7} {terminal_safe(event.message)}", markup=False, highlight=False)
         elif event.kind in ("warning", "run", "batch", "undo"):
-            err_console.print(terminal_safe(event.message), markup=False)
+            terminal.err.print(terminal_safe(event.message), markup=False)
 
     def render(self) -> Table:
+        from rich.table import Table
+        from rich.text import Text
+
         table = Table(title=f"elapsed {human_duration(time.monotonic() - self.started)}  ETA "
                             f"{human_duration(self.eta_s)}", title_justify="left", show_edge=False,
                       caption=Text(self.waiting[:500]) if self.waiting else None, caption_justify="left")
@@ -140,6 +149,9 @@ class RunView:
 
 
 def report_table(summary: dict[str, Any], columns: Sequence[Column]) -> Table:
+    from rich.table import Table
+    from rich.text import Text
+
     # Text, never markup: a run id or a name read from a journal or a cluster is shown as it is.
     table = Table(title=Text(f"Run {summary['run_id']} on {summary['cluster']}: {summary['result'].upper()} in "
                              f"{human_duration(summary['duration_s'])}"), title_justify="left", show_edge=False)

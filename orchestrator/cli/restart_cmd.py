@@ -13,17 +13,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from orchestrator.cli import output
-from orchestrator.cli.output import (
-    confirm,
-    emit_json,
-    emit_summary,
-    err_console,
-    exit_fields,
-    out_console,
-    say,
-    terminal_safe,
-)
+from orchestrator.cli.output import confirm, emit_json, emit_summary, exit_fields, say, terminal, terminal_safe
 from orchestrator.cli.render import RunView, plan_table, report_table, summary_line
 from orchestrator.errors import ConfigError, JournalError, PreflightFailed, UnsafeToProceed
 from orchestrator.paths import known_clusters
@@ -133,7 +123,7 @@ def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, 
     if snapshot is not None:
         the_plan, steps = plans.plan_from_file(cluster, config, snapshot, by,
                                                plans.options_for(False, allow_yellow, allow_unavailable, control),
-                                               output.HELD_UNTIL_EXIT)
+                                               terminal.held_until_exit)
         columns = products.get(the_plan.product).plan_columns
     else:
         target = open_target(cluster, config, upgrade=upgrade_to is not None, tune=not no_tune)
@@ -142,7 +132,7 @@ def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, 
             return
         target, control, notes = chosen
         the_plan = plans.make_plan(target, by, options(target, allow_yellow, allow_unavailable, control),
-                                   save_snapshot, output.HELD_UNTIL_EXIT)
+                                   save_snapshot, terminal.held_until_exit)
         the_plan = replace(the_plan, notes=(*the_plan.notes, *notes))
         steps, columns = step_names(target), target.product.plan_columns
     exit_code = 0 if the_plan.safe else UnsafeToProceed.exit_code
@@ -150,7 +140,7 @@ def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, 
         emit_summary({**summary_line({"result": "safe" if the_plan.safe else "unsafe", **the_plan.to_json()}),
                       **exit_fields(None, exit_code)})
     else:
-        out_console.print(plan_table(the_plan, steps, columns))
+        terminal.out.print(plan_table(the_plan, steps, columns))
     if exit_code:
         raise typer.Exit(exit_code)
 
@@ -198,12 +188,12 @@ def _finish(journal: Journal, json_out: bool, error: BaseException | None = None
     from orchestrator.runs.status import summary as run_summary
 
     summary = run_summary(journal)
-    err_console.print(report_table(summary, products.get(journal.product).report_columns))
-    err_console.print(f"journal: {journal.path}", markup=False)
+    terminal.err.print(report_table(summary, products.get(journal.product).report_columns))
+    terminal.err.print(f"journal: {journal.path}", markup=False)
     page = reports.write_beside_journal(journal)
     if page is not None:
         summary["report"] = str(page)
-        err_console.print(f"report: {page} (or `orchestrate report --cluster {journal.cluster} --run "
+        terminal.err.print(f"report: {page} (or `orchestrate report --cluster {journal.cluster} --run "
                           f"{journal.run_id}`)", markup=False)
     if json_out:
         emit_summary({**summary_line(summary), **exit_fields(error)})
@@ -263,7 +253,7 @@ def show_and_confirm(target: Target, the_plan: Plan, json_out: bool, yes: bool, 
     from orchestrator.runs import restart as runs
 
     if not json_out:  # a refused plan's reasons are the error's, said once (not in the table too)
-        out_console.print(plan_table(the_plan, step_names(target), target.product.plan_columns,
+        terminal.out.print(plan_table(the_plan, step_names(target), target.product.plan_columns,
                                      problems=the_plan.safe))
     if not the_plan.safe:
         raise PreflightFailed(runs.other_runs(target) + the_plan.all_problems())
@@ -313,7 +303,7 @@ def resume(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool =
 
 
 def shown_plainly(line: str) -> None:
-    out_console.print(terminal_safe(line), markup=False)
+    terminal.out.print(terminal_safe(line), markup=False)
 
 
 def status(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool = JsonOpt) -> None:
@@ -444,9 +434,9 @@ def report(cluster: str = ClusterOpt, config: Path = ConfigOpt,
     if json_out:
         emit_json({**run_summary(journal), "totals": totals(journal)})
     else:
-        out_console.print(report_table(run_summary(journal), products.get(journal.product).report_columns))
+        terminal.out.print(report_table(run_summary(journal), products.get(journal.product).report_columns))
         t = totals(journal)
-        out_console.print(f"bytes from peers {t['bytes_from_peers']}, reused {t['bytes_reused']}, "
+        terminal.out.print(f"bytes from peers {t['bytes_from_peers']}, reused {t['bytes_reused']}, "
                           f"calls to the cluster {t['cluster_calls']}, plan estimate {t['plan_estimate_s']} s")
     if html_path is not None:
         reports.write_page(journal, html_path)

@@ -8,7 +8,7 @@ from enum import StrEnum
 
 import typer
 
-from orchestrator.cli.output import emit_json, out_console, say
+from orchestrator.cli.output import emit_json, say, terminal
 from orchestrator.errors import SandboxError
 from orchestrator.sandbox.layout import SandboxPaths
 
@@ -173,16 +173,16 @@ def _print_status(as_json: bool) -> None:
         emit_json(info)
         return
     if not info.get("nodes"):
-        out_console.print("no sandbox (start one with `orchestrate sandbox up`)")
+        terminal.out.print("no sandbox (start one with `orchestrate sandbox up`)")
         return
-    out_console.print(f"sandbox: {info['describe']}, mode {info['mode']}, "
+    terminal.out.print(f"sandbox: {info['describe']}, mode {info['mode']}, "
                       f"{'running' if info['running'] else 'STOPPED'}")
     for n in info["nodes"]:
-        out_console.print(f"  {n['name']:<8} {n['host']:<15} {n['zone']:<8} {n['http'] or '-':<28} pid {n['pid']}")
-    out_console.print(f"inventory:  {info['inventory']}  (use --cluster sandbox)")
+        terminal.out.print(f"  {n['name']:<8} {n['host']:<15} {n['zone']:<8} {n['http'] or '-':<28} pid {n['pid']}")
+    terminal.out.print(f"inventory:  {info['inventory']}  (use --cluster sandbox)")
     if info.get("ssh_config"):
-        out_console.print(f"ssh config: {info['ssh_config']}  (ssh -F <file> {info['nodes'][0]['name']} CMD)")
+        terminal.out.print(f"ssh config: {info['ssh_config']}  (ssh -F <file> {info['nodes'][0]['name']} CMD)")
     if info.get("secured"):
-        out_console.print(f"secured:    curl --cacert {info['ca_file']} -u {info['username']}:$(cat "
+        terminal.out.print(f"secured:    curl --cacert {info['ca_file']} -u {info['username']}:$(cat "
                           f"{info['password_file']}) {info['nodes'][0]['http']}/_cluster/health", markup=False,
                           highlight=False)

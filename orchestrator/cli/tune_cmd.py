@@ -7,10 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
-from orchestrator.cli.output import confirm, emit_json, out_console, say
+from orchestrator.cli.output import confirm, emit_json, say, terminal
 from orchestrator.cli.restart_cmd import ClusterOpt
 
 if TYPE_CHECKING:  # what runs is imported when a command runs, not for `--help` or a TAB of completion
@@ -62,10 +60,10 @@ def tune(
                 if json_out:
                     emit_json({"node": r.node, "host": r.host, "commands": [str(c) for c in cmds], "error": r.error})
                 else:
-                    out_console.print(f"# {r.node} ({r.host}): " + ("nothing to do" if not cmds else
+                    terminal.out.print(f"# {r.node} ({r.host}): " + ("nothing to do" if not cmds else
                                                                      f"{len(cmds)} command(s)"), markup=False)
                     for c in cmds:
-                        out_console.print(str(c), markup=False, highlight=False)
+                        terminal.out.print(str(c), markup=False, highlight=False)
             return
         reports = run_all(inv, transport, targets, apply=apply)
     finally:
@@ -80,6 +78,9 @@ def tune(
 
 
 def show(reports: list[NodeReport], applied: bool) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(show_edge=False)
     for col in ("node", "knob", "live", "persisted", "desired", "drift"):
         table.add_column(col)
@@ -94,7 +95,7 @@ def show(reports: list[NodeReport], applied: bool) -> None:
             persisted = "not persisted" if k.persisted is None else k.persisted
             cells = (r.node, k.knob, str(k.live), persisted, k.desired, drift)
             table.add_row(*(Text(c) for c in cells), style="red" if k.drift else None)
-    out_console.print(table)
+    terminal.out.print(table)
     if applied:
         for r in reports:
             said = f"{len(r.applied)} command(s) run" if r.applied else "nothing to change, already tuned"

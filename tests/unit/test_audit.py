@@ -92,7 +92,7 @@ def test_quiet_shows_only_problems_and_the_result(capsys: pytest.CaptureFixture[
     from orchestrator.cli import output
     from orchestrator.cli.render import RunView
 
-    output.QUIET = True
+    output.terminal.quiet = True
     try:
         view = RunView(as_json=False, nodes=["a"])
         for e in (Event("batch", "batch 1/2: a"), Event("phase", "a: stopping", node="a", phase="stopping"),
@@ -100,7 +100,7 @@ def test_quiet_shows_only_problems_and_the_result(capsys: pytest.CaptureFixture[
                                                                     data={"result": "succeeded"})):
             view(e)
     finally:
-        output.QUIET = False
+        output.terminal.quiet = False
     shown = capsys.readouterr().err
     assert "flush failed" in shown and "run succeeded" in shown
     assert "batch 1/2" not in shown and "stopping" not in shown

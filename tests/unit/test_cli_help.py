@@ -66,7 +66,7 @@ def test_counts_are_said_with_the_right_word() -> None:
 
 # What a TAB may import: the shell runs `orchestrate` once per TAB of completion, so the command modules import
 # what their commands do when they run (tests/benchmarks/bench_completion.py measures what a TAB costs).
-HEAVY = ("yaml", "cryptography", "paramiko", "elasticsearch", "elastic_transport", "tenacity",
+HEAVY = ("rich", "yaml", "cryptography", "paramiko", "elasticsearch", "elastic_transport", "tenacity",
          "orchestrator.config.model", "orchestrator.runs", "orchestrator.shards", "orchestrator.sandbox.lifecycle",
          "orchestrator.restart.engine", "orchestrator.hosts")
 COMPLETE_AND_LIST = """
