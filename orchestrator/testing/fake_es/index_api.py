@@ -67,7 +67,8 @@ def stats(cluster: FakeCluster, request: Request, found: re.Match[str]) -> Any:
         assigned = [c for c in index.copies if c.state != UNASSIGNED]
         total += len(assigned)
         body: dict[str, Any] = {"uuid": index.name, "health": cluster.index_status(index), "status": "open",
-                                "primaries": {"docs": {"count": sum(s[0].docs for s in index.shards)}},
+                                "primaries": {"docs": {"count": sum(s[0].docs for s in index.shards)},
+                                              "indexing": {"index_total": index.indexed}},
                                 "total": {"store": {"size_in_bytes": sum(c.size for c in assigned)}}}
         if shards:
             body["shards"] = {}

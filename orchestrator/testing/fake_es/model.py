@@ -79,6 +79,7 @@ class Copy:
     docs: int
     last_node: str | None = None  # the node it was on before it became unassigned
     recovery: Recovery | None = None
+    segments: int = 1  # a bulk request's refresh adds one; a force-merge brings them down
 
 
 @dataclass
@@ -87,6 +88,8 @@ class FakeIndex:
     shards: list[list[Copy]]  # per shard number, its copies
     hidden: bool = False
     auto_expand: str | None = None
+    indexed: int = 0  # documents written to it (its primaries' `indexing.index_total`)
+    ids: set[str] | None = None  # the documents bulk requests wrote (their count is its docs')
 
     @property
     def copies(self) -> Iterator[Copy]:
@@ -118,6 +121,7 @@ class FakeCluster:
         self.settings: dict[str, dict[str, Any]] = {"persistent": {}, "transient": {}}
         self.docs: dict[tuple[str, str], LockDoc] = {}
         self.seq_no = 0
+        self.tasks: dict[str, dict[str, Any]] = {}  # force-merges started as tasks, by id
         self.lock = threading.RLock()
         self.random = random.Random(seed)
         self._placement: Iterator[FakeNode] | None = None

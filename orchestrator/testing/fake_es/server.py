@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 # The APIs register their routes when imported.
-from orchestrator.testing.fake_es import cluster_api, index_api, nodes_api  # noqa: F401
+from orchestrator.testing.fake_es import cluster_api, index_api, merge_api, nodes_api  # noqa: F401
 from orchestrator.testing.fake_es.filter_path import filtered
 from orchestrator.testing.fake_es.model import FakeCluster
 from orchestrator.testing.fake_es.routes import Request, Text, route
@@ -77,7 +77,10 @@ class Handler(BaseHTTPRequestHandler):
         params = dict(parse_qsl(parts.query, keep_blank_values=True))
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
-        body = json.loads(raw) if raw.strip() else None
+        if "ndjson" in (self.headers.get("content-type") or ""):  # a bulk request: one document per line
+            body: Any = [json.loads(line) for line in raw.splitlines() if line.strip()]
+        else:
+            body = json.loads(raw) if raw.strip() else None
         cluster = self.server.cluster
         if path.startswith("/_fake/"):
             status, answer = self.server.control(method, path.removeprefix("/_fake/"))
