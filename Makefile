@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`. Both set up a fresh machine first.
-.PHONY: setup demo test lint unit integration bench down report-shot
+.PHONY: setup demo test lint unit integration bench down report-shot mutate
 
 setup:
 	./scripts/setup
@@ -39,3 +39,9 @@ bench: setup
 # The run report of a succeeded and of a failed run, rendered by headless Chromium, for review.
 report-shot: setup
 	.venv/bin/python -m tests.report_shots build/report-shots
+
+# Mutation testing of the safety core over the unit suite (mutmut; not in CI: hours on 2 cores).
+# Resumable; its report is reports/mutation.md (docs/safety.md, "Mutation testing").
+mutate: setup
+	.venv/bin/pip install -q mutmut==3.8.1
+	.venv/bin/python scripts/mutate.py

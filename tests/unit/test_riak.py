@@ -15,8 +15,10 @@ from orchestrator.restart.plan import Mode
 from orchestrator.riak.handoffs import HandoffWatch
 from orchestrator.riak.plan import build_riak_plan
 from orchestrator.riak.status import (
+    ActiveTransfer,
     RiakOutputError,
     RiakSnapshot,
+    Transfers,
     cluster_problems,
     parse_member_status,
     parse_ring_status,
@@ -231,6 +233,44 @@ def test_partitions_waiting_with_no_transfer_running_are_stalled_after_the_limit
     assert watch.observe(fewer, now=8) is None
     said = watch.observe(fewer, now=9.5)
     assert said is not None and "riak@10.0.1.101 (2 partition(s))" in said
+
+
+def transfer(partition: str, objects: int | None, percent: int | None, source: str = "riak@a",
+             target: str = "riak@b") -> ActiveTransfer:
+    return ActiveTransfer("ownership", "riak_kv_vnode", partition, source, target, objects, percent, None)
+
+
+def test_a_handoff_is_stalled_at_exactly_the_limit_and_each_stalled_transfer_is_said_in_full() -> None:
+    watch = HandoffWatch(stall_s=10)
+    both = Transfers(active=(transfer("p1", None, None), transfer("p2", 7, 40, target="riak@c")))
+    assert watch.observe(both, now=0) is None
+    assert watch.observe(both, now=9.99) is None
+    assert watch.observe(both, now=10) == (
+        "ownership handoff of partition p1 (riak_kv_vnode) from riak@a to riak@b made no progress for 10 s "
+        "(objects transferred: unknown, ?%); "
+        "ownership handoff of partition p2 (riak_kv_vnode) from riak@a to riak@c made no progress for 10 s "
+        "(objects transferred: 7, 40%)")
+
+
+def test_what_was_handed_to_a_node_counts_each_partition_once_and_each_transfers_largest_count() -> None:
+    watch = HandoffWatch(stall_s=60)
+    watch.observe(Transfers(active=(transfer("p1", 50, 10), transfer("p2", 5, 1))), now=0)
+    watch.observe(Transfers(active=(transfer("p1", 80, 20), transfer("p3", None, None))), now=1)
+    watch.observe(Transfers(active=(transfer("p1", 60, 30),)), now=2)  # a smaller count read later
+    assert watch.handed_to("riak@b") == (3, 85)  # p1, p2, p3; 80 (p1's largest) + 5 (p2)
+    assert watch.handed_to("riak@nobody") == (0, 0)
+
+
+def test_waiting_partitions_after_a_transfer_ran_start_their_own_clock_and_stall_at_exactly_the_limit() -> None:
+    watch = HandoffWatch(stall_s=5)
+    waiting = Transfers(waiting={"riak@a": 2, "riak@c": 1})
+    assert watch.observe(Transfers(waiting={"riak@a": 2}, active=(transfer("p1", 1, 1),)), now=0) is None
+    assert watch.observe(waiting, now=1) is None  # the transfer ended: waiting since now
+    assert watch.observe(waiting, now=5.99) is None
+    assert watch.observe(waiting, now=6) == (
+        "partitions wait to be handed off but no transfer has run for 5 s: riak@a (2 partition(s)), "
+        "riak@c (1 partition(s)). Check `riak-admin handoff config` and the logs of these nodes")
+    assert watch.observe(Transfers(), now=7) is None and watch.waiting_since is None
 
 
 def test_riak_plan_leaves_the_transfer_limit_alone_when_asked(tmp_path: Path) -> None:

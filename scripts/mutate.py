@@ -1,0 +1,95 @@
+"""`make mutate`: mutation testing of the safety core with mutmut, one module at a time, each against the
+unit tests that exercise it (MODULES), in a copy of the repository of its own (build/mutate/NAME: mutmut
+rewrites the code it runs in mutants/ there). A module stopped half way goes on from where it was when
+run again; a source file changed since is tested again. Then reports/mutation.md (scripts/mutation_report.py).
+
+    python scripts/mutate.py [MODULE ...] [--minutes N]    (MODULE: e.g. lock or restart/lock.py)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+WORK = REPO / "build" / "mutate"
+# Each module, with the unit tests that exercise it (from its imports and what calls it); the rest of the
+# unit suite would add hours and few kills. A survivor is then a mutant these tests let through.
+MODULES: dict[str, tuple[str, ...]] = {
+    "orchestrator/restart/engine.py": ("test_engine", "test_command_steps", "test_hooks", "test_deferral",
+                                       "test_lock"),
+    "orchestrator/restart/journal.py": ("test_journal_and_retry", "test_journal_file", "test_planted_state",
+                                        "test_engine", "test_deferral", "test_report"),
+    "orchestrator/restart/steps.py": ("test_engine", "test_command_steps", "test_deferral", "test_opensearch",
+                                      "test_riak"),
+    "orchestrator/restart/lock.py": ("test_lock", "test_engine", "test_deferral"),
+    "orchestrator/shards/safety.py": ("test_plan", "test_settled", "test_batch_reads", "test_preflight",
+                                      "test_limits"),
+    "orchestrator/shards/settled.py": ("test_settled", "test_batch_reads", "test_plan"),
+    "orchestrator/shards/leases.py": ("test_waits", "test_cluster_answers", "test_batch_reads"),
+    "orchestrator/shards/plan.py": ("test_plan", "test_limits", "test_preflight", "test_settled", "test_upgrade"),
+    "orchestrator/riak/handoffs.py": ("test_riak",),
+    "orchestrator/hosts/ssh_config.py": ("test_ssh_config", "test_discover", "test_revoked_host_keys"),
+    "orchestrator/restart/hooks.py": ("test_hooks", "test_command_steps"),
+}
+COPIED_NOT = shutil.ignore_patterns(".git", ".venv", "build", "mutants", "reports", "__pycache__", "*.egg-info",
+                                    ".mypy_cache", ".ruff_cache", ".pytest_cache", ".hypothesis")
+
+
+def work_dir(module: str) -> Path:
+    return WORK / Path(module).stem
+
+
+def prepared(module: str, tests: tuple[str, ...]) -> Path:
+    """The module's copy of the repository, its mutmut settings narrowed to the module and its tests."""
+    work = work_dir(module)
+    work.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(REPO, work, ignore=COPIED_NOT, dirs_exist_ok=True)
+    text = (work / "pyproject.toml").read_text()
+    text = re.sub(r"only_mutate = \[[^\]]*\]", f'only_mutate = ["{module}"]', text, count=1)
+    selection = ", ".join(f'"tests/unit/{t}.py"' for t in tests)
+    text = re.sub(r"pytest_add_cli_args_test_selection = \[[^\]]*\]",
+                  f"pytest_add_cli_args_test_selection = [{selection}]", text, count=1)
+    (work / "pyproject.toml").write_text(text)
+    return work
+
+
+def chosen(names: list[str]) -> dict[str, tuple[str, ...]]:
+    if not names:
+        return MODULES
+    picked = {m: t for n in names for m, t in MODULES.items() if m.endswith((f"/{n}", f"/{n}.py"))}  # in order
+    unknown = [n for n in names if not any(m.endswith((f"/{n}", f"/{n}.py")) for m in MODULES)]
+    if unknown:
+        sys.exit(f"mutate: not a module of the safety core: {', '.join(unknown)}; known: "
+                 f"{', '.join(Path(m).stem for m in MODULES)}")
+    return picked
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("modules", nargs="*", help="only these (default: all of MODULES)")
+    parser.add_argument("--minutes", type=float, default=60, help="at most this long per module (it resumes)")
+    args = parser.parse_args()
+    mutmut = Path(sys.executable).with_name("mutmut")
+    for module, tests in chosen(args.modules).items():
+        work = prepared(module, tests)
+        print(f"mutate: {module} against {', '.join(tests)} (in {work.relative_to(REPO)})", flush=True)
+        # mutmut forks a worker per mutant: a session of its own, so that a stop ends them all.
+        run = subprocess.Popen([str(mutmut), "run"], cwd=work, stdout=subprocess.DEVNULL, start_new_session=True)
+        try:
+            run.wait(timeout=args.minutes * 60)
+        except subprocess.TimeoutExpired:
+            os.killpg(run.pid, signal.SIGTERM)
+            run.wait(timeout=60)
+            print(f"mutate: {module}: stopped after {args.minutes:.0f} min; run again to go on", flush=True)
+    subprocess.run([sys.executable, str(REPO / "scripts" / "mutation_report.py")], check=True)
+
+
+if __name__ == "__main__":
+    main()
