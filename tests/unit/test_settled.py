@@ -59,6 +59,22 @@ def test_throttled_or_yes_copies_keep_waiting() -> None:
         assert reason_for(replace(explained("by-design"), can_allocate=decision), []) is None
 
 
+def test_the_accepted_text_names_each_reason_once_with_its_indices() -> None:
+    from orchestrator.shards.settled import SETTLED_REASONS, Settlement
+
+    text = Settlement(accepted={"too_few_nodes": ("a", "b"), "delayed": ("c",)}).accepted_text()
+    assert text == (f"index(es) c: {SETTLED_REASONS['delayed']}; "
+                    f"index(es) a, b: {SETTLED_REASONS['too_few_nodes']}")
+
+
+def test_a_copy_saved_without_refusals_reads_back_with_none() -> None:
+    """A plan's saved snapshot (--save-snapshot) of a copy no node refused has no `refusals`."""
+    copy = UnassignedCopy.from_json({"index": "a", "shard": 0, "primary": False})
+    assert copy.refusals == () and copy.shard_name == "[a][0]r"
+    assert UnassignedCopy.from_json({"index": "a", "shard": 0, "primary": False,
+                                     "refusals": [["same_shard"]]}).refusals == (("same_shard",),)
+
+
 def test_a_replica_held_back_by_an_older_node_is_an_upgrade_in_progress() -> None:
     # Built, not captured: the sandbox runs one version. node_version is NodeVersionAllocationDecider's name.
     copy = replace(explained("by-design"), refusals=(("same_shard",), ("node_version",), ("node_version",)))
