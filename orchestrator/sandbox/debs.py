@@ -21,7 +21,7 @@ from pathlib import Path
 
 from orchestrator.errors import SandboxError
 from orchestrator.sandbox.assemble import EsHome
-from orchestrator.sandbox.hosts import node_unit_text
+from orchestrator.sandbox.host_setup import node_unit_text
 from orchestrator.sandbox.node import jvm_command, log4j2_text, node_environment, opensearch_jvm_command
 from orchestrator.sandbox.opensearch_home import OpenSearchHome
 

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from orchestrator.paths import write_atomically
-from orchestrator.sandbox import hosts
+from orchestrator.sandbox import host_setup, hosts
 from orchestrator.sandbox.layout import SandboxPaths
 from orchestrator.sandbox.state import HostRecord, SandboxState
 
@@ -43,7 +43,7 @@ def write_ssh_files(paths: SandboxPaths, records: list[HostRecord], mode: str,
 def local_service_commands(paths: SandboxPaths, unit: str) -> dict[str, str]:
     """Local mode: the local service runner (host_files/local-service), pointed at each node's files."""
     host_dir = shlex.quote(str(paths.root / "hosts")) + "/{node}"
-    runner = shlex.quote(str(hosts.HOST_FILES / "local-service"))
+    runner = shlex.quote(str(host_setup.HOST_FILES / "local-service"))
     prefix = f"SANDBOX_UNIT_DIR={host_dir}/units SANDBOX_RUN_DIR={host_dir}/run {runner}"
     return {"manager": "commands", "stop": f"{prefix} stop {unit}",
             "start": f"{prefix} start {unit}", "status": f"{prefix} is-active {unit}"}

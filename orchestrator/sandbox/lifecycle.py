@@ -15,7 +15,18 @@ from typing import Any
 
 from orchestrator.errors import OrchestratorError, SandboxError
 from orchestrator.paths import state_root
-from orchestrator.sandbox import debs, hosts, inventory_writer, riak, security, state
+from orchestrator.sandbox import (
+    debs,
+    host_cgroups,
+    host_network,
+    host_power,
+    host_setup,
+    hosts,
+    inventory_writer,
+    riak,
+    security,
+    state,
+)
 from orchestrator.sandbox.assemble import EsHome, cache_root, ensure_es_home
 from orchestrator.sandbox.inventory_writer import write_inventory, write_ssh_files
 from orchestrator.sandbox.layout import HostPaths, SandboxPaths
@@ -79,7 +90,7 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
     if existing is not None and any_alive(paths, existing):
         raise SandboxError(f"a sandbox is already running ({len(existing.hosts)} nodes, {describe(existing)}); "
                            "`orchestrate sandbox down` stops it")
-    if existing is not None or (mode == "netns" and os.geteuid() == 0 and hosts.leftover_namespaces()):
+    if existing is not None or (mode == "netns" and os.geteuid() == 0 and host_network.leftover_namespaces()):
         say("cleaning up what an earlier sandbox left behind")
         down(paths, say)
     if mode == "netns":
@@ -232,11 +243,11 @@ def _up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
     masters = names[: min(3, eligible)]
     scheduler = hosts.data_disk_scheduler(paths.root)
     say(f"creating {nodes} test hosts on {hosts.SUBNET}.0/24" + (", SSH only through a bastion" if bastion else ""))
-    hosts.create_bridge()
+    host_network.create_bridge()
     if bastion:
-        hosts.create_back_bridge()
+        host_network.create_back_bridge()
     host_keys = []
-    deploy_password = hosts.make_deploy_password(paths)
+    deploy_password = host_setup.make_deploy_password(paths)
     repo = paths.root / "apt"
     if st.packages:
         say(f"building {LABELS[st.product]} packages ({', '.join(h.version for h in homes)}) for the hosts' apt "
@@ -253,28 +264,28 @@ def _up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
                           snapshot_dir(paths, node_uid(st)))
         _prepare_node(paths, st, spec, hp)
         script = None if st.packages else _write_start_script(homes, hp, heap_mb)
-        knobs = hosts.seed_knobs(hp, scheduler)
-        host_keys.append(hosts.prepare_host_files(hp, host, knobs, paths.authorized_keys, script,
+        knobs = host_setup.seed_knobs(hp, scheduler)
+        host_keys.append(host_setup.prepare_host_files(hp, host, knobs, paths.authorized_keys, script,
                                                   ssh_address=rec.ssh_address, service=service_of(st.product),
                                                   deploy_password=deploy_password, host_ca=paths.host_ca,
                                                   own_binds=packaged_binds(hp, st.product) if st.packages else ()))
         if st.packages:
             packaged_host_files(hp, repo, heap_mb, st.product)
-        hosts.create_network(host)
+        host_network.create_network(host)
         if bastion:
-            hosts.create_back_network(host)
+            host_network.create_back_network(host)
     if bastion:
-        jump, line = hosts.prepare_bastion(paths, scheduler)
+        jump, line = host_power.prepare_bastion(paths, scheduler)
         st.bastion = state.HostRecord(name=jump.name, zone="", address=jump.address, http_url="",
                                       netns=jump.netns, veth=jump.veth)
         state.save(paths.state_file, st)
         host_keys.append(line)
-    hosts.boot_all(paths, st, test_hosts, host_keys, service_of(st.product), say)
+    host_power.boot_all(paths, st, test_hosts, host_keys, service_of(st.product), say)
     if st.packages:
         say(f"installing {st.product}={homes[0].version} on every host with apt-get")
         install_packages(test_hosts, st.product, homes[0].version)
     if st.bastion is not None:
-        st.bastion.unshare_pid, st.bastion.init_pid = hosts.start_host(paths.host(hosts.BASTION), jump)
+        st.bastion.unshare_pid, st.bastion.init_pid = host_power.start_host(paths.host(hosts.BASTION), jump)
         state.save(paths.state_file, st)
 
 
@@ -302,7 +313,7 @@ def install_packages(test_hosts: list[hosts.TestHost], product: str, version: st
                f"systemctl enable --now {product}")
 
     def install(host: hosts.TestHost) -> None:
-        init = hosts.container_init(host.name)
+        init = host_power.container_init(host.name)
         if init is None:
             raise SandboxError(f"test host {host.name} is not running")
         proc = subprocess.run(["nsenter", "-t", str(init), "-a", "/bin/sh", "-c", command], capture_output=True,
@@ -317,7 +328,7 @@ def install_packages(test_hosts: list[hosts.TestHost], product: str, version: st
 
 def local_service(host_paths: HostPaths) -> str:
     """The command line that manages a local-mode node: the local service runner, pointed at its own files."""
-    runner = hosts.HOST_FILES / "local-service"
+    runner = host_setup.HOST_FILES / "local-service"
     return (f"SANDBOX_UNIT_DIR={shlex.quote(str(host_paths.units_dir))} "
             f"SANDBOX_RUN_DIR={shlex.quote(str(host_paths.run_dir))} {shlex.quote(str(runner))}")
 
@@ -354,7 +365,7 @@ def _up_local(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: in
         _prepare_node(paths, st, spec, hp)
         script = _write_start_script(homes, hp, heap_mb)
         user = str(NODE_UID) if os.geteuid() == 0 else None
-        hosts.write_unit(hp.units_dir, service_of(st.product), str(script), user)
+        host_setup.write_unit(hp.units_dir, service_of(st.product), str(script), user)
         hp.run_dir.mkdir(parents=True, exist_ok=True)
     for name in names:
         hp = paths.host(name)
@@ -404,7 +415,7 @@ def first_node_error(paths: SandboxPaths, st: state.SandboxState) -> str:
 
 def any_alive(paths: SandboxPaths, st: state.SandboxState) -> bool:
     if st.mode == "netns":
-        return any(hosts.pid_alive(h.init_pid) for h in st.hosts)
+        return any(host_power.pid_alive(h.init_pid) for h in st.hosts)
     return bool(local_node_pids(paths, st))
 
 
@@ -414,7 +425,7 @@ def local_node_pids(paths: SandboxPaths, st: state.SandboxState) -> dict[str, in
         pid_file = paths.host(h.name).run_dir / f"{service_of(st.product)}.service.pid"
         if pid_file.exists():
             pid = int(pid_file.read_text().strip() or 0)
-            if hosts.pid_alive(pid):
+            if host_power.pid_alive(pid):
                 pids[h.name] = pid
     return pids
 
@@ -426,12 +437,12 @@ def down(paths: SandboxPaths, say: Say) -> int:
     if st is not None:
         every = [*st.hosts, *([st.bastion] if st.bastion else [])]
         if st.mode == "netns":
-            stopped = sum(1 for h in every if hosts.pid_alive(h.init_pid))
-            hosts.stop_hosts([(h.name, h.init_pid) for h in every])
+            stopped = sum(1 for h in every if host_power.pid_alive(h.init_pid))
+            host_power.stop_hosts([(h.name, h.init_pid) for h in every])
         for h in every:
             if st.mode == "netns":
                 if h.netns:
-                    hosts.delete_network(h.netns, h.veth)
+                    host_network.delete_network(h.netns, h.veth)
             else:
                 hp = paths.host(h.name)
                 if hp.units_dir.parent.exists():
@@ -439,9 +450,9 @@ def down(paths: SandboxPaths, say: Say) -> int:
                                    capture_output=True)
                     stopped += 1
     if os.geteuid() == 0:
-        for ns in hosts.leftover_namespaces():
-            hosts.delete_network(ns, None)
-        hosts.delete_bridge()
+        for ns in host_network.leftover_namespaces():
+            host_network.delete_network(ns, None)
+        host_network.delete_bridge()
     # Without its hosts, the sandbox's addresses are routed off this machine: remove what points at
     # them, so `--cluster sandbox` says "start it first" instead of sending requests away.
     for leftover in (paths.inventory, paths.ssh_config, paths.known_hosts, paths.state_file):
@@ -462,12 +473,13 @@ def reboot(paths: SandboxPaths, name: str, say: Say, timeout_s: float = 120) -> 
     if rec is None:
         raise SandboxError(f"no host {name!r}; hosts: {', '.join(h.name for h in st.hosts)}")
     hp = paths.host(name)
-    init = hosts.container_init(name)
+    init = host_power.container_init(name)
     if init is None:
         raise SandboxError(f"host {name} is not running")
     before = hp.ready_flag.read_text().strip() if hp.ready_flag.exists() else None
     os.kill(init, signal.SIGINT)
-    hosts.wait_booted(hp, name, lambda: None if hosts.pid_alive(rec.init_pid) else 1, timeout_s, not_boot=before)
+    host_power.wait_booted(hp, name, lambda: None if host_power.pid_alive(rec.init_pid) else 1, timeout_s,
+                           not_boot=before)
     say(f"{name} rebooted")
 
 
@@ -476,9 +488,9 @@ def status(paths: SandboxPaths) -> dict[str, Any]:
     if st is None:
         return {"running": False}
     pids = node_pids(paths, st)
-    deploy_password = paths.secret(hosts.DEPLOY_PASSWORD) if st.mode == "netns" and st.product != "riak" else None
+    deploy_password = paths.secret(host_setup.DEPLOY_PASSWORD) if st.mode == "netns" and st.product != "riak" else None
     if deploy_password is not None and not deploy_password.exists():
-        deploy_password = None  # no such user on the hosts (hosts.add_deploy_user)
+        deploy_password = None  # no such user on the hosts (host_setup.add_deploy_user)
     return {
         "running": any_alive(paths, st),
         "mode": st.mode,
@@ -495,8 +507,8 @@ def status(paths: SandboxPaths) -> dict[str, Any]:
         "known_hosts": str(paths.known_hosts) if st.mode == "netns" else None,
         # Only the @cert-authority line of the hosts' certificates (Elasticsearch and OpenSearch hosts).
         "known_hosts_ca": str(paths.known_hosts_ca) if st.mode == "netns" and st.product != "riak" else None,
-        # The hosts' non-root user and the password sudo asks it for (hosts.add_deploy_user).
-        "deploy_user": hosts.DEPLOY_USER if deploy_password else None,
+        # The hosts' non-root user and the password sudo asks it for (host_setup.add_deploy_user).
+        "deploy_user": host_setup.DEPLOY_USER if deploy_password else None,
         "deploy_password_file": str(deploy_password) if deploy_password else None,
         "endpoints": [h.http_url for h in st.hosts if h.http_url],
         **security.status_fields(paths, st.secured),
@@ -511,7 +523,7 @@ def node_pids(paths: SandboxPaths, st: state.SandboxState) -> dict[str, int]:
         return local_node_pids(paths, st)
     found: dict[str, int] = {}
     for h in st.hosts:
-        for pid in hosts.host_pids(h.name):
+        for pid in host_cgroups.host_pids(h.name):
             try:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:

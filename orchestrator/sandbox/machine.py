@@ -1,6 +1,6 @@
 """The supervisor of one test host: boots it with systemd-nspawn, again after each reboot, and halts it.
 
-Run by ``hosts.start_host`` as ``unshare --mount -- python -m orchestrator.sandbox.machine HOST_DIR``,
+Run by ``host_power.start_host`` as ``unshare --mount -- python -m orchestrator.sandbox.machine HOST_DIR``,
 in a mount namespace of its own, so that the host's root (an overlay of the cached Debian root file
 system and the host's own directory) is mounted only here and vanishes with it. The host's systemd is
 PID 1 of its container: `systemctl reboot` inside ends systemd-nspawn with exit 133, and booting it
@@ -52,7 +52,7 @@ def nspawn_command(spec: dict[str, Any], paths: HostPaths) -> list[str]:
 
 
 def main(host_dir: str) -> None:
-    from orchestrator.sandbox.hosts import reset_knobs
+    from orchestrator.sandbox.host_setup import reset_knobs
 
     paths = HostPaths(Path(host_dir))
     spec = json.loads(paths.spec.read_text())

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from orchestrator.errors import SandboxError
-from orchestrator.sandbox import hosts, state
+from orchestrator.sandbox import host_network, host_power, host_setup, hosts, state
 from orchestrator.sandbox.layout import HostPaths, SandboxPaths
 
 STANDIN_DIR = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "riak"
@@ -76,7 +76,7 @@ def _install_standin(hp: HostPaths, address: str, standin: Path, shared: Path, f
                                         "Type=forking\nExecStart=/usr/local/bin/riak start\n"
                                         "ExecStop=/usr/local/bin/riak stop\nTimeoutStopSec=60\n\n"
                                         "[Install]\nWantedBy=multi-user.target\n")
-    hosts.enable_unit(units, "riak.service")
+    host_setup.enable_unit(units, "riak.service")
 
 
 def up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: int,
@@ -94,19 +94,19 @@ def up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: int
                                                    "claimant": members[0], "nodes": {}, "transfers": []}))
     scheduler = hosts.data_disk_scheduler(paths.root)
     say(f"creating {nodes} Riak test hosts on {hosts.SUBNET}.0/24 (Riak stand-in from {standin})")
-    hosts.create_bridge()
+    host_network.create_bridge()
     host_keys = []
     for host in test_hosts:
         st.hosts.append(state.HostRecord(name=host.name, zone=host.zone, address=host.address, http_url="",
                                          netns=host.netns, veth=host.veth))
         state.save(paths.state_file, st)
         hp = paths.host(host.name)
-        knobs = hosts.seed_knobs(hp, scheduler)
-        host_keys.append(hosts.prepare_host_files(hp, host, knobs, paths.authorized_keys, None))
+        knobs = host_setup.seed_knobs(hp, scheduler)
+        host_keys.append(host_setup.prepare_host_files(hp, host, knobs, paths.authorized_keys, None))
         # The last host runs as a Riak 3.x package does (`riak admin`), as in a cluster being upgraded.
         _install_standin(hp, host.address, standin, shared, "3.x" if host is test_hosts[-1] and nodes > 1 else "2.x")
-        hosts.create_network(host)
-    hosts.boot_all(paths, st, test_hosts, host_keys, "riak", say)
+        host_network.create_network(host)
+    host_power.boot_all(paths, st, test_hosts, host_keys, "riak", say)
     return members
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from orchestrator.sandbox.hosts import SUDO_LOG
+from orchestrator.sandbox.host_setup import SUDO_LOG
 from tests.helpers import assert_no_traceback, json_lines, orchestrate
 from tests.integration.conftest import SandboxManager, Shape
 from tests.integration.test_restart import prepared, starts_logged

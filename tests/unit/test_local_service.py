@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.sandbox.hosts import HOST_FILES, write_unit
+from orchestrator.sandbox.host_setup import HOST_FILES, write_unit
 
 
 @pytest.fixture
