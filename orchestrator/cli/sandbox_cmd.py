@@ -83,9 +83,11 @@ def up(
 
     mode = (hosts.value if hosts else ("netns" if os.geteuid() == 0 else "local"))
     version = os_version if product is Product.opensearch else es_version
-    lifecycle.up(SandboxPaths.default(), nodes, zones, version, mode, heap_mb, timeout, say, product.value,
-                 masters, tuple(also_version or ()), bastion,
-                 secured=product is Product.elasticsearch and not insecure, packages=packages)
+    shape = lifecycle.SandboxShape(nodes=nodes, zones=zones, es_version=version, mode=mode, heap_mb=heap_mb,
+                                   product=product.value, masters=masters, also_versions=tuple(also_version or ()),
+                                   bastion=bastion, secured=product is Product.elasticsearch and not insecure,
+                                   packages=packages)
+    lifecycle.up(SandboxPaths.default(), shape, timeout, say)
     _print_status(as_json=False)
 
 

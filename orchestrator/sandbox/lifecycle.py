@@ -10,6 +10,7 @@ import socket
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -70,22 +71,58 @@ def zone_of(index: int, zones: int) -> str:
     return f"zone-{(index - 1) % max(zones, 1) + 1}"
 
 
-def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, heap_mb: int,
-       timeout_s: float, say: Say, product: str = "elasticsearch", masters: int = 0,
-       also_versions: tuple[str, ...] = (), bastion: bool = False, secured: bool = False,
-       packages: bool = False) -> state.SandboxState:
-    """``masters``: how many nodes (the first ones) are master-eligible; 0: all of them. ``also_versions``:
-    Elasticsearch versions assembled beside ``es_version`` that `orchestrate upgrade --to` can switch to.
-    ``secured``: Elasticsearch's security on (TLS, users, an API key), see security.py. ``packages``: each
-    host installs Elasticsearch from the sandbox's apt repository (debs.py), and upgrades with apt."""
-    if nodes < 1 or nodes > 12:
-        raise SandboxError("--nodes must be between 1 and 12 on one machine")
-    if zones < 1 or zones > nodes:
-        raise SandboxError("--zones must be between 1 and the number of nodes")
-    if masters < 0 or masters > nodes:
-        raise SandboxError("--masters must be between 1 and the number of nodes (0: every node)")
-    if masters and product == "riak":
-        raise SandboxError("--masters is for an Elasticsearch or OpenSearch sandbox")
+@dataclass(frozen=True)
+class SandboxShape:
+    """What `sandbox up` builds. ``mode``: netns (test hosts) or local (nodes on 127.0.0.1); ``masters``: how
+    many nodes (the first ones) are master-eligible, 0: all of them; ``also_versions``: versions assembled
+    beside ``es_version`` that `orchestrate upgrade --to` can switch to; ``secured``: Elasticsearch's
+    security on (TLS, users, an API key, security.py); ``packages``: each host installs the product from the
+    sandbox's apt repository (debs.py), and upgrades with apt; ``bastion``: SSH reaches the node hosts only
+    through a bastion host."""
+
+    nodes: int = 3
+    zones: int = 1
+    es_version: str = "9.5.3"
+    mode: str = "netns"
+    heap_mb: int = 512
+    product: str = "elasticsearch"
+    masters: int = 0
+    also_versions: tuple[str, ...] = ()
+    bastion: bool = False
+    secured: bool = False
+    packages: bool = False
+
+    def problems(self) -> list[str]:
+        """Why this shape cannot be built (each option's own limits, and which go together), before anything
+        is touched."""
+        netns, riak_product = self.mode == "netns", self.product == "riak"
+        checks = [
+            (1 <= self.nodes <= 12, "--nodes must be between 1 and 12 on one machine"),
+            (1 <= self.zones <= self.nodes, "--zones must be between 1 and the number of nodes"),
+            (0 <= self.masters <= self.nodes, "--masters must be between 1 and the number of nodes (0: every node)"),
+            (not (self.masters and riak_product), "--masters is for an Elasticsearch or OpenSearch sandbox"),
+            (netns or not riak_product,
+             "the Riak sandbox needs --hosts netns (each node is a host with its own address)"),
+            (not self.bastion or (netns and self.product == "elasticsearch"),
+             "--bastion is for an Elasticsearch sandbox with --hosts netns"),
+            (not self.packages or (netns and not riak_product),
+             "--packages is for an Elasticsearch or OpenSearch sandbox with --hosts netns"),
+            (not (self.also_versions and riak_product), "--also-version is for an Elasticsearch or OpenSearch sandbox"),
+            (not self.secured or self.product == "elasticsearch",
+             "a secured sandbox is for Elasticsearch (OpenSearch's security plugin is not on Maven Central; the "
+             "Riak stand-in has none): add --insecure"),
+        ]
+        return [why for holds, why in checks if not holds]
+
+
+def up(paths: SandboxPaths, shape: SandboxShape, timeout_s: float, say: Say) -> state.SandboxState:
+    """Build and start the sandbox of ``shape``; refused before anything is touched when the shape cannot be
+    built or a sandbox is running."""
+    problems = shape.problems()
+    if problems:
+        raise SandboxError(problems[0])
+    nodes, zones, mode, product = shape.nodes, shape.zones, shape.mode, shape.product
+    es_version, heap_mb, secured = shape.es_version, shape.heap_mb, shape.secured
     existing = state.load(paths.state_file)
     if existing is not None and any_alive(paths, existing):
         raise SandboxError(f"a sandbox is already running ({len(existing.hosts)} nodes, {describe(existing)}); "
@@ -97,25 +134,14 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
         hosts.check_prerequisites()
         ensure_rootfs(cache_root(), say)
     if product == "riak":
-        if mode != "netns":
-            raise SandboxError("the Riak sandbox needs --hosts netns (each node is a host with its own address)")
         riak.standin_dir()
-    if bastion and (mode != "netns" or product != "elasticsearch"):
-        raise SandboxError("--bastion is for an Elasticsearch sandbox with --hosts netns")
-    if packages and (mode != "netns" or product == "riak"):
-        raise SandboxError("--packages is for an Elasticsearch or OpenSearch sandbox with --hosts netns")
-    if also_versions and product == "riak":
-        raise SandboxError("--also-version is for an Elasticsearch or OpenSearch sandbox")
-    if secured and product != "elasticsearch":
-        raise SandboxError("a secured sandbox is for Elasticsearch (OpenSearch's security plugin is not on "
-                           "Maven Central; the Riak stand-in has none): add --insecure")
 
     def home_of(version: str) -> Home:
         return ensure_es_home(version, say, secured) if product == "elasticsearch" else \
             ensure_opensearch_home(version, say)
 
     es_home = home_of(es_version) if product != "riak" else None
-    homes: list[Home] = [es_home, *(home_of(v) for v in dict.fromkeys(also_versions) if v != es_version)] \
+    homes: list[Home] = [es_home, *(home_of(v) for v in dict.fromkeys(shape.also_versions) if v != es_version)] \
         if es_home else []
     # Every `up` is a fresh cluster: data of another version or shape would not start, and runs
     # journaled against the previous sandbox cluster have nothing left to resume.
@@ -125,7 +151,7 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
     started = time.monotonic()
     st = state.SandboxState(mode=mode, es_version=es_version if es_home else "", cluster_name=CLUSTER_NAME,
                             zones=zones, started_at=time.time(), product=product,
-                            versions=[h.version for h in homes], secured=secured, packages=packages)
+                            versions=[h.version for h in homes], secured=secured, packages=shape.packages)
     paths.root.mkdir(parents=True, exist_ok=True)
     os.chmod(paths.root, 0o755)
     if secured:
@@ -137,9 +163,9 @@ def up(paths: SandboxPaths, nodes: int, zones: int, es_version: str, mode: str, 
             say(f"waiting for {nodes} Riak nodes to serve riak_kv")
             riak.wait_ready(paths, members, timeout_s)
         elif mode == "netns":
-            _up_netns(paths, st, nodes, zones, homes, heap_mb, say, masters or nodes, bastion)
+            _up_netns(paths, st, nodes, zones, homes, heap_mb, say, shape.masters or nodes, shape.bastion)
         else:
-            _up_local(paths, st, nodes, zones, homes, heap_mb, say, masters or nodes)
+            _up_local(paths, st, nodes, zones, homes, heap_mb, say, shape.masters or nodes)
         if es_home is not None:
             say(f"waiting for {nodes} nodes to form a green cluster")
             wait_green(paths, st, nodes, timeout_s)

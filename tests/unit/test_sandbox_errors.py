@@ -8,7 +8,8 @@ import pytest
 
 from orchestrator.errors import SandboxError
 from orchestrator.sandbox import hosts, java_home
-from orchestrator.sandbox.lifecycle import zone_of
+from orchestrator.sandbox.layout import SandboxPaths
+from orchestrator.sandbox.lifecycle import SandboxShape, up, zone_of
 
 
 def test_no_suitable_jdk_says_what_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -36,3 +37,30 @@ def test_netns_mode_needs_root(monkeypatch: pytest.MonkeyPatch) -> None:
                                                       (2, 1, "zone-1")])
 def test_nodes_spread_round_robin_over_zones(index: int, zones: int, zone: str) -> None:
     assert zone_of(index, zones) == zone
+
+
+@pytest.mark.parametrize(("shape", "said"), [
+    (SandboxShape(nodes=13), "--nodes must be between 1 and 12"),
+    (SandboxShape(nodes=3, zones=4), "--zones must be between 1 and the number of nodes"),
+    (SandboxShape(nodes=3, masters=4), "--masters must be between 1"),
+    (SandboxShape(product="riak", masters=1), "--masters is for an Elasticsearch or OpenSearch sandbox"),
+    (SandboxShape(product="riak", mode="local"), "the Riak sandbox needs --hosts netns"),
+    (SandboxShape(product="opensearch", bastion=True), "--bastion is for an Elasticsearch sandbox"),
+    (SandboxShape(mode="local", packages=True), "--packages is for an Elasticsearch or OpenSearch sandbox"),
+    (SandboxShape(product="riak", also_versions=("9.5.3",)), "--also-version is for an Elasticsearch"),
+    (SandboxShape(product="opensearch", secured=True), "a secured sandbox is for Elasticsearch"),
+])
+def test_a_shape_that_cannot_be_built_is_refused_before_anything_is_touched(tmp_path: Path, shape: SandboxShape,
+                                                                           said: str) -> None:
+    assert [p for p in shape.problems() if said in p], shape.problems()
+    paths = SandboxPaths(root=tmp_path / "sandbox")
+    with pytest.raises(SandboxError, match=said):
+        up(paths, shape, 60, lambda _m: None)
+    assert not (tmp_path / "sandbox").exists(), "nothing written"
+
+
+def test_the_shapes_the_suite_builds_can_be_built() -> None:
+    for shape in (SandboxShape(), SandboxShape(nodes=6, zones=2, masters=3), SandboxShape(bastion=True, secured=True),
+                  SandboxShape(product="opensearch", packages=True, also_versions=("3.8.0",)),
+                  SandboxShape(product="riak"), SandboxShape(mode="local", nodes=1)):
+        assert shape.problems() == [], shape
