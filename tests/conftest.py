@@ -1,4 +1,9 @@
 """Before any test module is imported: Airflow's home for this test process (Airflow reads its
-configuration when first imported, by whichever test that is)."""
+configuration when first imported, by whichever test that is); and hypothesis's profile for mutation
+testing (`make mutate`), where a property that fails has killed its mutant and need not be shrunk."""
+
+from hypothesis import Phase, settings
 
 import tests.airflow_home  # noqa: F401
+
+settings.register_profile("mutation", phases=[Phase.explicit, Phase.reuse, Phase.generate])

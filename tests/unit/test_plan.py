@@ -321,3 +321,17 @@ def test_the_plan_says_tuning_is_persistent_and_where_and_no_tune_leaves_it_out(
     assert line["tuning"][0].startswith("left out of this run (--no-tune)"), line["tuning"]
     as_table = orchestrate(*args, "--no-tune", env={"COLUMNS": "300"}, timeout=120).stdout
     assert "tune_host" not in as_table and "stop_service -> start_service" in as_table
+
+
+def test_a_plan_warns_of_one_or_two_master_eligible_nodes_and_of_no_other_count() -> None:
+    from orchestrator.shards.safety import master_notes
+
+    def with_masters(count: int) -> list[str]:
+        nodes = [node(f"es-{i}", roles=("master", "data") if i <= count else ("data",)) for i in range(1, 5)]
+        return master_notes(snapshot(nodes, [], "es-1"))
+
+    assert with_masters(2) == [
+        "the cluster has 2 master-eligible node(s): while one of them restarts the cluster may have no elected "
+        "master (requests fail until it is back). Three master-eligible nodes avoid that."]
+    assert with_masters(1)[0].startswith("the cluster has 1 master-eligible node(s)")
+    assert with_masters(0) == [] and with_masters(3) == [] and with_masters(4) == []
