@@ -72,7 +72,7 @@ def reset_knobs(paths: HostPaths) -> None:
 
 
 def write_unit(unit_dir: Path, name: str, exec_start: str, user: str | None, nofile: int | None = None) -> None:
-    """A plain unit for a local-mode node (no test hosts: see lifecycle.local_service)."""
+    """A plain unit for a local-mode node (no test hosts: see local_mode.local_service)."""
     unit_dir.mkdir(parents=True, exist_ok=True)
     lines = ["[Unit]", f"Description=sandbox {name}", "", "[Service]", f"ExecStart={exec_start}",
              "TimeoutStopSec=60"]

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +14,6 @@ from typing import Any
 from orchestrator.errors import OrchestratorError, SandboxError
 from orchestrator.paths import state_root
 from orchestrator.sandbox import (
-    debs,
     host_cgroups,
     host_network,
     host_power,
@@ -28,47 +24,26 @@ from orchestrator.sandbox import (
     security,
     state,
 )
-from orchestrator.sandbox.assemble import EsHome, cache_root, ensure_es_home
+from orchestrator.sandbox.assemble import cache_root, ensure_es_home
 from orchestrator.sandbox.inventory_writer import write_inventory, write_ssh_files
-from orchestrator.sandbox.layout import HostPaths, SandboxPaths
-from orchestrator.sandbox.node import (
-    NodeSpec,
-    jvm_command,
-    node_environment,
-    opensearch_jvm_command,
-    security_settings,
-    write_node_config,
-)
-from orchestrator.sandbox.opensearch_home import OpenSearchHome, ensure_opensearch_home
-from orchestrator.sandbox.rootfs import SERVICE_ACCOUNTS, ensure_rootfs
+from orchestrator.sandbox.layout import SandboxPaths
+from orchestrator.sandbox.local_mode import local_node_pids, local_service, up_local
+from orchestrator.sandbox.netns_mode import up_netns
+from orchestrator.sandbox.node_setup import CLUSTER_NAME, LABELS, Home, service_of
+from orchestrator.sandbox.opensearch_home import ensure_opensearch_home
+from orchestrator.sandbox.rootfs import ensure_rootfs
 
 Say = hosts.Say
-NODE_UID = 65534
-LOCAL_HTTP_BASE = 19200
-LOCAL_TRANSPORT_BASE = 19300
-CLUSTER_NAME = "sandbox"
+
+
 RIAK_DAEMON = b"riak_standin.py\x00daemon"
+
+
 JVM_MAIN_CLASSES = (b"SandboxLauncher", b"org.opensearch.bootstrap.OpenSearch")  # how a node's JVM is found
-LABELS = {"elasticsearch": "Elasticsearch", "opensearch": "OpenSearch"}
-Home = EsHome | OpenSearchHome
 
 
 def describe(st: state.SandboxState) -> str:
     return "Riak stand-in" if st.product == "riak" else f"{LABELS[st.product]} {st.es_version}"
-
-
-def service_of(product: str) -> str:
-    """The systemd unit (and start script) of a node: `elasticsearch` or `opensearch`."""
-    return "opensearch" if product == "opensearch" else "elasticsearch"
-
-
-def node_names(count: int) -> list[str]:
-    return [f"es-{i}" for i in range(1, count + 1)]
-
-
-def zone_of(index: int, zones: int) -> str:
-    """Round-robin: with 6 nodes in 3 zones, two per zone."""
-    return f"zone-{(index - 1) % max(zones, 1) + 1}"
 
 
 @dataclass(frozen=True)
@@ -163,9 +138,9 @@ def up(paths: SandboxPaths, shape: SandboxShape, timeout_s: float, say: Say) -> 
             say(f"waiting for {nodes} Riak nodes to serve riak_kv")
             riak.wait_ready(paths, members, timeout_s)
         elif mode == "netns":
-            _up_netns(paths, st, nodes, zones, homes, heap_mb, say, shape.masters or nodes, shape.bastion)
+            up_netns(paths, st, nodes, zones, homes, heap_mb, say, shape.masters or nodes, shape.bastion)
         else:
-            _up_local(paths, st, nodes, zones, homes, heap_mb, say, shape.masters or nodes)
+            up_local(paths, st, nodes, zones, homes, heap_mb, say, shape.masters or nodes)
         if es_home is not None:
             say(f"waiting for {nodes} nodes to form a green cluster")
             wait_green(paths, st, nodes, timeout_s)
@@ -185,220 +160,6 @@ def up(paths: SandboxPaths, shape: SandboxShape, timeout_s: float, say: Say) -> 
         else "Riak stand-in, ready"
     say(f"sandbox up: {nodes} nodes, {what} in {time.monotonic() - started:.1f} s")
     return st
-
-
-def _node_spec(st: state.SandboxState, name: str, index: int, bind: str, http: int, transport: int,
-               seeds: list[str], masters: list[str], heap_mb: int, eligible: int, repo: Path) -> NodeSpec:
-    # Nodes after the first `eligible` are data-only: a cluster whose masters are not on every node.
-    roles: dict[str, object] = {} if index <= eligible else {"node.roles": ["data", "ingest"]}
-    roles["path.repo"] = [str(repo)]  # a shared file-system snapshot repository may live there
-    if st.product == "elasticsearch":
-        roles.update(security_settings(st.secured))
-    zones = st.zones
-    return NodeSpec(name=name, cluster_name=CLUSTER_NAME, bind_host=bind, http_port=http, transport_port=transport,
-                    zone=zone_of(index, zones), seed_hosts=tuple(seeds), initial_masters=tuple(masters),
-                    heap_mb=heap_mb, extra_settings=roles)
-
-
-def _prepare_node(paths: SandboxPaths, st: state.SandboxState, spec: NodeSpec, hp: HostPaths) -> None:
-    # A packaged node sees its directories where the package puts them (bound there: packaged_binds).
-    write_node_config(spec, hp.node_dir, st.zones, st.product, Path("/var") if st.packages else None)
-    if st.secured:
-        security.install_node_files(paths, hp.node_dir, spec.name, [spec.bind_host])
-    _chown_node(hp.node_dir, node_uid(st))
-
-
-def http_url(st: state.SandboxState, address: str, port: int) -> str:
-    return f"{'https' if st.secured else 'http'}://{address}:{port}"
-
-
-def _write_start_script(homes: list[Home], host_paths: HostPaths, heap_mb: int) -> Path:
-    """One start script per assembled version (elasticsearch-VERSION.sh) and the link the unit runs,
-    elasticsearch.sh, to the first: an upgrade switches the link (upgrade.install method `switch`).
-    OpenSearch's are opensearch-VERSION.sh and opensearch.sh."""
-    node_dir = host_paths.node_dir
-    service = "opensearch" if isinstance(homes[0], OpenSearchHome) else "elasticsearch"
-    for home in homes:
-        env = node_environment(home, node_dir)
-        command = opensearch_jvm_command(home, node_dir, heap_mb) if isinstance(home, OpenSearchHome) \
-            else jvm_command(home, node_dir, heap_mb)
-        lines = ["#!/bin/sh", f"# Starts this host's {service} {home.version} node (written by `orchestrate "
-                              "sandbox up`).",
-                 "exec env -i " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " "
-                 + " ".join(shlex.quote(c) for c in command)]
-        versioned = version_script(host_paths, home.version, service)
-        versioned.write_text("\n".join(lines) + "\n")
-        versioned.chmod(0o755)
-    link = start_link(host_paths, service)
-    link.unlink(missing_ok=True)
-    link.symlink_to(version_script(host_paths, homes[0].version, service).name)
-    return link
-
-
-def start_link(host_paths: HostPaths, service: str = "elasticsearch") -> Path:
-    return host_paths.node_dir.parent / f"{service}.sh"
-
-
-def version_script(host_paths: HostPaths, version: str, service: str = "elasticsearch") -> Path:
-    return host_paths.node_dir.parent / f"{service}-{version}.sh"
-
-
-def snapshot_dir(paths: SandboxPaths, uid: int = NODE_UID) -> Path:
-    """Where the nodes may keep file-system snapshot repositories (`path.repo`), shared by all hosts."""
-    where = paths.root / "snapshots"
-    where.mkdir(parents=True, exist_ok=True)
-    _chown_node(where, uid)
-    return where
-
-
-def node_uid(st: state.SandboxState) -> int:
-    """Who a node runs as: on a test host its product's service account (rootfs.py), locally nobody."""
-    return SERVICE_ACCOUNTS.get(service_of(st.product), NODE_UID) if st.mode == "netns" else NODE_UID
-
-
-def _chown_node(node_dir: Path, uid: int) -> None:
-    if os.geteuid() == 0:
-        subprocess.run(["chown", "-R", f"{uid}:{uid}", str(node_dir)], check=True)
-
-
-def _up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: int, homes: list[Home],
-              heap_mb: int, say: Say, eligible: int, bastion: bool = False) -> None:
-    names = node_names(nodes)
-    test_hosts = [hosts.TestHost(name, i, zone_of(i, zones)) for i, name in enumerate(names, start=1)]
-    seeds = [f"{h.address}:9300" for h in test_hosts]
-    masters = names[: min(3, eligible)]
-    scheduler = hosts.data_disk_scheduler(paths.root)
-    say(f"creating {nodes} test hosts on {hosts.SUBNET}.0/24" + (", SSH only through a bastion" if bastion else ""))
-    host_network.create_bridge()
-    if bastion:
-        host_network.create_back_bridge()
-    host_keys = []
-    deploy_password = host_setup.make_deploy_password(paths)
-    repo = paths.root / "apt"
-    if st.packages:
-        say(f"building {LABELS[st.product]} packages ({', '.join(h.version for h in homes)}) for the hosts' apt "
-            "repository")
-        debs.write_repository(repo, [debs.ensure_deb(h, cache_root()) for h in homes])
-    for i, host in enumerate(test_hosts, start=1):
-        rec = state.HostRecord(name=host.name, zone=host.zone, address=host.address,
-                               http_url=http_url(st, host.address, 9200), netns=host.netns, veth=host.veth,
-                               ssh_address=host.back_address if bastion else None)
-        st.hosts.append(rec)
-        state.save(paths.state_file, st)
-        hp = paths.host(host.name)
-        spec = _node_spec(st, host.name, i, host.address, 9200, 9300, seeds, masters, heap_mb, eligible,
-                          snapshot_dir(paths, node_uid(st)))
-        _prepare_node(paths, st, spec, hp)
-        script = None if st.packages else _write_start_script(homes, hp, heap_mb)
-        knobs = host_setup.seed_knobs(hp, scheduler)
-        host_keys.append(host_setup.prepare_host_files(hp, host, knobs, paths.authorized_keys, script,
-                                                  ssh_address=rec.ssh_address, service=service_of(st.product),
-                                                  deploy_password=deploy_password, host_ca=paths.host_ca,
-                                                  own_binds=packaged_binds(hp, st.product) if st.packages else ()))
-        if st.packages:
-            packaged_host_files(hp, repo, heap_mb, st.product)
-        host_network.create_network(host)
-        if bastion:
-            host_network.create_back_network(host)
-    if bastion:
-        jump, line = host_power.prepare_bastion(paths, scheduler)
-        st.bastion = state.HostRecord(name=jump.name, zone="", address=jump.address, http_url="",
-                                      netns=jump.netns, veth=jump.veth)
-        state.save(paths.state_file, st)
-        host_keys.append(line)
-    host_power.boot_all(paths, st, test_hosts, host_keys, service_of(st.product), say)
-    if st.packages:
-        say(f"installing {st.product}={homes[0].version} on every host with apt-get")
-        install_packages(test_hosts, st.product, homes[0].version)
-    if st.bastion is not None:
-        st.bastion.unshare_pid, st.bastion.init_pid = host_power.start_host(paths.host(hosts.BASTION), jump)
-        state.save(paths.state_file, st)
-
-
-def packaged_binds(hp: HostPaths, product: str) -> tuple[str, ...]:
-    """A packaged node's directories where the package puts them, kept in the node's directory here."""
-    layout = debs.Layout(product)
-    return tuple(f"{hp.node_dir / sub}:{target}" for sub, target in (
-        ("config", layout.conf), ("data", layout.data), ("logs", layout.logs)))
-
-
-def packaged_host_files(hp: HostPaths, repo: Path, heap_mb: int, product: str) -> None:
-    """apt's source (the sandbox's repository, bound read-only into the host) and the unit's defaults."""
-    sources = hp.etc_upper / "apt" / "sources.list.d"
-    sources.mkdir(parents=True, exist_ok=True)
-    (sources / "sandbox.list").write_text(f"deb [trusted=yes] file:{repo} ./\n")
-    default = hp.etc_upper / "default"
-    default.mkdir(parents=True, exist_ok=True)
-    (default / product).write_text(f"{debs.HEAP_VARIABLE}={heap_mb}\n")
-
-
-def install_packages(test_hosts: list[hosts.TestHost], product: str, version: str) -> None:
-    """What an operator's first install does on each host, from its console (side by side)."""
-    command = ("apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
-               f"-o Dpkg::Options::=--force-confold {product}={shlex.quote(version)} && "
-               f"systemctl enable --now {product}")
-
-    def install(host: hosts.TestHost) -> None:
-        init = host_power.container_init(host.name)
-        if init is None:
-            raise SandboxError(f"test host {host.name} is not running")
-        proc = subprocess.run(["nsenter", "-t", str(init), "-a", "/bin/sh", "-c", command], capture_output=True,
-                              text=True, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"})
-        if proc.returncode != 0:
-            raise SandboxError(f"installing {product}={version} on {host.name} failed (exit {proc.returncode}):"
-                               f"\n{(proc.stderr or proc.stdout).strip()[-1500:]}")
-
-    with ThreadPoolExecutor(max_workers=len(test_hosts)) as pool:
-        list(pool.map(install, test_hosts))
-
-
-def local_service(host_paths: HostPaths) -> str:
-    """The command line that manages a local-mode node: the local service runner, pointed at its own files."""
-    runner = host_setup.HOST_FILES / "local-service"
-    return (f"SANDBOX_UNIT_DIR={shlex.quote(str(host_paths.units_dir))} "
-            f"SANDBOX_RUN_DIR={shlex.quote(str(host_paths.run_dir))} {shlex.quote(str(runner))}")
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _up_local(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: int, homes: list[Home],
-              heap_mb: int, say: Say, eligible: int) -> None:
-    names = node_names(nodes)
-    taken = [p for i in range(nodes) for p in (LOCAL_HTTP_BASE + i, LOCAL_TRANSPORT_BASE + i) if not _port_free(p)]
-    if taken:
-        raise SandboxError(f"ports already in use on 127.0.0.1: {', '.join(map(str, taken))}; "
-                           "stop what uses them or `orchestrate sandbox down` a previous sandbox")
-    seeds = [f"127.0.0.1:{LOCAL_TRANSPORT_BASE + i}" for i in range(nodes)]
-    masters = names[: min(3, eligible)]
-    say(f"starting {nodes} nodes on 127.0.0.1")
-    for i, name in enumerate(names, start=1):
-        hp = paths.host(name)
-        http = LOCAL_HTTP_BASE + i - 1
-        rec = state.HostRecord(name=name, zone=zone_of(i, zones), address="127.0.0.1",
-                               http_url=http_url(st, "127.0.0.1", http))
-        st.hosts.append(rec)
-        state.save(paths.state_file, st)
-        spec = _node_spec(st, name, i, "127.0.0.1", http, LOCAL_TRANSPORT_BASE + i - 1, seeds, masters, heap_mb,
-                          eligible, snapshot_dir(paths))
-        _prepare_node(paths, st, spec, hp)
-        script = _write_start_script(homes, hp, heap_mb)
-        user = str(NODE_UID) if os.geteuid() == 0 else None
-        host_setup.write_unit(hp.units_dir, service_of(st.product), str(script), user)
-        hp.run_dir.mkdir(parents=True, exist_ok=True)
-    for name in names:
-        hp = paths.host(name)
-        proc = subprocess.run(f"{local_service(hp)} start {service_of(st.product)}", shell=True,
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise SandboxError(f"node {name} did not start: {proc.stderr.strip()}")
 
 
 def wait_green(paths: SandboxPaths, st: state.SandboxState, nodes: int, timeout_s: float) -> None:
@@ -443,17 +204,6 @@ def any_alive(paths: SandboxPaths, st: state.SandboxState) -> bool:
     if st.mode == "netns":
         return any(host_power.pid_alive(h.init_pid) for h in st.hosts)
     return bool(local_node_pids(paths, st))
-
-
-def local_node_pids(paths: SandboxPaths, st: state.SandboxState) -> dict[str, int]:
-    pids = {}
-    for h in st.hosts:
-        pid_file = paths.host(h.name).run_dir / f"{service_of(st.product)}.service.pid"
-        if pid_file.exists():
-            pid = int(pid_file.read_text().strip() or 0)
-            if host_power.pid_alive(pid):
-                pids[h.name] = pid
-    return pids
 
 
 def down(paths: SandboxPaths, say: Say) -> int:
