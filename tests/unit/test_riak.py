@@ -256,8 +256,8 @@ def test_what_was_handed_to_a_node_counts_each_partition_once_and_each_transfers
     watch = HandoffWatch(stall_s=60)
     watch.observe(Transfers(active=(transfer("p1", 50, 10), transfer("p2", 5, 1))), now=0)
     watch.observe(Transfers(active=(transfer("p1", 80, 20), transfer("p3", None, None))), now=1)
-    watch.observe(Transfers(active=(transfer("p1", 60, 30),)), now=2)  # a smaller count read later
-    assert watch.handed_to("riak@b") == (3, 85)  # p1, p2, p3; 80 (p1's largest) + 5 (p2)
+    watch.observe(Transfers(active=(transfer("p1", 60, 30), transfer("p4", 0, 0))), now=2)  # smaller, and none yet
+    assert watch.handed_to("riak@b") == (4, 85)  # p1 to p4; 80 (p1's largest) + 5 (p2) + 0 (p4)
     assert watch.handed_to("riak@nobody") == (0, 0)
 
 

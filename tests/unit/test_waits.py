@@ -17,7 +17,7 @@ from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
 from orchestrator.retry import Clock
 from orchestrator.shards.adapter import ShardClusterAdapter
-from orchestrator.shards.leases import bytes_at_risk, kept_in_its_own_view, leases_at_risk, lowest_kept
+from orchestrator.shards.leases import LeaseAtRisk, bytes_at_risk, kept_in_its_own_view, leases_at_risk, lowest_kept
 from orchestrator.shards.snapshot import EsNode
 from orchestrator.shards.steps import wait_for_retention_leases
 from tests.unit.fake_rest import RecordingRest
@@ -299,3 +299,10 @@ class FakeClock(Clock):
 
     def advance(self, seconds: float) -> None:
         self.now += max(seconds, 0.01)
+
+
+def test_a_lease_at_risk_names_its_nodes_or_their_ids_when_unnamed() -> None:
+    risk = LeaseAtRisk("logs", 2, node_id="id-stop", holder_id="id-keep", retaining_seq_no=None, needed_seq_no=40,
+                       size_bytes=1)
+    assert risk.text({}) == "[logs][2] on id-stop: no lease, id-keep keeps >= 40"
+    assert risk.text({"id-stop": "es-2", "id-keep": "es-1"}) == "[logs][2] on es-2: no lease, es-1 keeps >= 40"
