@@ -13,12 +13,14 @@ from typing import Any
 import pytest
 
 from orchestrator.config.hooks import Hook, HookPoint, Hooks
+from orchestrator.config.model import NodeEntry
 from orchestrator.config.playbook import Playbook
 from orchestrator.errors import ConfigError, HookFailed, StoppedAfter
+from orchestrator.hosts.transport import CommandResult
 from orchestrator.restart.events import Event
 from orchestrator.restart.journal import Journal, RunState
 from orchestrator.restart.procedure import resolve
-from orchestrator.testing.fake import PRODUCT, FakeCluster
+from orchestrator.testing.fake import PRODUCT, FakeCluster, FakeTransport
 from tests.helpers import Receiver
 from tests.unit.test_engine import (
     ORIGINAL,
@@ -304,3 +306,87 @@ def test_each_hook_point_is_a_list_of_the_playbook_and_each_list_a_point() -> No
     for point in HookPoint:
         assert [h.name for h in hooks.at(point)] == [f"h-{point.value}"]
         assert isinstance(hooks.at(point)[0], Hook)
+
+
+# --- each part of a hook, exactly (mutation testing found these unpinned) -------------------------------
+def test_templates_fill_strings_in_lists_and_maps_and_an_unknown_name_is_empty() -> None:
+    from orchestrator.restart.hooks import render, render_json
+
+    values = {"node": "es-1", "cluster": "prod"}
+    assert render("{cluster}/{node}/{nope}", values) == "prod/es-1/"
+    assert render_json({"tags": ["{node}", "x-{cluster}", 3], "n": None, "deep": [{"k": "{node}"}]}, values) == \
+        {"tags": ["es-1", "x-prod", 3], "n": None, "deep": [{"k": "es-1"}]}
+
+
+def test_a_redirect_is_followed_only_to_the_calls_own_origin_default_ports_included() -> None:
+    from orchestrator.restart.hooks import origin, url_fit, where_origin
+
+    assert origin("HTTP://h/x") == ("http", "h", 80) and origin("https://h:8443/") == ("https", "h", 8443)
+    assert origin("https://h/") == origin("https://h:443/") != origin("http://h/")
+    assert where_origin("https://h/a?token=t") == "https://h:443"
+    assert url_fit("https://h/x") and url_fit("http://h:1/") and not url_fit("http://h:0/")
+    assert not url_fit("ftp://h/") and not url_fit("http:///x") and not url_fit("http://h:no/")
+
+
+def test_a_redirect_to_another_server_is_refused_naming_both_origins(receiver: Receiver) -> None:
+    hooks = {"before_run": [{"name": "go", "http": {"url": receiver.url + "/redirect?to=http://127.0.0.2:9/x"}}]}
+    with state_dir(), pytest.raises(HookFailed) as err:
+        run_with(playbook_with(hooks), ["a"])
+    port = receiver.url.rsplit(":", 1)[1]
+    assert (f"POST http://127.0.0.1:{port} redirected to another server (http://127.0.0.2:9): refused, the call's "
+            "headers are not sent elsewhere") in str(err.value)
+
+
+def test_a_redirect_to_the_same_server_is_followed_with_the_calls_method_and_body(receiver: Receiver) -> None:
+    target = urllib.parse.quote(receiver.url + "/landed", safe="")
+    hooks = {"before_run": [{"name": "go", "http": {"method": "GET", "url": receiver.url + f"/redirect?to={target}"}}]}
+    with state_dir():
+        run_with(playbook_with(hooks), ["a"])
+    assert [c["path"] for c in receiver.calls] == [f"/redirect?to={target}", "/landed"]
+
+
+def test_values_in_a_url_are_quoted_whole_and_headers_are_templated(receiver: Receiver) -> None:
+    hooks = {"before_stop": [{"name": "lb", "http": {"method": "PUT", "url": receiver.url + "/lb/{batch_label}",
+                                                     "headers": {"Authorization": "Node {node}"}}}]}
+    with state_dir():
+        cluster = FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        run_with(playbook_with(hooks), ["a"], cluster=cluster)
+    assert receiver.calls[0]["path"] == "/lb/a" and receiver.calls[0]["auth"] == "Node a"
+
+
+def test_a_failed_command_hook_says_its_exit_and_the_end_of_what_it_printed(tmp_path: Path) -> None:
+    long = "x" * 400 + "END"
+    for run, said in ((f"echo {long} >&2; exit 3", f"exit 3: {long[-300:]}"),
+                      ("echo only-stdout; exit 4", "exit 4: only-stdout")):
+        hooks = {"before_run": [{"name": "check", "run": run}]}
+        with state_dir(), pytest.raises(HookFailed) as err:
+            run_with(playbook_with(hooks), ["a"])
+        assert f"hook before_run/check failed: {said}" in str(err.value), err.value
+
+
+class RecordingHosts(FakeTransport):
+    def __init__(self, cluster: FakeCluster) -> None:
+        super().__init__(cluster)
+        self.timeouts: list[tuple[str, float | None]] = []
+
+    def run(self, node: NodeEntry, command: str, timeout_s: float | None = None,
+            stdin: bytes | None = None) -> CommandResult:
+        self.timeouts.append((command, timeout_s))
+        return super().run(node, command, timeout_s, stdin)
+
+
+def test_a_host_hook_runs_on_the_nodes_host_with_its_facts_exported_and_its_timeout() -> None:
+    from orchestrator.restart.hooks import run_hooks
+
+    hook = Hook.model_validate({"name": "mark", "run": "touch /tmp/mark", "where": "host", "timeout_s": 7})
+    with state_dir():
+        inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        journal = new_journal(inv, cluster)
+        eng = engine(inv, cluster, journal, [])
+        hosts = RecordingHosts(cluster)
+        eng.ctx.transport = hosts
+        run_hooks(eng.ctx, HookPoint.AFTER_START, [hook], 1, "a", ("a",), eng.ctx.node("a"))
+    command, timeout = hosts.timeouts[0]
+    assert timeout == 7 and command.endswith("; touch /tmp/mark")
+    assert "export ORCHESTRATOR_POINT=after_start; " in command and "export ORCHESTRATOR_NODE=a; " in command
+    assert f"export ORCHESTRATOR_RUN_ID={journal.run_id}; " in command
