@@ -67,7 +67,8 @@ class Receiver:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length).decode() if length else ""
                 receiver.calls.append({"method": self.command, "path": self.path, "body": body,
-                                       "auth": self.headers.get("Authorization")})
+                                       "auth": self.headers.get("Authorization"),
+                                       "content_type": self.headers.get("Content-Type")})
                 if self.path.startswith("/redirect?to="):
                     self.send_response(302)
                     self.send_header("Location", urllib.parse.unquote(self.path.split("=", 1)[1]))

@@ -390,3 +390,58 @@ def test_a_host_hook_runs_on_the_nodes_host_with_its_facts_exported_and_its_time
     assert timeout == 7 and command.endswith("; touch /tmp/mark")
     assert "export ORCHESTRATOR_POINT=after_start; " in command and "export ORCHESTRATOR_NODE=a; " in command
     assert f"export ORCHESTRATOR_RUN_ID={journal.run_id}; " in command
+
+
+def test_a_hook_is_told_every_fact_by_its_documented_name() -> None:
+    from orchestrator.restart.hooks import facts
+
+    with state_dir():
+        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        journal = new_journal(inv, cluster)
+        ctx = engine(inv, cluster, journal, []).ctx
+        journal.save_hook_values({"silence": "s-1"})
+        assert facts(ctx, HookPoint.AFTER_START, 2, "zone-b", ("a", "b"), ctx.node("b")) == {
+            "run_id": journal.run_id, "cluster": "fake", "point": "after_start", "batch": "2",
+            "batch_label": "zone-b", "nodes": "a,b", "node": "b", "host": "h-b", "saved.silence": "s-1"}
+        assert facts(ctx, HookPoint.BEFORE_RUN) == {
+            "run_id": journal.run_id, "cluster": "fake", "point": "before_run", "batch": "", "batch_label": "",
+            "nodes": "", "node": "", "host": "", "saved.silence": "s-1"}
+
+
+def test_a_failed_warn_hook_is_a_warning_of_its_batch_or_node(receiver: Receiver) -> None:
+    hooks = {"before_batch": [{"name": "chat", "on_failure": "warn", "http": {"url": receiver.url + "/fail/chat"}}],
+             "before_stop": [{"name": "lb", "on_failure": "warn", "http": {"url": receiver.url + "/fail/lb"}}]}
+    with state_dir():
+        events: list[Event] = []
+        run_with(playbook_with(hooks), ["a"], events)
+    warned = [(e.message, e.batch, e.node) for e in events if e.kind == "warning"]
+    port = receiver.url.rsplit(":", 1)[1]
+    assert warned == [
+        (f"hook before_batch/chat for batch 1 failed: POST http://127.0.0.1:{port} answered 500 (on_failure: warn; "
+         "going on)", 1, None),
+        (f"hook before_stop/lb for a failed: POST http://127.0.0.1:{port} answered 500 (on_failure: warn; going on)",
+         1, "a")]
+
+
+def test_a_json_body_is_sent_as_json_and_a_saved_field_must_be_there(receiver: Receiver) -> None:
+    hooks = {"before_run": [{"name": "open", "http": {"url": receiver.url + "/open", "body": {"a": "{cluster}"},
+                                                      "save": {"ticket": "ticketID", "other": "otherID"}}}]}
+    with state_dir(), pytest.raises(HookFailed) as err:
+        run_with(playbook_with(hooks), ["a"])
+    assert receiver.calls[0]["content_type"] == "application/json"
+    assert ": the answer has no ticketID, otherID (on_failure: abort)" in str(err.value), err.value
+
+
+def test_a_saved_value_is_a_short_printable_text_or_a_number() -> None:
+    from orchestrator.restart.hooks import MAX_SAVED_CHARS, saveable
+
+    assert saveable("x") and saveable("x" * MAX_SAVED_CHARS) and saveable(42) and saveable(1.5)
+    assert not saveable("") and not saveable("x" * (MAX_SAVED_CHARS + 1)) and not saveable("a\nb")
+    assert not saveable(True) and not saveable(None) and not saveable(["x"])
+
+
+def test_a_server_that_cannot_be_reached_is_named_with_the_kind_of_failure() -> None:
+    hooks = {"before_run": [{"name": "gone", "http": {"url": "http://127.0.0.1:9/x"}}]}
+    with state_dir(), pytest.raises(HookFailed) as err:
+        run_with(playbook_with(hooks), ["a"])
+    assert "hook before_run/gone failed: POST http://127.0.0.1:9 failed: ConnectionRefusedError" in str(err.value)
