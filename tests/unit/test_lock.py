@@ -196,3 +196,21 @@ def test_a_renewal_that_finds_the_lock_changed_since_it_read_it_writes_nothing()
         server.tamper.clear()
         assert adapter.read_lock(LOCK_INDEX, RUN_DOC) == {"run_id": "theirs", "renewed": 3}, "nothing overwritten"
         assert not adapter.renew_lock(LOCK_INDEX, RUN_DOC, "mine", {"renewed": 5}), "and it is no longer its lock"
+
+
+def test_a_deferred_lock_is_kept_while_its_trigger_renews_it_and_removable_once_stale() -> None:
+    fresh, stale = holder(10, state="deferred"), holder(STALE_S + 5, state="deferred")
+    assert str(why_keep(fresh)).startswith("run r1 is deferred: a scheduler's trigger watches it and renewed its "
+                                           "lock 10 s ago")
+    assert why_keep(stale) is None and "DEFERRED" in describe(fresh) and "STALE" in describe(stale)
+    assert why_keep(holder(STALE_S + 5, state="failed")) == (
+        "run r1 failed and waits for `orchestrate resume` with its temporary settings in force; removing its lock "
+        "lets another run start over them")
+
+
+@pytest.mark.parametrize(("state", "said"), [(None, "running"), ("deferred", "deferred"), ("failed", "failed")])
+def test_the_lock_as_status_json_says_each_field_by_name(state: str | None, said: str) -> None:
+    doc = holder(STALE_S + 5, **({"state": state} if state else {}))
+    shown = LockHolder.from_document(doc).as_json()
+    assert shown == {"run_id": "r1", "host": "elsewhere", "pid": 1, "started": doc["started"],
+                     "renewed": doc["renewed"], "state": said, "stale": state != "failed", "gone": False}
