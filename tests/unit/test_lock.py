@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from typing import Any
@@ -19,6 +20,7 @@ from orchestrator.restart.lock import (
     RunLock,
     clear_pause,
     pause_request,
+    renew_deferred,
     request_pause,
 )
 from orchestrator.testing.fake import FakeCluster
@@ -214,3 +216,48 @@ def test_the_lock_as_status_json_says_each_field_by_name(state: str | None, said
     shown = LockHolder.from_document(doc).as_json()
     assert shown == {"run_id": "r1", "host": "elsewhere", "pid": 1, "started": doc["started"],
                      "renewed": doc["renewed"], "state": said, "stale": state != "failed", "gone": False}
+
+
+def test_a_run_whose_lock_was_taken_over_releases_nothing_of_the_new_holders() -> None:
+    cluster = FakeCluster.of(["n1"])
+    lock = RunLock(cluster, "c", "run-1")  # type: ignore[arg-type]
+    lock.acquire()
+    cluster.delete_lock(LOCK_INDEX, RUN_DOC)  # an operator's `unlock --force`, then another run
+    RunLock(cluster, "c", "run-2").acquire()  # type: ignore[arg-type]
+    lock.release()
+    assert (cluster.read_lock(LOCK_INDEX, RUN_DOC) or {}).get("run_id") == "run-2" and lock.held is False
+
+
+def test_a_failed_runs_lock_says_so_with_its_last_sign_of_life() -> None:
+    cluster = FakeCluster.of(["n1"])
+    lock = RunLock(cluster, "c", "run-1")  # type: ignore[arg-type]
+    lock.acquire()
+    before = time.time()
+    lock.mark_failed()
+    doc = cluster.read_lock(LOCK_INDEX, RUN_DOC) or {}
+    assert doc.get("state") == "failed" and float(doc.get("renewed", 0)) >= before
+    assert LockHolder.from_document(doc).failed
+
+
+def test_only_the_deferred_runs_own_lock_is_renewed_by_its_trigger() -> None:
+    cluster = FakeCluster.of(["n1"])
+    RunLock(cluster, "c", "run-1").acquire()  # type: ignore[arg-type]
+    assert not renew_deferred(cluster, "run-1"), "a running run's lock is the run's to renew, not a trigger's"
+    assert not renew_deferred(cluster, "run-2", marking=True), "another run's lock"
+    before = time.time()
+    assert renew_deferred(cluster, "run-1", marking=True)  # the run itself, deferring
+    doc = cluster.read_lock(LOCK_INDEX, RUN_DOC) or {}
+    assert doc.get("state") == "deferred" and float(doc.get("renewed", 0)) >= before
+    assert renew_deferred(cluster, "run-1") and not renew_deferred(cluster, "run-2")
+    cluster.delete_lock(LOCK_INDEX, RUN_DOC)
+    assert not renew_deferred(cluster, "run-1"), "taken back, or removed"
+
+
+def test_a_pause_request_says_why_who_and_when() -> None:
+    cluster = FakeCluster.of(["n1"])
+    before = time.time()
+    assert request_pause(cluster, "check the canary")  # type: ignore[arg-type]
+    asked = pause_request(cluster) or {}  # type: ignore[arg-type]
+    assert asked["reason"] == "check the canary" and asked["host"] == socket.gethostname()
+    assert asked["pid"] == os.getpid() and float(asked["started"]) >= before
+    assert not request_pause(cluster, "again"), "already asked"  # type: ignore[arg-type]
