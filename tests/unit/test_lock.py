@@ -261,3 +261,30 @@ def test_a_pause_request_says_why_who_and_when() -> None:
     assert asked["reason"] == "check the canary" and asked["host"] == socket.gethostname()
     assert asked["pid"] == os.getpid() and float(asked["started"]) >= before
     assert not request_pause(cluster, "again"), "already asked"  # type: ignore[arg-type]
+
+
+class RefusingRenewals(FakeCluster):
+    """A cluster where each renewal fails (returns False, or raises every other time), counting them."""
+
+    renewals = 0
+
+    def renew_lock(self, index: str, doc_id: str, run_id: str, fields: dict[str, Any]) -> bool:
+        self.renewals += 1
+        if self.renewals % 2:
+            raise OSError("connection reset")
+        return False
+
+
+def test_each_failed_renewal_is_counted_once_and_the_renewer_stops_with_the_run() -> None:
+    cluster = RefusingRenewals.of(["n1"])
+    lock = RunLock(cluster, "c", "run-1")  # type: ignore[arg-type]
+    lock.acquire()
+    lock.keep_renewed(interval_s=0.01)
+    deadline = time.monotonic() + 5
+    while cluster.renewals < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    lock.stop_renewing()
+    assert cluster.renewals >= 4 and lock.renewals_failed == cluster.renewals
+    asked = cluster.renewals
+    time.sleep(0.05)
+    assert cluster.renewals == asked, "no renewal after the renewer was stopped"
