@@ -792,3 +792,34 @@ def test_an_abandoned_runs_message_keeps_what_happened_without_what_resume_would
     from orchestrator.runs.restart import without_resume_hint
 
     assert without_resume_hint(message) == shown
+
+
+def test_each_setting_set_and_put_back_is_an_undo_event_saying_what_it_was_and_became() -> None:
+    """What `--json` and the audit log show of the run's temporary settings (mutation survivors)."""
+    with state_dir():
+        inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        journal = new_journal(inv, cluster)
+        undo = [(e.message, e.batch, e.data) for e in run(inv, cluster, journal) if e.kind == "undo"]
+    assert undo == [
+        ("set cluster fake.limit=raised (was normal)", None,
+         {"key": "fake.limit", "scope": "cluster", "before": "normal", "value": "raised"}),
+        ("set cluster fake.hold=held (was unset)", 1,
+         {"key": "fake.hold", "scope": "cluster", "before": None, "value": "held"}),
+        ("restored cluster fake.hold=unset", None, {"key": "fake.hold", "scope": "cluster", "value": None}),
+        ("restored cluster fake.limit=normal", None, {"key": "fake.limit", "scope": "cluster", "value": "normal"})]
+
+
+@pytest.mark.parametrize("both", [False, True])
+def test_a_zone_batch_that_fails_says_what_became_of_each_of_its_other_nodes(both: bool) -> None:
+    with state_dir():
+        zones = ["z1", "z1", "z2"]
+        inv, cluster = inventory(["a", "b", "c"], zones=zones), FakeCluster.of(["a", "b", "c"],
+                                                                              settings=dict(ORIGINAL), zones=zones)
+        cluster.nodes["a"].start_fails = True
+        cluster.nodes["b"].start_fails = both
+        journal = new_journal(inv, cluster, mode=Mode.ZONE)
+        with pytest.raises(HostError) as err:
+            run(inv, cluster, journal)
+    said = "b failed too (phase starting)" if both else "b ok (phase joined)"
+    assert str(err.value).startswith("a: `systemctl start elasticsearch` failed (exit 1): Job for elasticsearch "
+                                     f"failed; the other nodes of batch 1: {said}"), err.value
