@@ -220,3 +220,40 @@ def test_every_run_option_survives_the_journal_as_resume_reads_it(options: RunOp
 
     saved = json.loads(json.dumps(asdict(options)))
     assert RunOptions.from_json(saved) == options
+
+
+def test_every_field_a_run_sets_is_read_back_from_its_log_and_from_its_base(tmp_path: Path) -> None:
+    """A resume reads the journal as its files hold it: a field lost on the way (the preludes already done, the
+    hooks' saved values, the history) would make it redo or forget what the run did (mutation survivors)."""
+    j = journal(tmp_path / "r1.json")
+    j.setup_done()
+    j.prelude_done("forcemerge", {"outcome": "success", "merged": ["logs-1"]})
+    j.save_hook_values({"silence": "s-42"})
+    j.set_paused("check the canary")
+    j.set_phase("a", Phase.STOPPING)
+    j.resumed(["node a: host h-a -> h-a2", "node b added"])
+    j.origin = "airflow:dag/run/task/-1"
+    j.cluster_calls = 17
+    j.set_state(RunState.RUNNING)
+    logged = Journal.load(tmp_path / "r1.json")  # a running run's changes are lines of its log
+    assert logged.to_dict() == j.to_dict()
+    assert logged.preludes_done == ["forcemerge"] and logged.hook_values == {"silence": "s-42"}
+    assert logged.paused == "check the canary" and logged.run_setup_done and logged.finished is None
+    assert logged.history[-1].event == "resumed"
+    assert logged.history[-1].message == ("resumed from running; inventory changed: node a: host h-a -> h-a2; "
+                                          "node b added")
+    j.set_state(RunState.FAILED, "node a did not come back")  # ended: the base is written again
+    based = Journal.load(tmp_path / "r1.json")
+    assert based.to_dict() == j.to_dict() and based.finished is not None and based.state is RunState.FAILED
+    assert [(h.event, h.message) for h in based.history][-1] == ("failed", "node a did not come back")
+    assert based.prelude_reports == {"forcemerge": {"outcome": "success", "merged": ["logs-1"]}}
+
+
+def test_a_resume_says_at_most_ten_inventory_changes(tmp_path: Path) -> None:
+    j = journal(tmp_path / "r1.json")
+    j.resumed([f"change {n}" for n in range(12)])
+    said = j.history[-1].message
+    assert said.startswith("resumed from running; inventory changed: change 0; change 1;")
+    assert "change 9" in said and "change 10" not in said
+    j.resumed([])
+    assert j.history[-1].message == "resumed from running"
