@@ -823,3 +823,35 @@ def test_a_zone_batch_that_fails_says_what_became_of_each_of_its_other_nodes(bot
     said = "b failed too (phase starting)" if both else "b ok (phase joined)"
     assert str(err.value).startswith("a: `systemctl start elasticsearch` failed (exit 1): Job for elasticsearch "
                                      f"failed; the other nodes of batch 1: {said}"), err.value
+
+
+def test_a_runs_prelude_runs_once_before_batch_one_and_never_again_on_resume() -> None:
+    """A force-merge carried by `forcemerge --then-restart` (mutation testing found preludes without a unit test)."""
+    with state_dir():
+        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        journal = new_journal(inv, cluster)
+        journal.spec = replace(journal.spec, prelude={"merge": {"indices": "logs-*"}, "note": {}})
+        ran: list[tuple[str, int]] = []
+
+        def prelude(name: str) -> Any:
+            def run_it(ctx: RunContext) -> None:
+                ran.append((name, sum(n.starts for n in cluster.nodes.values())))
+                ctx.journal.prelude_done(name, {"done": name})
+            return run_it
+
+        eng = engine(inv, cluster, journal, [])
+        eng.preludes = {"merge": prelude("merge"), "note": prelude("note")}
+        cluster.nodes["b"].start_fails = True
+        with pytest.raises(HostError):
+            eng.run()
+        assert ran == [("merge", 0), ("note", 0)], "each once, in order, before any node restarted"
+        cluster.nodes["b"].start_fails = False
+        eng = engine(inv, cluster, journal, [])
+        eng.preludes = {"merge": prelude("merge"), "note": prelude("note")}
+        eng.run()
+        assert ran == [("merge", 0), ("note", 0)] and journal.state is RunState.SUCCEEDED, "not again on resume"
+        unknown = new_journal(inv, FakeCluster.of(["a", "b"], settings=dict(ORIGINAL)))
+        unknown.spec = replace(unknown.spec, prelude={"defrag": {}})
+        with pytest.raises(UnsafeToProceed, match="this run carries a defrag before its restart, which cannot run "
+                                                  "here"):
+            engine(inv, cluster, unknown, []).run()
