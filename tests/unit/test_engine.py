@@ -855,3 +855,29 @@ def test_a_runs_prelude_runs_once_before_batch_one_and_never_again_on_resume() -
         with pytest.raises(UnsafeToProceed, match="this run carries a defrag before its restart, which cannot run "
                                                   "here"):
             engine(inv, cluster, unknown, []).run()
+
+
+def test_a_stop_asked_while_a_node_is_down_brings_it_back_first_and_says_so() -> None:
+    with state_dir():
+        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        journal = new_journal(inv, cluster)
+        events: list[Event] = []
+        eng = engine(inv, cluster, journal, events)
+        transport = eng.ctx.transport
+        real_run = transport.run
+
+        def run_and_interrupt(node: NodeEntry, command: str, timeout_s: float | None = None,
+                              stdin: bytes | None = None) -> CommandResult:
+            result = real_run(node, command, timeout_s, stdin)
+            if "systemctl stop" in command and node.name == "a":
+                eng.ctx.abort.request("SIGTERM")  # the node is down now
+            return result
+
+        transport.run = run_and_interrupt  # type: ignore[method-assign]
+        with pytest.raises(Aborted) as err:
+            eng.run()
+    assert str(err.value).startswith("stopped by the operator (SIGTERM) at a safe point"), err.value
+    warned = [(e.message, e.batch) for e in events if e.kind == "warning"]
+    assert ("stop requested: bringing the batch's nodes back first", 1) in warned, warned
+    assert cluster.nodes["a"].up and cluster.nodes["a"].starts == 1, "brought back before the run stopped"
+    assert cluster.nodes["b"].starts == 0 and cluster.settings == ORIGINAL
