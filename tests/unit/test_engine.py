@@ -39,7 +39,16 @@ from orchestrator.restart import journal as journals
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.engine import Engine
 from orchestrator.restart.events import Event
-from orchestrator.restart.journal import BatchRecord, Journal, NodeRecord, RunOptions, RunSpec, RunState, UndoState
+from orchestrator.restart.journal import (
+    BatchRecord,
+    BatchState,
+    Journal,
+    NodeRecord,
+    RunOptions,
+    RunSpec,
+    RunState,
+    UndoState,
+)
 from orchestrator.restart.lock import PAUSE_DOC, request_pause
 from orchestrator.restart.phases import Phase
 from orchestrator.restart.plan import Mode, Plan
@@ -881,3 +890,23 @@ def test_a_stop_asked_while_a_node_is_down_brings_it_back_first_and_says_so() ->
     assert ("stop requested: bringing the batch's nodes back first", 1) in warned, warned
     assert cluster.nodes["a"].up and cluster.nodes["a"].starts == 1, "brought back before the run stopped"
     assert cluster.nodes["b"].starts == 0 and cluster.settings == ORIGINAL
+
+
+def test_the_eta_is_the_plans_then_the_last_runs_then_this_runs_own_batch_times() -> None:
+    with state_dir():
+        inv, cluster = inventory(["a", "b", "c"]), FakeCluster.of(["a", "b", "c"], settings=dict(ORIGINAL))
+        journal = new_journal(inv, cluster)
+        eng = engine(inv, cluster, journal, [])
+        eng.prior_batch_s = None
+        assert eng.eta_s() == sum(b.estimate_s for b in journal.plan.batches) == 3.0  # the plan's
+        eng.prior_batch_s = 10.0
+        assert eng.eta_s() == 30.0  # the last run's, in this mode, per batch left
+        journal.batches[0].state = BatchState.DONE
+        eng.batch_seconds = [2.0, 4.0]
+        assert eng.eta_s() == 6.0  # this run's mean, per batch left (2 of 3)
+        events: list[Event] = []
+        eng = engine(inv, cluster, new_journal(inv, cluster), events)
+        eng.prior_batch_s = None
+        eng.run()
+        first = next(e for e in events if e.kind == "batch")
+        assert first.eta_s == 3.0, first
