@@ -485,7 +485,7 @@ def measured_batch_seconds(cluster: str, mode: str, before: str, look_back: int 
 
 def node_record(raw: dict[str, Any]) -> NodeRecord:
     """A node's record as the journal holds it: its phase and host changes read back as what they are."""
-    return NodeRecord(**{**raw, "phase": Phase(raw["phase"]),
+    return NodeRecord(**{**raw, "phase": Phase(raw.get("phase", Phase.PENDING)),
                          "host_changes": [HostChange.from_json(c) for c in raw.get("host_changes", [])]})
 
 

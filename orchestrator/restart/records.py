@@ -147,7 +147,7 @@ def check_field_types(record: object) -> None:
         value, hint = getattr(record, f.name), hints[f.name]
         allowed = PLAIN_TYPES.get(hint)
         if allowed is not None and not allowed(value):
-            raise ValueError(f"its field {f.name} holds {type(value).__name__}, not {hint}")
+            raise ValueError(f"its field {f.name} holds {type(value).__name__}, not {getattr(hint, '__name__', hint)}")
 
 
 @functools.cache

@@ -75,16 +75,44 @@ def test_original_value_is_the_first_recorded(tmp_path: Path) -> None:
     assert j.original_value("k", "transient") == (False, None)
 
 
-@pytest.mark.parametrize("change", [{"format": 99}, {"batches": "nope"}, {"state": "exploded"},
-                                    {"nodes": {"a": {"name": "a", "batch": 1, "phase": "halfway"}}},
-                                    {"nodes": {"a": {"name": "a", "batch": 1, "phase": "pending",
-                                                     "host_changes": [{"knob": 3, "before": {}, "after": None}]}}}])
-def test_unknown_or_damaged_journal_is_refused(tmp_path: Path, change: dict[str, object]) -> None:
+@pytest.mark.parametrize(("change", "said"), [
+    ({"format": 99}, "has format 99; this version of orchestrator reads formats"),
+    ({"batches": "nope"}, "is damaged"),
+    ({"state": "exploded"}, "is damaged ('exploded' is not a valid RunState)"),
+    ({"nodes": {"a": {"name": "a", "batch": 1, "phase": "halfway"}}}, "is damaged ('halfway' is not a valid Phase)"),
+    ({"nodes": {"a": {"name": "a", "batch": 1, "phase": "pending",
+                      "host_changes": [{"knob": 3, "before": {}, "after": None}]}}}, "knob is not text"),
+    ({"batches": [{"number": 1, "label": "b", "nodes": ["b"], "state": "pending"}]},
+     "is damaged (its batches do not match its plan)"),
+    ({"nodes": {"a": {"name": "a", "batch": 1}, "z": {"name": "z", "batch": 1}}},
+     "is damaged (its node records do not match its plan)"),
+    ({"batches": [{"number": 1, "label": "a", "nodes": ["a"], "state": "half"}]},
+     "is damaged ('half' is not a valid BatchState)"),
+    ({"created": "yesterday"}, "is damaged (its field created holds str, not float)"),
+])
+def test_unknown_or_damaged_journal_is_refused_saying_what_is_wrong(tmp_path: Path, change: dict[str, object],
+                                                                    said: str) -> None:
     j = journal(tmp_path / "r1.json")
     raw = j.to_dict() | change
     (tmp_path / "r1.json").write_text(json.dumps(raw))
-    with pytest.raises(JournalError):
+    with pytest.raises(JournalError) as err:
         Journal.load(tmp_path / "r1.json")
+    assert said in str(err.value), err.value
+
+
+def test_the_last_success_is_the_newest_succeeded_runs_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.restart.journal import last_success, runs_dir
+
+    monkeypatch.setenv("ORCHESTRATOR_STATE", str(tmp_path))
+    runs_dir("c").mkdir(parents=True)
+    assert last_success("c") is None
+    for run_id, state, finished in (("20261121T100000-aaaaaa", RunState.SUCCEEDED, 1000.0),
+                                    ("20261121T110000-bbbbbb", RunState.SUCCEEDED, 2000.0),
+                                    ("20261121T120000-cccccc", RunState.FAILED, 3000.0)):
+        j = journal_of(plan_of([["a"]]), run_id=run_id)
+        j.path, j.state, j.finished = runs_dir("c") / f"{run_id}.json", state, finished
+        j.save()
+    assert last_success("c") == 2000.0
 
 
 def test_phase_table_refuses_illegal_moves() -> None:
