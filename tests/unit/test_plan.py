@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from orchestrator.restart.plan import Mode
 from orchestrator.shards.plan import ALLOCATION_ENABLE, build_plan, match_nodes
 from orchestrator.shards.safety import batch_problems, cluster_problems, shards_without_other_copy
-from orchestrator.shards.snapshot import ShardCopy
+from orchestrator.shards.snapshot import EsNode, ShardCopy
 from tests.unit.snapshots import copies, inventory, node, snapshot
 
 
@@ -335,3 +335,36 @@ def test_a_plan_warns_of_one_or_two_master_eligible_nodes_and_of_no_other_count(
         "master (requests fail until it is back). Three master-eligible nodes avoid that."]
     assert with_masters(1)[0].startswith("the cluster has 1 master-eligible node(s)")
     assert with_masters(0) == [] and with_masters(3) == [] and with_masters(4) == []
+
+
+def test_inventory_nodes_are_matched_by_name_then_by_one_host_and_every_mismatch_is_said() -> None:
+    from orchestrator.config.model import Inventory
+
+    def inv(entries: list[tuple[str, str]]) -> Inventory:
+        return Inventory.model_validate({"cluster": {"name": "c", "endpoints": ["http://x:9200"]},
+                                         "ssh": {"known_hosts": "/dev/null"},
+                                         "nodes": [{"name": n, "host": h} for n, h in entries]})
+
+    nodes = [node("es-1"), node("es-2"), node("es-3")]
+    snap = snapshot(nodes, [], "es-1")
+    # By name; else by host or IP, when exactly one node has it.
+    assert match_nodes(inv([("es-1", "x"), ("two", "h-es-2"), ("three", "10.0.0.3")]), snap) == (
+        {"es-1": "id-es-1", "two": "id-es-2", "three": "id-es-3"}, [])
+    mapping, problems = match_nodes(inv([("es-1", "x"), ("gone", "h-gone"), ("es-3", "y")]), snap)
+    assert mapping == {"es-1": "id-es-1", "es-3": "id-es-3"}
+    assert problems == ["node gone (h-gone) is not in the cluster: is it running and joined? (matched by node.name, "
+                        "then by host or IP)"], "the unmatched node es-2 is said by that, not twice"
+    twice = snapshot([node("es-1"), EsNode(**{**vars(node("es-2")), "host": "h-es-1"})], [], "es-1")
+    assert match_nodes(inv([("a", "h-es-1"), ("es-2", "z")]), twice)[1] == [
+        "node a: host h-es-1 matches 2 Elasticsearch nodes; give the node its Elasticsearch node.name"]
+    assert match_nodes(inv([("es-1", "x"), ("es-2", "y")]), snap)[1] == [
+        "the cluster has node(s) not in the inventory: es-3. Add them, or they would never be restarted and could "
+        "hold the only copy of a shard."]
+
+
+def test_data_only_nodes_restart_first_then_master_eligible_ones_the_elected_master_last() -> None:
+    from orchestrator.shards.plan import restart_order
+
+    nodes = {n.name: n for n in (node("m1"), node("d1", roles=("data",)), node("m2"), node("d2", roles=("data",)))}
+    assert restart_order(["m2", "m1", "d2", "d1"], nodes, "id-m1") == ["d1", "d2", "m2", "m1"]
+    assert restart_order(["m2", "m1", "d2", "d1"], nodes, None) == ["d1", "d2", "m1", "m2"]
