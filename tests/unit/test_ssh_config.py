@@ -325,3 +325,20 @@ def test_a_proxycommand_runs_exactly_as_openssh_runs_it(tmp_path: Path, monkeypa
     assert by_ssh.read_text() == by_us.read_text()
     assert by_us.read_text().splitlines()[1:] == ["10.20.30.40", "2222", "deploy", "proxied", "%",
                                                   "a note with spaces", "single 10.20.30.40"]
+
+
+def test_the_inventorys_ssh_section_chooses_the_file_and_whether_local_commands_may_run(tmp_path: Path) -> None:
+    def section_of(**keys: object) -> SshSection:
+        return SshSection.model_validate({"known_hosts": "/dev/null", **keys})
+
+    given = tmp_path / "ssh_config"
+    given.write_text("Host *\n  User ops\n")
+    for allow in (False, True):
+        loaded = SshConfig.load(section_of(config_file=str(given), allow_local_commands=allow))
+        assert (loaded.path, loaded.enabled, loaded.allow_local_commands) == (given, True, allow)
+        own = SshConfig.load(section_of(allow_local_commands=allow))
+        assert (own.path, own.enabled, own.allow_local_commands) == (None, True, allow)  # ssh -G's own files
+    assert not SshConfig.load(section_of(read_config=False)).enabled
+    with pytest.raises(ConfigError) as err:
+        SshConfig.load(section_of(config_file=str(tmp_path / "nope")))
+    assert err.value.source == "inventory" and f"ssh.config_file: cannot read {tmp_path / 'nope'}" in str(err.value)
