@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -445,3 +446,27 @@ def test_a_server_that_cannot_be_reached_is_named_with_the_kind_of_failure() -> 
     with state_dir(), pytest.raises(HookFailed) as err:
         run_with(playbook_with(hooks), ["a"])
     assert "hook before_run/gone failed: POST http://127.0.0.1:9 failed: ConnectionRefusedError" in str(err.value)
+
+
+def test_a_command_hook_past_its_timeout_fails_in_its_time_and_says_so() -> None:
+    hooks = {"before_run": [{"name": "slow", "run": "sleep 30", "timeout_s": 1}]}
+    began = time.monotonic()
+    with state_dir(), pytest.raises(HookFailed) as err:
+        run_with(playbook_with(hooks), ["a"])
+    assert time.monotonic() - began < 20, "the hook's own timeout ended it"
+    assert "hook before_run/slow failed: local: command did not finish in 1 s: sleep 30" in str(err.value), err.value
+
+
+def test_a_done_hook_is_a_step_of_its_batch_and_node_and_a_failing_hook_after_a_failure_never_aborts(
+        receiver: Receiver) -> None:
+    hooks = {"before_stop": [{"name": "lb", "http": {"url": receiver.url + "/lb/{node}"}}]}
+    with state_dir():
+        events: list[Event] = []
+        run_with(playbook_with(hooks), ["a"], events)
+    done = [(e.kind, e.batch, e.node) for e in events if e.message.startswith("hook before_stop/lb for a done in ")]
+    assert done == [("step", 1, "a")], done
+    failing = {"before_stop": [{"name": "lb", "http": {"url": receiver.url + "/fail/lb"}}],
+               "on_failure": [{"name": "page", "on_failure": "abort", "http": {"url": receiver.url + "/fail/page"}}]}
+    with state_dir(), pytest.raises(HookFailed) as err:
+        run_with(playbook_with(failing), ["a"])
+    assert "hook before_stop/lb for a failed" in str(err.value), "the run's own failure, not the page hook's"
