@@ -288,3 +288,14 @@ def test_each_failed_renewal_is_counted_once_and_the_renewer_stops_with_the_run(
     asked = cluster.renewals
     time.sleep(0.05)
     assert cluster.renewals == asked, "no renewal after the renewer was stopped"
+
+
+def test_stopping_the_renewer_twice_is_harmless() -> None:
+    cluster = FakeCluster.of(["n1"])
+    lock = RunLock(cluster, "c", "run-1")  # type: ignore[arg-type]
+    lock.acquire()
+    lock.keep_renewed(interval_s=0.01)
+    lock.stop_renewing()
+    lock.stop_renewing()  # mark_failed, then the run's own end, say
+    lock.release()
+    assert cluster.read_lock(LOCK_INDEX, RUN_DOC) is None
