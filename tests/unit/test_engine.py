@@ -910,3 +910,26 @@ def test_the_eta_is_the_plans_then_the_last_runs_then_this_runs_own_batch_times(
         eng.run()
         first = next(e for e in events if e.kind == "batch")
         assert first.eta_s == 3.0, first
+
+
+def test_a_setting_already_in_force_is_not_set_or_recorded_again_and_a_later_one_keeps_the_first_before() -> None:
+    """A resume sets the run's settings again: one in force with its undo on record is left alone (the others
+    of the same call still set); one set again after it was put back keeps the value from before the run
+    (mutation survivors)."""
+    from orchestrator.restart.steps import restore_settings, set_all_temporarily
+
+    with state_dir():
+        inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings={("cluster", "k"): "orig"})
+        journal = new_journal(inv, cluster)
+        ctx = engine(inv, cluster, journal, []).ctx
+        set_all_temporarily(ctx, [("k", "cluster", "orig", "temp")], 1)
+        cluster.writes.clear()
+        set_all_temporarily(ctx, [("k", "cluster", "temp", "temp"), ("k", "persistent", None, "p"),
+                                  ("other", "cluster", None, "o")], 1)
+        assert cluster.writes == [{"other": "o"}, {"k": "p"}] or cluster.writes == [{"k": "p"}, {"other": "o"}]
+        assert [(u.key, u.scope, u.before, u.applied) for u in journal.undo] == [
+            ("k", "cluster", "orig", "temp"), ("k", "persistent", None, "p"), ("other", "cluster", None, "o")]
+        restore_settings(ctx)
+        cluster.settings[("cluster", "k")] = "changed-by-someone"  # between batches
+        set_all_temporarily(ctx, [("k", "cluster", "changed-by-someone", "temp")], 2)
+        assert journal.undo[-1].before == "orig", "the value from before the run, the one it must end on"
