@@ -285,3 +285,46 @@ def test_a_resume_says_at_most_ten_inventory_changes(tmp_path: Path) -> None:
     assert "change 9" in said and "change 10" not in said
     j.resumed([])
     assert j.history[-1].message == "resumed from running"
+
+
+def test_a_run_asked_by_id_is_found_or_the_refusal_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.restart.journal import latest, runs_dir
+
+    monkeypatch.setenv("ORCHESTRATOR_STATE", str(tmp_path))
+    runs_dir("c").mkdir(parents=True)
+    j = journal_of(plan_of([["a"]]), run_id="20261121T100000-aaaaaa")
+    j.path = runs_dir("c") / "20261121T100000-aaaaaa.json"
+    j.save()
+    assert latest("c", "20261121T100000-aaaaaa").run_id == "20261121T100000-aaaaaa"  # type: ignore[union-attr]
+    assert latest("c").run_id == "20261121T100000-aaaaaa"  # type: ignore[union-attr]
+    with pytest.raises(JournalError) as err:
+        latest("c", "x" * 100)
+    assert str(err.value) == (f"--run {'x' * 80!r} is not a run id (such as 20261122T013500-a1b2c3; `orchestrate "
+                              "status` shows the latest)")
+    with pytest.raises(JournalError) as err:
+        latest("c", "20261121T110000-bbbbbb")
+    assert str(err.value) == f"no run 20261121T110000-bbbbbb for cluster c in {runs_dir('c')}"
+
+
+def test_a_journal_of_another_format_names_the_formats_this_version_reads(tmp_path: Path) -> None:
+    j = journal(tmp_path / "r1.json")
+    (tmp_path / "r1.json").write_text(json.dumps(j.to_dict() | {"format": 99}))
+    with pytest.raises(JournalError) as err:
+        Journal.load(tmp_path / "r1.json")
+    assert str(err.value) == (f"journal {tmp_path / 'r1.json'} has format 99; this version of orchestrator reads "
+                              "formats 2 and 3 only. Use the version that wrote it.")
+    (tmp_path / "r1.json").write_text("[1, 2]")
+    with pytest.raises(JournalError, match="has format 'unknown'"):
+        Journal.load(tmp_path / "r1.json")
+
+
+def test_a_journal_written_before_hooks_history_or_its_log_reads_with_none_of_them(tmp_path: Path) -> None:
+    j = journal(tmp_path / "r1.json")
+    older = {k: v for k, v in j.to_dict().items() if k not in ("hook_values", "history", "seq")} | {"format": 2}
+    (tmp_path / "r1.json").write_text(json.dumps(older))
+    (tmp_path / "r1.changes").unlink(missing_ok=True)
+    loaded = Journal.load(tmp_path / "r1.json")
+    assert loaded.hook_values == {} and loaded.history == [] and loaded.state is RunState.RUNNING
+    loaded.set_phase("a", Phase.STOPPING)  # goes on in the new format: a base, then its log
+    assert Journal.load(tmp_path / "r1.json").nodes["a"].phase is Phase.STOPPING
+    assert json.loads((tmp_path / "r1.json").read_text())["format"] == 3
