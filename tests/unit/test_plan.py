@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -368,3 +370,35 @@ def test_data_only_nodes_restart_first_then_master_eligible_ones_the_elected_mas
     nodes = {n.name: n for n in (node("m1"), node("d1", roles=("data",)), node("m2"), node("d2", roles=("data",)))}
     assert restart_order(["m2", "m1", "d2", "d1"], nodes, "id-m1") == ["d1", "d2", "m2", "m1"]
     assert restart_order(["m2", "m1", "d2", "d1"], nodes, None) == ["d1", "d2", "m1", "m2"]
+
+
+def test_the_plan_warns_of_each_unsafe_way_the_cluster_is_reached(tmp_path: Path) -> None:
+    from orchestrator.config.model import Inventory
+    from orchestrator.shards.plan import connection_warnings
+
+    loose = tmp_path / "password"
+    loose.write_text("s3cr3t")
+    loose.chmod(0o644)
+    tight = tmp_path / "key"
+    tight.write_text("k")
+    tight.chmod(0o600)
+
+    def warned(cluster: dict[str, object], ssh: dict[str, object] | None = None) -> list[str]:
+        return connection_warnings(Inventory.model_validate({
+            "cluster": {"name": "c", **cluster}, "ssh": {"known_hosts": "/dev/null", **(ssh or {})},
+            "nodes": [{"name": "a", "host": "h-a"}]}))
+
+    assert warned({"endpoints": ["https://x:9200"]}) == []
+    assert warned({"endpoints": ["https://x:9200"], "username": "u", "password": {"file": str(tight)}}) == []
+    assert warned({"endpoints": ["https://x:9200"], "verify_certs": False}) == [
+        "WARNING: TLS certificates are NOT verified (cluster.verify_certs: false): anyone in the middle can read "
+        "the credentials and change the answers"]
+    assert warned({"endpoints": ["http://x:9200", "https://y:9200", "http://z:9200"], "username": "u",
+                   "password": {"file": str(loose)}}) == [
+        f"WARNING: cluster.password: the secret file {loose} is readable by others (mode 644); `chmod 600 {loose}`",
+        "WARNING: credentials are sent in clear text over plain http (http://x:9200, http://z:9200)"]
+    assert warned({"endpoints": ["http://x:9200"], "api_key": {"file": str(tight)}}) == [
+        "WARNING: credentials are sent in clear text over plain http (http://x:9200)"]
+    assert warned({"endpoints": ["http://x:9200"]}) == [], "no credentials, nothing sent in clear"
+    assert warned({"endpoints": ["https://x:9200"]}, {"sudo": True, "sudo_password": {"file": str(loose)}}) == [
+        f"WARNING: ssh.sudo_password: the secret file {loose} is readable by others (mode 644); `chmod 600 {loose}`"]
