@@ -129,6 +129,8 @@ def test_missing_and_extra_nodes_are_named() -> None:
     mapping, problems = match_nodes(inventory(["a", "b", "c"]), snap)
     assert mapping == {"a": "id-a", "b": "id-b"}
     assert any("node c" in p and "not in the cluster" in p for p in problems)
+    red = build_plan(inventory(["a", "b", "c"]), snapshot([node("a"), node("b")], [], "a", status="red"), Mode.NODE)
+    assert [p.split(" ")[:2] for p in red.problems] == [["node", "c"], ["cluster", "health"]], "both are said"
 
 
 def test_settings_written_where_they_take_effect_and_remember_the_old_value() -> None:
@@ -357,11 +359,13 @@ def test_inventory_nodes_are_matched_by_name_then_by_one_host_and_every_mismatch
     assert problems == ["node gone (h-gone) is not in the cluster: is it running and joined? (matched by node.name, "
                         "then by host or IP)"], "the unmatched node es-2 is said by that, not twice"
     twice = snapshot([node("es-1"), EsNode(**{**vars(node("es-2")), "host": "h-es-1"})], [], "es-1")
-    assert match_nodes(inv([("a", "h-es-1"), ("es-2", "z")]), twice)[1] == [
-        "node a: host h-es-1 matches 2 Elasticsearch nodes; give the node its Elasticsearch node.name"]
+    assert match_nodes(inv([("a", "h-es-1"), ("es-2", "z")]), twice) == ({"es-2": "id-es-2"}, [
+        "node a: host h-es-1 matches 2 Elasticsearch nodes; give the node its Elasticsearch node.name"])
     assert match_nodes(inv([("es-1", "x"), ("es-2", "y")]), snap)[1] == [
         "the cluster has node(s) not in the inventory: es-3. Add them, or they would never be restarted and could "
         "hold the only copy of a shard."]
+    assert match_nodes(inv([("es-2", "y")]), snap)[1][0].startswith(
+        "the cluster has node(s) not in the inventory: es-1, es-3. ")
 
 
 def test_data_only_nodes_restart_first_then_master_eligible_ones_the_elected_master_last() -> None:
@@ -370,6 +374,10 @@ def test_data_only_nodes_restart_first_then_master_eligible_ones_the_elected_mas
     nodes = {n.name: n for n in (node("m1"), node("d1", roles=("data",)), node("m2"), node("d2", roles=("data",)))}
     assert restart_order(["m2", "m1", "d2", "d1"], nodes, "id-m1") == ["d1", "d2", "m2", "m1"]
     assert restart_order(["m2", "m1", "d2", "d1"], nodes, None) == ["d1", "d2", "m1", "m2"]
+    # By role before name: a master-eligible node named to sort first still waits for the data-only ones.
+    named = {n.name: n for n in (node("a-master"), node("z-data", roles=("data",)), node("b-master"))}
+    assert restart_order(["a-master", "z-data", "b-master"], named, "id-b-master") == ["z-data", "a-master",
+                                                                                      "b-master"]
 
 
 def test_the_plan_warns_of_each_unsafe_way_the_cluster_is_reached(tmp_path: Path) -> None:
@@ -399,6 +407,140 @@ def test_the_plan_warns_of_each_unsafe_way_the_cluster_is_reached(tmp_path: Path
         "WARNING: credentials are sent in clear text over plain http (http://x:9200, http://z:9200)"]
     assert warned({"endpoints": ["http://x:9200"], "api_key": {"file": str(tight)}}) == [
         "WARNING: credentials are sent in clear text over plain http (http://x:9200)"]
+    assert warned({"endpoints": ["https://x:9200"], "api_key": {"file": str(loose)}}) == [
+        f"WARNING: cluster.api_key: the secret file {loose} is readable by others (mode 644); `chmod 600 {loose}`"]
+    four = [f"http://h{i}:9200" for i in range(1, 5)]
+    assert warned({"endpoints": four, "api_key": {"file": str(tight)}}) == [
+        "WARNING: credentials are sent in clear text over plain http (http://h1:9200, http://h2:9200, "
+        "http://h3:9200)"], "three are named, not a long list"
     assert warned({"endpoints": ["http://x:9200"]}) == [], "no credentials, nothing sent in clear"
     assert warned({"endpoints": ["https://x:9200"]}, {"sudo": True, "sudo_password": {"file": str(loose)}}) == [
         f"WARNING: ssh.sudo_password: the secret file {loose} is readable by others (mode 644); `chmod 600 {loose}`"]
+
+
+def test_a_plans_batches_are_numbered_from_one_and_carry_their_copies_bytes_and_estimate() -> None:
+    from dataclasses import replace
+
+    from orchestrator.restart.plan import EST_START_TO_JOIN_S, EST_STOP_S
+    from orchestrator.shards.limits import RATE
+    from orchestrator.shards.plan import EST_EXPECTED_REUSE
+    from orchestrator.units import parse_size
+
+    gib = 2**30
+    shards = (copies("big", 0, ["a", "b"], size=3 * gib + 123_456_789) + copies("big", 1, ["b", "a"], size=gib)
+              + copies("small", 0, ["a", "b"], size=7))
+    snap = replace(snapshot([node("a", roles=("data",)), node("b"), node("m")], shards, "m"),
+                   health=replace(snapshot([], [], "m").health, number_of_nodes=3, unassigned_shards=4))
+    plan = build_plan(inventory(["a", "b", "m"]), snap, Mode.NODE)
+    rate = parse_size(next(s.during for s in plan.settings if s.key == RATE))
+
+    def estimate(size: int) -> float:  # the documented model: stop, start, then what a flush did not keep
+        return EST_STOP_S + EST_START_TO_JOIN_S + max(size * (1 - EST_EXPECTED_REUSE) / rate, 2.0)
+
+    held = 4 * gib + 123_456_789 + 7
+    assert [b.number for b in plan.batches] == [1, 2, 3]
+    assert [b.label for b in plan.batches] == ["a", "b", "m"]
+    assert [b.figures for b in plan.batches] == [{"shard_copies": 3, "bytes": held},
+                                                 {"shard_copies": 3, "bytes": held},
+                                                 {"shard_copies": 0, "bytes": 0}], "m holds nothing"
+    assert round(estimate(held), 1) != round(estimate(held), 2), "the figures must show the rounding"
+    assert [b.estimate_s for b in plan.batches] == [round(estimate(held), 1), round(estimate(held), 1),
+                                                    EST_STOP_S + EST_START_TO_JOIN_S + 2.0]
+    assert plan.estimate_s == round(sum(b.estimate_s for b in plan.batches), 1)
+    assert (plan.cluster, plan.product, plan.mode, plan.accepted_unassigned) == ("c", "elasticsearch", Mode.NODE, 4)
+    assert plan.upgrade is None and plan.node_ids == {"a": "id-a", "b": "id-b", "m": "id-m"}
+
+
+def test_a_batchs_estimate_is_stop_start_and_the_tenth_a_flush_does_not_keep_at_the_rate() -> None:
+    from orchestrator.restart.plan import EST_START_TO_JOIN_S, EST_STOP_S
+    from orchestrator.shards.plan import estimate_batch_s
+
+    fixed = EST_STOP_S + EST_START_TO_JOIN_S
+    assert estimate_batch_s(0, 100) == fixed + 2.0, "a recovery is never taken as less than 2 s"
+    assert estimate_batch_s(10**10, 10**8) == pytest.approx(fixed + 10.0), "a tenth of 10 GB at 100 MB/s"
+    assert estimate_batch_s(1000, 1) == pytest.approx(fixed + 100.0)
+    assert estimate_batch_s(1000, 0) == pytest.approx(fixed + 100.0), "a rate of 0 is taken as 1 byte/s"
+
+
+def test_only_the_chosen_nodes_are_planned_and_the_shutdown_api_is_said() -> None:
+    from dataclasses import replace
+
+    snap = snapshot([node("a"), node("b"), node("c")], copies("i", 0, ["a", "b", "c"]), "a")
+    assert [b.label for b in build_plan(inventory(["a", "b", "c"]), snap, Mode.NODE, only=["b"]).batches] == ["b"]
+    plan = build_plan(inventory(["a", "b", "c"]), replace(snap, has_shutdown_api=True), Mode.NODE)
+    assert "the cluster has the node shutdown API; this version restricts allocation with `primaries`, which " \
+           "works on every cluster" in plan.notes
+    assert not any("shutdown API" in n for n in build_plan(inventory(["a", "b", "c"]), snap, Mode.NODE).notes)
+
+
+def test_the_inventorys_allow_yellow_or_the_flags_lets_a_yellow_plan_and_a_planned_nodes_delay_does_not() -> None:
+    from dataclasses import replace
+
+    from orchestrator.shards.settled import UnassignedCopy
+
+    nodes = [node("a"), node("b"), node("c")]
+    shards = copies("i", 0, ["a", "b"])
+    inv = inventory(["a", "b", "c"])
+    yellow = snapshot(nodes, shards, "a", status="yellow")
+
+    def yellow_said(plan_: object) -> bool:
+        return any("cluster health is yellow" in p for p in plan_.problems)  # type: ignore[attr-defined]
+
+    assert yellow_said(build_plan(inv, yellow, Mode.NODE))
+    assert not yellow_said(build_plan(inv, yellow, Mode.NODE, allow_yellow=True))
+    assert not yellow_said(build_plan(inv.model_copy(update={"allow_yellow": True}), yellow, Mode.NODE))
+    # A copy delayed for a node the run restarts is not settled: that node comes back first.
+    delayed = UnassignedCopy(index="i", shard=1, primary=False, can_allocate="allocation_delayed",
+                             reason="NODE_LEFT", left_node="id-c")
+    waiting = replace(yellow, health=replace(yellow.health, unassigned_shards=1), unassigned=(delayed,))
+    assert yellow_said(build_plan(inv, waiting, Mode.NODE))
+    gone = replace(waiting, unassigned=(replace(delayed, left_node="id-elsewhere"),))
+    assert not yellow_said(build_plan(inv, gone, Mode.NODE)), "a node that left for good: settled"
+
+
+def test_each_batchs_unavailable_indices_are_named_with_the_batch_and_every_acceptance_is_kept() -> None:
+    nodes = [node("a"), node("b"), node("c")]
+    shards = copies("logs-a", 0, ["a"]) + copies("logs-b", 0, ["b"]) + copies("i", 0, ["a", "b", "c"])
+    snap = snapshot(nodes, shards, "c")
+    refused = build_plan(inventory(["a", "b", "c"]), snap, Mode.NODE)
+    assert [p.split(":")[0] for b in refused.batches for p in b.problems] == ["a", "b"]
+    accepted = build_plan(inventory(["a", "b", "c"]), snap, Mode.NODE, allow_unavailable=("logs-*",))
+    assert accepted.safe, accepted.all_problems()
+    assert [n for n in accepted.notes if "will be unavailable" in n] == [
+        "a: index logs-a will be unavailable while it restarts (accepted by --allow-unavailable 'logs-*')",
+        "b: index logs-b will be unavailable while it restarts (accepted by --allow-unavailable 'logs-*')"]
+
+
+def test_zones_come_from_the_inventory_or_the_nodes_and_every_split_and_zoneless_node_is_said() -> None:
+    # Six master-eligible nodes: z1 and z2 each hold three, more than the two one batch may take down.
+    names = ["a1", "a2", "a3", "b1", "b2", "b3"]
+    nodes = [node(n, zone="z1" if n[0] == "a" else "z2") for n in names]
+    plan = build_plan(inventory(names), snapshot(nodes, [], "a1"), Mode.ZONE)  # the zones the nodes report
+    assert [b.label for b in plan.batches] == ["z2 (1/2)", "z2 (2/2)", "z1 (1/2)", "z1 (2/2)"]
+    assert [n.split(" holds")[0] for n in plan.notes if "master quorum" in n] == ["zone z2", "zone z1"]
+    assert plan.safe, plan.all_problems()
+    unzoned = [node(n, zone=None if n in ("a2", "b1") else "z1") for n in names]
+    refused = build_plan(inventory(names), snapshot(unzoned, [], "a1"), Mode.ZONE)
+    assert [p.split(" has no zone")[0] for p in refused.problems] == ["zone mode: node a2", "zone mode: node b1"]
+    assert sorted(n for b in refused.batches for n in b.nodes) == ["a1", "a3", "b2", "b3"]
+
+
+def test_the_allocation_setting_is_restricted_per_batch_and_each_limit_raised_for_the_run() -> None:
+    from orchestrator.restart.plan import SettingChange
+    from orchestrator.shards.limits import RATE
+
+    def settings_of(persistent: dict[str, object], transient: dict[str, object]) -> dict[str, SettingChange]:
+        snap = snapshot([node("a"), node("b")], copies("i", 0, ["a", "b"]), "a", persistent=persistent,
+                        transient=transient)
+        return {s.key: s for s in build_plan(inventory(["a", "b"]), snap, Mode.NODE).settings}
+
+    unset = settings_of({}, {})
+    assert unset[ALLOCATION_ENABLE] == SettingChange(
+        key=ALLOCATION_ENABLE, scope="persistent", before=None, during="primaries", when="per batch",
+        why="a stopped node's replicas are not rebuilt elsewhere while it restarts")
+    assert (unset[RATE].scope, unset[RATE].before, unset[RATE].when) == ("persistent", None, "for the run")
+    assert settings_of({ALLOCATION_ENABLE: "all"}, {})[ALLOCATION_ENABLE].scope == "persistent"
+    assert settings_of({}, {ALLOCATION_ENABLE: "all"})[ALLOCATION_ENABLE].scope == "transient"
+    # A value Elasticsearch would refuse is no limit in force: the run sets its own.
+    odd = settings_of({RATE: "fast"}, {})[RATE]
+    assert (odd.before, odd.during) == ("fast", "100mb")

@@ -129,6 +129,51 @@ def test_nodes_already_upgraded_are_left_out_and_a_downgrade_is_refused() -> Non
     assert done.problems == ("every node already runs 9.5.3: nothing to upgrade",)
 
 
+def test_an_upgrades_plan_says_each_problem_and_note_of_its_own_beside_the_clusters() -> None:
+    roles = {"a": ("master", "data"), "b": ("master", "data"), "c": ("master", "data")}
+    inv = inventory(list(roles))
+    snap = upgrade_snapshot(roles, "a", versions={"a": "8.19.20"})
+    plan = build_plan(inv, snap, Mode.NODE, upgrade_to="9.5.3")
+    assert plan.notes[0] == ("upgrade 8.19.20, 8.19.21 -> 9.5.3: data tiers first (frozen, cold, warm, hot), then "
+                             "nodes without data, then master-eligible nodes, the elected master last")
+    # The cluster's own problems stay beside the upgrade's.
+    old = upgrade_snapshot(roles, "a", versions={"a": "8.18.2"})
+    refused = build_plan(inv, replace(old, health=replace(old.health, status="red")), Mode.NODE, upgrade_to="9.5.3")
+    assert [p.split(":")[0].split(",")[0] for p in refused.problems] == [
+        "cluster health is red", "9.5.3 can be reached from 8.19 or later of 8.x"], refused.problems
+    # OpenSearch's paths, when given: 3.x is reached from 2.19 (Elasticsearch's paths know no 2.x or 3.x).
+    os_snap = upgrade_snapshot({"a": ("master", "data")}, "a", versions={"a": "2.18.0"})
+
+    def path_said(plan_: object) -> list[str]:
+        return [p for p in plan_.problems if "3.8.0" in p]  # type: ignore[attr-defined]
+
+    assert path_said(build_plan(inventory(["a"]), os_snap, Mode.NODE, upgrade_to="3.8.0", paths=OPENSEARCH_PATHS))
+    assert path_said(build_plan(inventory(["a"]), os_snap, Mode.NODE, upgrade_to="3.8.0")) == []
+    # The snapshot check is on unless turned off.
+    stale = replace(snap, upgrade=replace(FRESH, newest_snapshot=None, newest_snapshot_end_ms=None))
+    assert any("no successful snapshot" in p for p in build_plan(inv, stale, Mode.NODE, upgrade_to="9.5.3").problems)
+    assert build_plan(inv, stale, Mode.NODE, upgrade_to="9.5.3", snapshot_check=False).safe
+    # Facts not read: said, not a crash.
+    unread = build_plan(inv, replace(snap, upgrade=None), Mode.NODE, upgrade_to="9.5.3")
+    assert unread.problems == ("the upgrade's preflight facts were not read (a snapshot saved by `plan` without "
+                               "--upgrade-to?)",)
+    assert unread.upgrade is not None and unread.upgrade.plugins == {"a": (), "b": (), "c": ()}
+    # Not a version: said with what was given, which the plan keeps.
+    odd = build_plan(inv, snap, Mode.NODE, upgrade_to="nine")
+    assert odd.problems == ("'nine' is not a version such as 9.5.3",) and odd.upgrade is not None
+    assert odd.upgrade.to == "nine"
+
+
+@pytest.mark.parametrize(("done", "said"), [(20, ""), (21, " and 1 more"), (25, " and 5 more")])
+def test_nodes_already_upgraded_are_named_up_to_twenty(done: int, said: str) -> None:
+    roles = {f"n{i:02}": ("data",) for i in range(done)} | {"m": ("master", "data")}
+    snap = upgrade_snapshot(roles, "m", versions=dict.fromkeys([f"n{i:02}" for i in range(done)], "9.5.3"))
+    plan = build_plan(inventory(list(roles)), snap, Mode.NODE, upgrade_to="9.5.3")
+    assert [b.label for b in plan.batches] == ["m"]
+    names = ", ".join(f"n{i:02}" for i in range(min(done, 20)))
+    assert f"already on 9.5.3, left out: {names}{said}" in plan.notes, plan.notes
+
+
 @pytest.mark.parametrize(
     ("facts", "check", "problem", "note"),
     [
