@@ -4,11 +4,13 @@ rewrites the code it runs in mutants/ there). A module stopped half way goes on 
 run again; a source file changed since is tested again. Then reports/mutation.md (scripts/mutation_report.py).
 
     python scripts/mutate.py [MODULE ...] [--minutes N]    (MODULE: e.g. lock or restart/lock.py)
+    python scripts/mutate.py MODULE ... --survivors        (only the module's survivors, against the tests now)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -61,6 +63,13 @@ def prepared(module: str, tests: tuple[str, ...]) -> Path:
     return work
 
 
+def survivors(work: Path, module: str) -> list[str]:
+    """The mutants of ``module`` that its last run let through (mutmut's own record of it)."""
+    meta = work / "mutants" / f"{module}.meta"
+    codes = json.loads(meta.read_text()).get("exit_code_by_key", {}) if meta.exists() else {}
+    return sorted(name for name, code in codes.items() if code == 0)
+
+
 def chosen(names: list[str]) -> dict[str, tuple[str, ...]]:
     if not names:
         return MODULES
@@ -76,13 +85,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("modules", nargs="*", help="only these (default: all of MODULES)")
     parser.add_argument("--minutes", type=float, default=60, help="at most this long per module (it resumes)")
+    parser.add_argument("--survivors", action="store_true",
+                        help="test again only the mutants that survived, as after adding tests")
     args = parser.parse_args()
     mutmut = Path(sys.executable).with_name("mutmut")
     for module, tests in chosen(args.modules).items():
         work = prepared(module, tests)
-        print(f"mutate: {module} against {', '.join(tests)} (in {work.relative_to(REPO)})", flush=True)
-        # mutmut forks a worker per mutant: a session of its own, so that a stop ends them all.
-        run = subprocess.Popen([str(mutmut), "run"], cwd=work, stdout=subprocess.DEVNULL, start_new_session=True)
+        again = survivors(work, module) if args.survivors else []
+        if args.survivors and not again:
+            print(f"mutate: {module}: no survivor to test again", flush=True)
+            continue
+        print(f"mutate: {module} against {', '.join(tests)} (in {work.relative_to(REPO)})"
+              + (f": its {len(again)} survivor(s) again" if again else ""), flush=True)
+        # mutmut forks a worker per mutant: a session of its own, so that a stop ends them all. Named
+        # mutants are run again even when they have a result.
+        run = subprocess.Popen([str(mutmut), "run", *again], cwd=work, stdout=subprocess.DEVNULL,
+                               start_new_session=True)
         try:
             run.wait(timeout=args.minutes * 60)
         except subprocess.TimeoutExpired:
