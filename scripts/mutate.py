@@ -24,8 +24,8 @@ WORK = REPO / "build" / "mutate"
 # Each module, with the unit tests that exercise it (from its imports and what calls it); the rest of the
 # unit suite would add hours and few kills. A survivor is then a mutant these tests let through.
 MODULES: dict[str, tuple[str, ...]] = {
-    "orchestrator/restart/engine.py": ("test_engine", "test_command_steps", "test_hooks", "test_deferral",
-                                       "test_lock"),
+    "orchestrator/restart/engine.py": ("test_engine", "test_engine_waits", "test_command_steps", "test_hooks",
+                                       "test_deferral", "test_lock"),
     "orchestrator/restart/journal.py": ("test_journal_and_retry", "test_journal_file", "test_planted_state",
                                         "test_engine", "test_deferral", "test_report"),
     "orchestrator/restart/steps.py": ("test_engine", "test_command_steps", "test_deferral", "test_opensearch",

@@ -83,7 +83,7 @@ class Engine(Generic[SnapshotT, AdapterT]):
             # Nothing restored: the run goes on when its watcher hands the wait back.
             journal.defer(exc.wait)
             ctx.emit(Event("run", f"deferred: {exc.wait.what} is left to the scheduler's trigger "
-                                  f"(seen: {exc.wait.seen or 'not yet'})", batch=exc.wait.batch,
+                                  f"(seen: {exc.wait.seen})", batch=exc.wait.batch,
                            data={"result": RunState.DEFERRED.value, "waiting": exc.wait.to_json()}))
             raise
         except Aborted as exc:
@@ -348,6 +348,6 @@ class Engine(Generic[SnapshotT, AdapterT]):
             return round(len(remaining) * sum(self.batch_seconds) / len(self.batch_seconds), 1)
         if self.prior_batch_s is not None:
             return round(len(remaining) * self.prior_batch_s, 1)
-        estimates = {b.number: b.estimate_s for b in self.ctx.journal.plan.batches}
-        return round(float(sum(estimates.get(b.number, 0) for b in remaining)), 1)
+        left = {b.number for b in remaining}
+        return round(float(sum(b.estimate_s for b in self.ctx.journal.plan.batches if b.number in left)), 1)
 

@@ -646,7 +646,9 @@ def test_a_host_that_does_not_come_back_from_its_reboot_ends_the_run_with_every_
         assert err.value.exit_code == 4
         assert cluster.settings == ORIGINAL, "the batch's hold and the run's limit both put back"
         assert all(u.state is UndoState.RESTORED for u in journal.undo)
-        assert journal.state is RunState.FAILED and "temporary settings restored" in journal.message
+        assert journal.state is RunState.FAILED and journal.message.endswith(
+            "; temporary settings restored. Once the cause is fixed, `orchestrate resume` finishes the run"), \
+            journal.message
         assert [name for name, command in hosts.commands if command == "systemctl reboot"] == ["a", "b"]
 
         hosts.lost.clear()  # b is back (with a new boot): a resume finishes the run, rebooting nothing twice

@@ -16,7 +16,7 @@ import pytest
 from orchestrator.config.hooks import Hook, HookPoint, Hooks
 from orchestrator.config.model import NodeEntry
 from orchestrator.config.playbook import Playbook
-from orchestrator.errors import ConfigError, HookFailed, StoppedAfter
+from orchestrator.errors import ConfigError, HookFailed, HostError, StoppedAfter
 from orchestrator.hosts.transport import CommandResult
 from orchestrator.restart.events import Event
 from orchestrator.restart.journal import Journal, RunState
@@ -470,3 +470,19 @@ def test_a_done_hook_is_a_step_of_its_batch_and_node_and_a_failing_hook_after_a_
     with state_dir(), pytest.raises(HookFailed) as err:
         run_with(playbook_with(failing), ["a"])
     assert "hook before_stop/lb for a failed" in str(err.value), "the run's own failure, not the page hook's"
+
+
+def test_an_after_run_or_on_failure_hook_that_fails_never_changes_how_the_run_ended() -> None:
+    """Their on_failure is abort by default; the run has already ended, so they warn."""
+    with state_dir():
+        events: list[Event] = []
+        _, journal = run_with(playbook_with({"after_run": [{"name": "unsilence", "run": "exit 3"}]}), ["a"], events)
+        assert journal.state is RunState.SUCCEEDED
+        assert any(e.kind == "warning" and "hook after_run/unsilence failed" in e.message for e in events)
+    with state_dir():
+        events = []
+        failing = FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        failing.nodes["a"].start_fails = True
+        with pytest.raises(HostError):
+            run_with(playbook_with({"on_failure": [{"name": "page", "run": "exit 3"}]}), ["a"], events, failing)
+        assert any(e.kind == "warning" and "hook on_failure/page failed" in e.message for e in events)
