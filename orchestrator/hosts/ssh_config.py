@@ -244,9 +244,8 @@ def parse_jump(spec: str) -> tuple[str | None, str, int | None]:
     return user or None, host, port
 
 
-def hop(config: SshConfig, cfg: SshSection, alias: str, user: str | None = None, port: int | None = None,
-        found: Resolved | None = None) -> Hop:
-    found = config.resolve(alias, user, port) if found is None else found
+def hop(config: SshConfig, cfg: SshSection, alias: str, user: str | None, port: int | None, found: Resolved) -> Hop:
+    """One host of a route, from what `ssh -G` said of it (``found``: empty when no config is read)."""
     keys = (str(cfg.key_file),) if cfg.key_file else identity_files(found, config.defaults(), alias) if found else ()
     for key in keys:  # paramiko opens each: a FIFO would hang it, /dev/zero never end
         refuse_special_file(Path(key), "ssh.key_file" if cfg.key_file else f"Host {alias}: IdentityFile")
@@ -257,7 +256,8 @@ def hop(config: SshConfig, cfg: SshSection, alias: str, user: str | None = None,
 
 def jump_chain(config: SshConfig, cfg: SshSection, spec: str, depth: int = 0) -> list[Hop]:
     """The hops of a ProxyJump value, first connected first: the last host of `a,b` is reached through
-    `a` (ssh -J a b), and a single host through its own config's ProxyJump."""
+    `a` (ssh -J a b), and a single host through its own config's ProxyJump. ``depth``: the hops already
+    placed after these; the whole route holds at most MAX_HOPS."""
     parts = [p.strip() for p in spec.split(",") if p.strip()]
     if not parts or spec.strip().lower() == "none":
         return []
@@ -269,7 +269,7 @@ def jump_chain(config: SshConfig, cfg: SshSection, spec: str, depth: int = 0) ->
     first = hop(config, cfg, host, user, port, found)
     if len(parts) == 1:  # reached by its own means: its ProxyCommand, if it has one (else it has a ProxyJump)
         first = with_proxy_command(config, found, first)
-    return [*jump_chain(config, cfg, before, depth + len(parts)), first]
+    return [*jump_chain(config, cfg, before, depth + 1), first]  # one hop placed: `before` holds the others
 
 
 def with_proxy_command(config: SshConfig, found: Resolved, to: Hop) -> Hop:

@@ -75,6 +75,9 @@ def test_no_config_and_a_proxycommand_refused_unless_local_commands_are_allowed(
 
 @pytest.mark.parametrize(("spec", "parsed"), [("h", (None, "h", None)), ("u@h:2", ("u", "h", 2)),
                                               ("u@[fe80::1]:22", ("u", "fe80::1", 22)), ("h:x", (None, "h", None)),
+                                              ("[fe80::1]", (None, "fe80::1", None)),
+                                              ("[fe80::1]:x2", (None, "fe80::1", None)),
+                                              ("[fe80::1]x22", (None, "fe80::1", None)),
                                               ("ssh://admin@jump:2222", ("admin", "jump", 2222))])
 def test_jump_specs(spec: str, parsed: tuple[str | None, str, int | None]) -> None:
     assert parse_jump(spec) == parsed
@@ -192,8 +195,9 @@ def test_a_key_that_is_a_special_file_is_refused_before_paramiko_opens_it(specia
     path = tmp_path if special == "directory" else tmp_path / "fifo" if special == "fifo" else Path(special)
     if special == "fifo":
         os.mkfifo(path)
-    with pytest.raises(ConfigError, match=r"(?s)ssh.key_file.*is not a regular file"):
+    with pytest.raises(ConfigError, match=r"(?s)ssh.key_file.*is not a regular file") as inventorys:
         route(SshConfig(), section(key_file=str(path)), node("h"))
+    assert inventorys.value.source == "ssh.key_file"
     with pytest.raises(ConfigError, match=r"(?s)Host h: IdentityFile.*is not a regular file"):
         route(config_of(f"Host h\n  IdentityFile {path}\n", tmp_path), section(), node("h"))
     from orchestrator.config.model import SecretSource
@@ -342,3 +346,61 @@ def test_the_inventorys_ssh_section_chooses_the_file_and_whether_local_commands_
     with pytest.raises(ConfigError) as err:
         SshConfig.load(section_of(config_file=str(tmp_path / "nope")))
     assert err.value.source == "inventory" and f"ssh.config_file: cannot read {tmp_path / 'nope'}" in str(err.value)
+
+
+def test_what_ssh_says_of_a_config_it_refuses_is_its_place_and_complaint_never_the_line() -> None:
+    from orchestrator.hosts.ssh_config import refusal
+
+    assert refusal("/etc/shadow line 3: Bad configuration option: root:$y$secret\n") == (
+        "/etc/shadow, line 3: the OpenSSH client refuses it (Bad configuration option)")
+    assert refusal("/x: line 12: keyword hostname extra arguments at end of line\n") == (
+        "/x, line 12: the OpenSSH client refuses it (keyword hostname extra arguments at end of line)")
+    assert refusal("") == "the OpenSSH client cannot read it: 'no reason given'"
+    assert refusal("\n  \nssh: " + "é" * 300) == "the OpenSSH client cannot read it: " + ascii("ssh: " + "é" * 195)
+
+
+def test_a_chain_of_jumps_is_each_host_in_order_up_to_sixteen(tmp_path: Path) -> None:
+    way = route(config_of("Host t\n  ProxyJump a,b:2202,c\n", tmp_path), section(), node("t"))
+    assert [j.describe() for j in way.jumps] == ["root@a:22", "root@b:2202", "root@c:22"]
+    longest = "Host t\n  ProxyJump " + ",".join(f"j{i}" for i in range(16)) + "\n"
+    assert len(route(config_of(longest, tmp_path), section(), node("t")).jumps) == 16
+    too_long = "Host t\n  ProxyJump " + ",".join(f"j{i}" for i in range(17)) + "\n"
+    with pytest.raises(ConfigError) as refused:
+        route(config_of(too_long, tmp_path), section(), node("t"))
+    assert refused.value.source == str(tmp_path / "ssh_config")
+    assert refused.value.problems == ["ProxyJump chain longer than 16 hops: refused"]
+    # Nested: a jump host reached through its own ProxyJump counts too.
+    nested = "Host t\n  ProxyJump " + ",".join(f"j{i}" for i in range(9)) + "\nHost j0\n  ProxyJump " + ",".join(
+        f"k{i}" for i in range(8)) + "\n"
+    with pytest.raises(ConfigError, match="longer than 16 hops"):
+        route(config_of(nested, tmp_path), section(), node("t"))
+
+
+def test_a_refused_proxycommand_is_named_shortened_and_its_unknown_tokens_said(tmp_path: Path) -> None:
+    long = "nc " + "x" * 200
+    with pytest.raises(ConfigError) as refused:
+        route(config_of(f"Host legacy\n  ProxyCommand {long}\n", tmp_path), section(), node("legacy"))
+    assert refused.value.source == str(tmp_path / "ssh_config")
+    assert refused.value.problems == [f"Host legacy: ProxyCommand runs a local command ({long[:100]!a}); refused. Set "
+                                      "ssh.allow_local_commands: true in the inventory to allow it (or use ProxyJump)"]
+    with pytest.raises(ConfigError) as token:
+        route(config_of("Host legacy\n  ProxyCommand nc %h %C\n", tmp_path, allow=True), section(), node("legacy"))
+    assert token.value.source == str(tmp_path / "ssh_config")
+    assert token.value.problems == ["Host legacy: ProxyCommand uses the token %C, which ssh does not expand there "
+                                    "(it takes %%, %h, %n, %p and %r)"]
+
+
+def test_a_proxycommand_runs_by_the_users_shell_else_sh(monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.hosts.ssh_config import proxy_argv
+
+    monkeypatch.setenv("SHELL", "/bin/bash")
+    assert proxy_argv("nc h 22") == ["/bin/bash", "-c", "exec nc h 22"]
+    monkeypatch.delenv("SHELL")
+    assert proxy_argv("nc h 22") == ["/bin/sh", "-c", "exec nc h 22"]
+
+
+def test_a_keys_tokens_are_the_user_and_port_the_inventory_gives(tmp_path: Path) -> None:
+    cfg = config_of("Host h\n  User cfguser\n  Port 2200\n  IdentityFile /keys/%r-%p\n", tmp_path)
+    assert route(cfg, section(), node("h")).target.key_files == ("/keys/cfguser-2200",)
+    way = route(cfg, section(user="ops", port=2022), node("h"))
+    assert way.target.key_files == ("/keys/ops-2022",) and way.target.describe() == "ops@h:2022"
