@@ -346,6 +346,26 @@ def test_the_inventorys_ssh_section_chooses_the_file_and_whether_local_commands_
     with pytest.raises(ConfigError) as err:
         SshConfig.load(section_of(config_file=str(tmp_path / "nope")))
     assert err.value.source == "inventory" and f"ssh.config_file: cannot read {tmp_path / 'nope'}" in str(err.value)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError) as special:
+        SshConfig.load(section_of(config_file=str(fifo)))
+    assert special.value.source == "ssh.config_file"
+
+
+def test_without_the_openssh_client_a_users_config_is_refused_and_none_is_nothing_to_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # no `ssh` there
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    nothing = SshConfig.load(section())
+    assert (nothing.path, nothing.enabled) == (None, False)
+    (tmp_path / "home" / ".ssh").mkdir(parents=True)
+    (tmp_path / "home" / ".ssh" / "config").write_text("Host *\n  User ops\n")
+    with pytest.raises(ConfigError) as err:
+        SshConfig.load(section())
+    assert (err.value.source, err.value.problems) == ("inventory", [
+        "~/.ssh/config is read with the OpenSSH client (`ssh -G`), which is not installed: apt-get install "
+        "openssh-client, or set ssh.read_config: false"])
 
 
 def test_what_ssh_says_of_a_config_it_refuses_is_its_place_and_complaint_never_the_line() -> None:
