@@ -175,10 +175,12 @@ def test_the_time_left_keeps_a_tenth_of_a_second() -> None:
         eng = engine(inv, cluster, journal, [])
         eng.prior_batch_s = None
         assert eng.eta_s() == 9.8, "2.25 + 3.25 + 4.25, rounded to a tenth"
-        journal.batches[0].state = BatchState.DONE
-        assert eng.eta_s() == 7.5, "the batches left"
         eng.prior_batch_s = 1.25
-        assert eng.eta_s() == 2.5
+        assert eng.eta_s() == 3.8, "3 x 1.25, rounded to a tenth"
+        journal.batches[0].state = BatchState.DONE
+        assert eng.eta_s() == 2.5, "the batches left"
+        eng.prior_batch_s = None
+        assert eng.eta_s() == 7.5
         eng.batch_seconds = [1.0, 1.25]
         assert eng.eta_s() == 2.2, "2 x 1.125, rounded to a tenth"
 
@@ -401,3 +403,85 @@ def test_a_stop_says_the_settings_are_back_and_resume_goes_on_or_that_putting_th
         said = stopped_in_batch_1(cluster)
         assert "; restoring settings FAILED (" in said and "403 read-only" in said
         assert said.endswith("): `orchestrate status` shows what is pending, `orchestrate resume` restores it"), said
+
+
+def test_ctrl_c_at_the_end_of_a_batch_or_in_the_pause_after_it_stops_the_run_cleanly() -> None:
+    for options, when in ((RunOptions(), "batch 1 done"), (RunOptions(pause_between_s=30), "pausing")):
+        with state_dir():
+            inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+            events: list[Event] = []
+            eng = engine(inv, cluster, new_journal(inv, cluster, options=options), events)
+
+            def ctrl_c_on(event: Event, eng: Any = eng, when: str = when, events: list[Event] = events) -> None:
+                events.append(event)
+                if event.message.startswith(when):
+                    eng.ctx.abort.request("SIGINT")
+
+            eng.ctx.emit = ctrl_c_on
+            with pytest.raises(Aborted, match="temporary settings restored"):
+                eng.run()
+            assert cluster.nodes["a"].starts == 1 and cluster.nodes["b"].starts == 0
+            assert cluster.settings == ORIGINAL
+
+
+def test_hosts_are_read_ahead_only_for_a_playbook_that_tunes_them() -> None:
+    from orchestrator.config.playbook import Playbook
+    from orchestrator.restart.procedure import resolve
+
+    class Tuner:
+        def __init__(self) -> None:
+            self.read_ahead: list[str] = []
+
+        def look_ahead(self, nodes: Sequence[Any]) -> None:
+            self.read_ahead += [n.name for n in nodes]
+
+    no_tuning = Playbook.model_validate({"name": "plain", "product": "fake", "before_run": ["raise_limit"],
+                                         "batch": ["hold_setting", "stop_service", "start_service", "wait_for_join",
+                                                   "release_setting"]})
+    with state_dir():
+        inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        eng = engine(inv, cluster, new_journal(inv, cluster), [])
+        eng.procedure = resolve(no_tuning, PRODUCT)
+        eng.ctx.tuner = tuner = Tuner()  # type: ignore[assignment]
+        eng.run()
+        assert tuner.read_ahead == []
+
+
+def test_a_run_back_from_its_watcher_runs_its_before_run_hooks_no_second_time(tmp_path: Any) -> None:
+    from orchestrator.config.playbook import Playbook
+    from orchestrator.restart.journal import RunState
+    from orchestrator.restart.procedure import resolve
+    from tests.unit.test_engine import PLAYBOOK
+
+    log = tmp_path / "hooks.log"
+    hooked = Playbook.model_validate({**PLAYBOOK.model_dump(mode="json"), "hooks": {
+        "before_run": [{"name": "silence", "run": f"echo silenced >> {log}", "where": "local"}]}})
+    with state_dir():
+        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        journal = new_journal(inv, cluster)
+        deferral = Deferral()
+        for _ in range(10):  # each rejoin is left to the watcher, then handed back
+            eng = engine(inv, cluster, journal, [])
+            eng.procedure = resolve(hooked, PRODUCT)
+            eng.ctx.deferral = deferral
+            try:
+                eng.run()
+                break
+            except Deferred as deferred:
+                assert journal.state is RunState.DEFERRED
+                deferral = Deferral(back_for=deferred.wait)
+        assert_finished_cleanly(cluster, journal)
+        assert deferral.back_for is not None, "the run was deferred at least once"
+        assert log.read_text().splitlines() == ["silenced"], "once, when the run began"
+
+
+def test_a_zone_batch_names_each_of_its_nodes_when_it_starts() -> None:
+    from orchestrator.restart.plan import Mode
+
+    with state_dir():
+        inv = inventory(["a", "b"], zones=["z1", "z1"])
+        cluster = FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        events: list[Event] = []
+        engine(inv, cluster, new_journal(inv, cluster, Mode.ZONE), events).run()
+        first = next(e.message for e in events if e.kind == "batch")
+        assert first.startswith("batch 1/1: ") and first.endswith(" (a, b)"), first
