@@ -20,35 +20,41 @@ from orchestrator.restart.context import RunContext
 from orchestrator.restart.engine import Engine
 from orchestrator.restart.events import Event
 from orchestrator.restart.journal import Journal, RunState
+from orchestrator.restart.plan import Mode
 from orchestrator.restart.procedure import resolve
 from orchestrator.testing.fake import PRODUCT, FakeClock, FakeCluster, FakeTransport
 from tests.unit.test_engine import ORIGINAL, inventory, new_journal, state_dir
 
 
 class FailingHosts(FakeTransport):
-    """The fake's hosts, where a command containing ``fails`` exits 2 saying why."""
+    """The fake's hosts, where a command containing ``fails`` (or any, on the node of ``fails``: "on b")
+    exits 2 saying why."""
 
-    def __init__(self, cluster: FakeCluster, fails: str) -> None:
+    def __init__(self, cluster: FakeCluster, fails: str, said: str = "drain refused on {node}") -> None:
         super().__init__(cluster)
-        self.fails = fails
+        self.fails, self.said = fails, said
+        self.timeouts: dict[str, float | None] = {}
 
     def run(self, node: NodeEntry, command: str, timeout_s: float | None = None,
             stdin: bytes | None = None) -> CommandResult:
-        if self.fails and self.fails in command:
+        self.timeouts[command] = timeout_s
+        if self.fails and (self.fails in command or self.fails == f"on {node.name}"):
             self.commands.append((node.name, command))
-            return CommandResult(2, "", f"drain refused on {node.name}\n")
+            return CommandResult(2, "", self.said.format(node=node.name) + "\n")
         return super().run(node, command, timeout_s, stdin)
 
 
-def run_with(step: dict[str, Any], names: list[str], fails: str = "") -> tuple[FakeCluster, Journal, list[Event],
-                                                                                 FailingHosts, Exception | None]:
-    inv, cluster = inventory(names), FakeCluster.of(names, settings=dict(ORIGINAL))
-    journal = new_journal(inv, cluster)
+def run_with(step: dict[str, Any], names: list[str], fails: str = "", said: str = "drain refused on {node}",
+             zone: bool = False) -> tuple[FakeCluster, Journal, list[Event], FailingHosts, Exception | None]:
+    """A run of ``names`` with the command ``step`` before each stop: a node a batch, or (``zone``) all in one."""
+    inv = inventory(names, zones=["z1"] * len(names) if zone else None)
+    cluster = FakeCluster.of(names, settings=dict(ORIGINAL))
+    journal = new_journal(inv, cluster, Mode.ZONE if zone else Mode.NODE)
     playbook = Playbook.model_validate({"name": "with-a-command", "product": "fake", "before_run": ["raise_limit"],
                                         "batch": ["hold_setting", {"command": step}, "stop_service", "start_service",
                                                   "wait_for_join", "release_setting"]})
     journal.spec = replace(journal.spec, playbook=playbook.model_dump(mode="json"))
-    hosts, events = FailingHosts(cluster, fails), []
+    hosts, events = FailingHosts(cluster, fails, said), []
     ctx = RunContext(inv=inv, cluster=cluster, transport=hosts, service=ServiceControl(hosts, inv.service, 60),
                      journal=journal, emit=events.append, clock=FakeClock())
     try:
@@ -104,3 +110,113 @@ def test_an_ignored_failure_is_warned_and_the_run_goes_on() -> None:
         assert warned == ["a: step drain failed (exit 2), ignored: drain refused on a",
                           "b: step drain failed (exit 2), ignored: drain refused on b"], warned
         assert all(n.starts == 1 for n in cluster.nodes.values()) and cluster.settings == ORIGINAL
+
+
+def test_a_command_of_a_zone_batch_runs_on_every_node_with_its_timeout_and_a_failure_names_the_others() -> None:
+    with state_dir():
+        _, journal, events, hosts, error = run_with({"name": "drain", "run": "lb-drain {node}", "timeout_s": 42},
+                                                    ["a", "b", "c"], zone=True)
+        assert error is None and journal.state is RunState.SUCCEEDED, journal.message
+        assert {c: t for c, t in hosts.timeouts.items() if c.startswith("lb-drain")} == {
+            "lb-drain a": 42, "lb-drain b": 42, "lb-drain c": 42}
+        assert sorted((e.kind, e.message, e.node) for e in events if "step drain" in e.message) == [
+            ("step", f"{n}: step drain done", n) for n in ("a", "b", "c")]
+    with state_dir():
+        _, _, _, _, error = run_with({"name": "drain", "run": "lb-drain {node}"}, ["a", "b", "c"], fails="on b",
+                                     zone=True)
+        assert isinstance(error, HostError)
+        assert str(error).startswith("b: step drain failed (exit 2): ")
+        assert str(error).endswith("; the other nodes of batch 1: a ok (phase pending), c ok (phase pending)"), error
+
+
+def test_a_failures_output_is_its_last_300_characters_and_an_ignored_one_is_the_nodes_warning() -> None:
+    long = "x" * 400 + "END"
+    with state_dir():
+        _, _, events, _, error = run_with({"name": "drain", "run": "lb-drain {node}"}, ["a"], fails="lb-drain",
+                                          said=long)
+        assert str(error) == f"a: step drain failed (exit 2): {long[-300:]}"
+    with state_dir():
+        _, _, events, _, _ = run_with({"name": "drain", "run": "lb-drain {node}", "ignore_failure": True}, ["a"],
+                                      fails="lb-drain")
+        assert [(e.kind, e.node) for e in events if "ignored" in e.message] == [("warning", "a")]
+
+
+def test_every_node_of_a_batch_goes_through_at_once_and_what_stops_one_keeps_its_kind() -> None:
+    import threading
+
+    from orchestrator.errors import ConfigError
+    from orchestrator.restart.deferral import Deferred, Wait
+    from orchestrator.restart.journal import BatchRecord
+    from orchestrator.restart.steps import for_each_node
+    from tests.unit.test_engine import engine
+
+    names = [f"n{i}" for i in range(8)]
+    with state_dir():
+        inv, cluster = inventory(names), FakeCluster.of(names, settings=dict(ORIGINAL))
+        ctx = engine(inv, cluster, new_journal(inv, cluster), []).ctx
+        batch = BatchRecord(1, "z1", names)
+        together = threading.Barrier(len(names), timeout=5)
+
+        def meet(name: str) -> None:
+            together.wait()  # broken unless all 8 are under way at once, whatever the number of cores
+
+        for_each_node(ctx, batch, meet)
+
+        def bad_template(name: str) -> None:
+            if name == "n3":
+                raise ConfigError("playbook", ["step x: {nope} is not a fact"])
+
+        with pytest.raises(ConfigError) as refused:
+            for_each_node(ctx, batch, bad_template)
+        assert (refused.value.source, refused.value.problems) == ("playbook", ["step x: {nope} is not a fact"])
+        waits = {n: Wait("join", 1, (n,), f"{n} to rejoin", 100.0 + i, 60) for i, n in enumerate(("n2", "n5"))}
+
+        def rejoin(name: str) -> None:
+            if name in waits:
+                raise Deferred(waits[name])
+
+        with pytest.raises(Deferred) as deferred:
+            for_each_node(ctx, batch, rejoin)
+        assert (deferred.value.wait.nodes, deferred.value.wait.since) == (("n2", "n5"), 100.0)
+
+
+def test_a_resumed_run_setting_again_a_value_changed_since_keeps_its_one_undo_record() -> None:
+    from orchestrator.restart.steps import set_all_temporarily
+    from tests.unit.test_engine import engine
+
+    with state_dir():
+        inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings={("cluster", "k"): "orig"})
+        journal = new_journal(inv, cluster)
+        ctx = engine(inv, cluster, journal, []).ctx
+        set_all_temporarily(ctx, [("k", "cluster", "orig", "temp")], 1)
+        cluster.settings[("cluster", "k")] = "changed-by-someone"
+        set_all_temporarily(ctx, [("k", "cluster", "changed-by-someone", "temp")], 1)
+        assert [(u.key, u.before, u.applied) for u in journal.undo] == [("k", "orig", "temp")]
+        assert cluster.settings[("cluster", "k")] == "temp"
+
+
+def test_a_nodes_identity_is_read_at_once_or_waited_for_server_side_with_the_runs_plan() -> None:
+    from orchestrator.restart.plan import Plan
+    from orchestrator.restart.steps import live_identity
+    from tests.unit.test_engine import engine
+
+    with state_dir():
+        inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        journal = new_journal(inv, cluster)
+        ctx = engine(inv, cluster, journal, []).ctx
+        asked: list[tuple[str, bool, float | None]] = []
+        real_live, real_await = cluster.live_identity, cluster.await_identity
+
+        def live(plan: Plan, name: str) -> str | None:
+            asked.append(("live", plan is journal.plan, None))
+            return real_live(plan, name)
+
+        def waited(plan: Plan, name: str, timeout_s: float) -> str | None:
+            asked.append(("await", plan is journal.plan, timeout_s))
+            return real_await(plan, name, timeout_s)
+
+        cluster.live_identity, cluster.await_identity = live, waited  # type: ignore[method-assign]
+        for wait_s in (0, 0.5, 5):
+            live_identity(ctx, "a", wait_s)
+        assert asked == [("live", True, None), ("await", True, 0.5), ("live", True, None), ("await", True, 5),
+                         ("live", True, None)], "the fake's wait reads the node live after it"
