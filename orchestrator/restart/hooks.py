@@ -73,7 +73,7 @@ def run_command(ctx: RunContext, hook: Hook, values: dict[str, str], node: NodeE
             names = (*BASE_ENVIRONMENT, *hook.env)
             local_env = {**{k: os.environ[k] for k in names if k in os.environ}, **env}
             here = node or NodeEntry(name="local", host="localhost")
-            result = LocalTransport(hook.timeout_s, env=local_env).run(here, hook.run, hook.timeout_s)
+            result = LocalTransport(env=local_env).run(here, hook.run, hook.timeout_s)
     except OrchestratorError as exc:  # a host that cannot be reached, a command past its timeout
         raise HookError(str(exc)) from None
     if not result.ok:

@@ -18,6 +18,7 @@ from orchestrator.config.model import NodeEntry
 from orchestrator.config.playbook import Playbook
 from orchestrator.errors import ConfigError, HookFailed, HostError, StoppedAfter
 from orchestrator.hosts.transport import CommandResult
+from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
 from orchestrator.restart.journal import Journal, RunState
 from orchestrator.restart.procedure import resolve
@@ -486,3 +487,84 @@ def test_an_after_run_or_on_failure_hook_that_fails_never_changes_how_the_run_en
         with pytest.raises(HostError):
             run_with(playbook_with({"on_failure": [{"name": "page", "run": "exit 3"}]}), ["a"], events, failing)
         assert any(e.kind == "warning" and "hook on_failure/page failed" in e.message for e in events)
+
+
+def direct_context() -> RunContext:
+    """A run's context over the fake cluster, for calling one hook at a time."""
+    inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings=dict(ORIGINAL))
+    return engine(inv, cluster, new_journal(inv, cluster), []).ctx
+
+
+def http_hook(**http: Any) -> Hook:
+    return Hook.model_validate({"name": "h", "timeout_s": 2, "http": http})
+
+
+def test_an_http_hook_at_its_edges_quotes_whole_values_and_fails_as_a_hook_saying_what(
+        receiver: Receiver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.restart.hooks import HookError, call_http, where_to
+
+    with state_dir():
+        ctx = direct_context()
+        call_http(ctx, http_hook(url=receiver.url + "/s/{cluster}"), {"cluster": "eu/1 x"})
+        assert receiver.calls[-1]["path"] == "/s/eu%2F1%20x", "a value is quoted whole, slashes too"
+        receiver.answer = ["a list"]
+        with pytest.raises(HookError, match=r"the answer has no silenceID$"):
+            call_http(ctx, http_hook(url=receiver.url + "/s", save={"id": "silenceID"}), {})
+        receiver.answer = b"not json"
+        with pytest.raises(HookError, match=r"the answer is not JSON, so id, other cannot be saved$"):
+            call_http(ctx, http_hook(url=receiver.url + "/s", save={"id": "silenceID", "other": "o"}), {})
+        receiver.answer = json.dumps({"silenceID": "x", "pad": "y" * 1_000_000}).encode()
+        with pytest.raises(HookError, match="is not JSON"):  # read no further than 1 MB
+            call_http(ctx, http_hook(url=receiver.url + "/s", save={"id": "silenceID"}), {})
+        receiver.answer = b'{"silenceID": "x\xff"}'
+        call_http(ctx, http_hook(url=receiver.url + "/s", save={"id": "silenceID"}), {})
+        assert ctx.journal.hook_values == {"id": "x\ufffd"}, "bytes that are no UTF-8 are replaced, not fatal"
+        monkeypatch.setenv("HOOK_URL", "ftp://h/x")
+        with pytest.raises(HookError) as unfit:
+            call_http(ctx, http_hook(url_from={"env": "HOOK_URL"}), {})
+        assert str(unfit.value) == ("the URL is not an http:// or https:// URL with a host and a port from 1 to 65535 "
+                                    "(not shown: it may be a secret)")
+        with pytest.raises(HookError, match=f"^cannot read secret file {tmp_path / 'gone'}: file not found$"):
+            call_http(ctx, http_hook(url_from={"file": str(tmp_path / "gone")}), {})
+    call = http_hook(url="http://h/").http
+    assert call is not None
+    assert where_to(call, "http://h.example/x?token=t") == "POST http://h.example"
+    assert where_to(call, "https://h.example:8443/x") == "POST https://h.example:8443"
+
+
+def test_an_http_hook_whose_server_never_answers_fails_at_its_timeout_naming_the_error() -> None:
+    import socket
+
+    from orchestrator.restart.hooks import HookError, call_http
+
+    with socket.socket() as silent, state_dir():
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(1)  # the connection is taken into the backlog; nothing ever answers
+        started = time.monotonic()
+        hook = Hook.model_validate({"name": "h", "timeout_s": 1,
+                                    "http": {"url": f"http://127.0.0.1:{silent.getsockname()[1]}/x"}})
+        with pytest.raises(HookError) as err:
+            call_http(direct_context(), hook, {})
+        assert str(err.value).endswith(" failed: TimeoutError") and time.monotonic() - started < 10, err.value
+
+
+def test_a_command_hook_exports_its_facts_on_the_host_and_is_timed_out_here() -> None:
+    from orchestrator.restart.hooks import HookError, run_command, run_one
+
+    with state_dir():
+        ctx = direct_context()
+        on_host = Hook.model_validate({"name": "h", "run": "true", "where": "host"})
+        run_command(ctx, on_host, {"node": "a", "batch_label": "z 1"}, ctx.node("a"))
+        assert ctx.transport.commands[-1] == (  # type: ignore[attr-defined]
+            "a", "export ORCHESTRATOR_NODE=a; export ORCHESTRATOR_BATCH_LABEL='z 1'; true")
+        slow = Hook.model_validate({"name": "slow", "run": "sleep 30", "where": "local", "timeout_s": 1})
+        started = time.monotonic()
+        with pytest.raises(HookError):
+            run_command(ctx, slow, {}, None)
+        assert time.monotonic() - started < 10, "its own timeout, not the transport's default"
+        said: list[Event] = []
+        ctx.emit = said.append
+        run_one(ctx, HookPoint.AFTER_RUN, Hook.model_validate({"name": "quick", "run": "true", "where": "local"}),
+                {"batch": ""}, None, never_abort=True)
+        seconds = float(said[-1].message.removeprefix("hook after_run/quick done in ").removesuffix(" s"))
+        assert 0 <= seconds < 10, said[-1].message
