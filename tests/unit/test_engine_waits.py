@@ -320,6 +320,13 @@ def test_only_the_per_node_steps_from_the_stop_to_the_rejoin_are_one_stage_of_a_
             ["post-2"], ["release_setting"], ["hooks:after_batch"]]
         one = BatchRecord(1, "a", ["a"])
         assert all(len(stage) == 1 for stage in eng.stages(one)), "a batch of one node: a step a stage"
+        # A command between the stop and the start is each node's own too: a node is through it at its pace.
+        eng.procedure = resolve(Playbook.model_validate({
+            "name": "swap", "product": "fake", "before_run": ["raise_limit"],
+            "batch": ["hold_setting", "stop_service", command("swap-jdk"), "start_service", "wait_for_join",
+                      "release_setting"]}), PRODUCT)
+        assert ["stop_service", "swap-jdk", "start_service", "wait_for_join"] in [
+            [name for name, _ in stage] for stage in eng.stages(two)]
 
 
 def test_the_last_look_asks_about_the_batchs_nodes_and_a_node_already_stopping_is_brought_back_not_refused() -> None:

@@ -187,6 +187,8 @@ def test_first_eta_comes_from_the_previous_succeeded_run_in_the_same_mode(tmp_pa
     assert measured_batch_seconds("c", "node", "20261121T120000-ffffff") == 15
     assert measured_batch_seconds("c", "zone", "20261121T120000-ffffff") == 50
     assert measured_batch_seconds("c", "node", "20261121T100000-aaaaaa") is None  # only runs before this one
+    (runs_dir("c") / "20261121T113000-dddddd.json").write_text("{damaged")  # newer, unreadable: passed over
+    assert measured_batch_seconds("c", "node", "20261121T120000-ffffff") == 15
 
 
 def test_every_save_read_back_is_the_whole_journal_though_a_save_writes_only_what_changed(
@@ -328,3 +330,120 @@ def test_a_journal_written_before_hooks_history_or_its_log_reads_with_none_of_th
     loaded.set_phase("a", Phase.STOPPING)  # goes on in the new format: a base, then its log
     assert Journal.load(tmp_path / "r1.json").nodes["a"].phase is Phase.STOPPING
     assert json.loads((tmp_path / "r1.json").read_text())["format"] == 3
+
+
+def test_each_record_a_step_writes_is_kept_as_written_and_read_back(tmp_path: Path) -> None:
+    """What the steps record of a node and a batch (mutation survivors: each could be lost or changed)."""
+    from orchestrator.restart.deferral import Wait
+
+    j = journal(tmp_path / "r1.json")
+    j.set_phase("a", Phase.STOPPING)
+    j.set_phase("a", Phase.STOPPING)
+    assert set(j.nodes["a"].started_at) == {"stopping"}, "the time it entered the phase, once"
+    j.timed("a", "stop_s", 1.23456)
+    j.restarted("a", "pid-2")
+    j.recovered("a", {"bytes": 10})
+    j.recovered("a", {"reused": 7})
+    j.begin_batch(j.batches[0])
+    j.end_batch(j.batches[0])
+    back = Journal.load(tmp_path / "r1.json")
+    a = back.nodes["a"]
+    assert (a.phases, a.process_after, a.restarted, a.recovery) == ({"stop_s": 1.23}, "pid-2", True,
+                                                                    {"bytes": 10, "reused": 7})
+    batch = back.batches[0]
+    assert batch.started is not None and batch.finished is not None and batch.started <= batch.finished
+    with pytest.raises(JournalError, match=r"^a: illegal phase change stopping -> pending"):
+        j.set_phase("a", Phase.PENDING)
+    j.defer(Wait("join", 1, ("a",), "a to rejoin", 1.0, 60))
+    assert Journal.load(tmp_path / "r1.json").message == "waiting for a to rejoin (deferred to the scheduler's trigger)"
+
+
+def test_a_node_record_changed_after_it_was_written_is_written_anew(tmp_path: Path) -> None:
+    """The base file's text of a record is kept until a change names the record (one node: one record)."""
+    j = journal(tmp_path / "r1.json")
+    first = j.to_text()
+    j.set_phase("a", Phase.STOPPING)
+    assert json.loads(j.to_text())["nodes"]["a"]["phase"] == "stopping" != json.loads(first)["nodes"]["a"]["phase"]
+    j.spec = replace(j.spec, prelude={"merge": {}})
+    assert json.loads(j.to_text())["spec"]["prelude"] == {"merge": {}}, "a replaced spec is written anew"
+
+
+def test_a_journals_sequence_goes_on_from_what_its_file_says_or_from_zero(tmp_path: Path) -> None:
+    for seq, then in ((None, 1), ("x", 1), (True, 1), (41, 42)):
+        j = journal(tmp_path / "r1.json")
+        raw = {k: v for k, v in j.to_dict().items() if k != "seq"} | ({} if seq is None else {"seq": seq})
+        (tmp_path / "r1.json").write_text(json.dumps(raw))
+        (tmp_path / "r1.changes").unlink(missing_ok=True)
+        loaded = Journal.load(tmp_path / "r1.json")
+        loaded.set_state(RunState.FAILED, "x")  # ended: a base file, with the next number
+        assert json.loads((tmp_path / "r1.json").read_text())["seq"] == then, (seq, then)
+
+
+def test_the_refusals_of_a_journal_say_whose_it_is_briefly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.restart.journal import RunFailed, load_run, newest_first, runs_dir
+
+    with pytest.raises(JournalError, match=r"^journal has no path$"):
+        journal_of(plan_of([["a"]])).save()
+    named = "20261121T100000-aaaaaa"
+    j = journal_of(plan_of([["a"]]), run_id="r" * 60)
+    j.path = tmp_path / f"{named}.json"
+    j.save()
+    with pytest.raises(JournalError) as err:
+        Journal.load(tmp_path / f"{named}.json")
+    assert str(err.value) == (f"journal {tmp_path / f'{named}.json'} is damaged (it holds run {'r' * 40!r}, not the "
+                              "run its name says); it was not written by this tool or was changed since")
+    raw = journal(tmp_path / "x.json").to_dict()
+    (tmp_path / "x.json").write_text(json.dumps(raw | {"batches": [raw["batches"][0] | {"state": "s" * 300}]}))
+    (tmp_path / "x.changes").unlink(missing_ok=True)
+    with pytest.raises(JournalError) as damaged:
+        Journal.load(tmp_path / "x.json")
+    inside = str(damaged.value).split(" is damaged (", 1)[1].rsplit("); it was not written", 1)[0]
+    assert len(inside) == 200 and inside.startswith("'sss"), "what is wrong, at most 200 characters of it"
+    monkeypatch.setenv("ORCHESTRATOR_STATE", str(tmp_path / "state"))
+    runs_dir("c").mkdir(parents=True, mode=0o700)
+    assert runs_dir("c") == tmp_path / "state" / "runs" / "c"
+    other = journal_of(plan_of([["a"]]), run_id="20261121T100000-bbbbbb")
+    other.cluster = "d" * 100
+    other.path = runs_dir("c") / "20261121T100000-bbbbbb.json"
+    other.save()
+    with pytest.raises(JournalError) as moved:
+        load_run("c", other.path)
+    assert str(moved.value) == (f"journal {other.path} is of cluster {'d' * 80!r}, not 'c'; it was moved or changed "
+                                "since it was written")
+    good = journal_of(plan_of([["a"]]), run_id="20261121T090000-cccccc")
+    good.path = runs_dir("c") / "20261121T090000-cccccc.json"
+    good.save()
+    assert [r.run_id for r in newest_first("c")] == ["20261121T090000-cccccc"], "the unreadable newer one skipped"
+    failed = RunFailed(WaitTimeout("a did not rejoin"), good)
+    assert (str(failed), failed.exit_code) == ("a did not rejoin", WaitTimeout("x").exit_code)
+
+
+def test_a_run_id_is_the_utc_time_it_began(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time as clock
+
+    from orchestrator.restart.journal import new_run_id
+
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    clock.tzset()
+    try:
+        before = clock.strftime("%Y%m%dT%H%M", clock.gmtime())
+        assert new_run_id()[:13] in (before, clock.strftime("%Y%m%dT%H%M", clock.gmtime()))
+    finally:
+        monkeypatch.delenv("TZ")
+        clock.tzset()
+
+
+def test_a_value_json_cannot_write_is_written_as_its_own_json_or_its_text() -> None:
+    from orchestrator.restart.journal import encoded
+
+    change = HostChange("thp.enabled", before=KnobValues("always", None), after=KnobValues("never", "never"))
+    assert encoded(change) == change.to_json()
+    assert encoded(Path("/x")) == "/x"
+
+    class NotCallable:
+        to_json = "a field, not a method"
+
+        def __str__(self) -> str:
+            return "plain"
+
+    assert encoded(NotCallable()) == "plain"
