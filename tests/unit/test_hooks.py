@@ -568,3 +568,14 @@ def test_a_command_hook_exports_its_facts_on_the_host_and_is_timed_out_here() ->
                 {"batch": ""}, None, never_abort=True)
         seconds = float(said[-1].message.removeprefix("hook after_run/quick done in ").removesuffix(" s"))
         assert 0 <= seconds < 10, said[-1].message
+
+
+def test_a_run_level_local_hook_is_audited_as_run_here(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from orchestrator.restart.hooks import run_command
+
+    with state_dir(), caplog.at_level(logging.INFO):
+        run_command(direct_context(), Hook.model_validate({"name": "note", "run": "true", "where": "local"}), {}, None)
+    audits = [r.audit for r in caplog.records if hasattr(r, "audit")]  # type: ignore[attr-defined]
+    assert [(a["node"], a["host"], a["command"], a["rc"]) for a in audits] == [("local", "localhost", "true", 0)]
