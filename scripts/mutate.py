@@ -95,6 +95,10 @@ def main() -> None:
         if args.survivors and not again:
             print(f"mutate: {module}: no survivor to test again", flush=True)
             continue
+        if again:
+            # Which tests reach which function, found anew: mutmut traces only tests it has not seen, so a
+            # test changed since (one that now calls the function) would otherwise not be run on its mutants.
+            (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
         print(f"mutate: {module} against {', '.join(tests)} (in {work.relative_to(REPO)})"
               + (f": its {len(again)} survivor(s) again" if again else ""), flush=True)
         # mutmut forks a worker per mutant: a session of its own, so that a stop ends them all. Named
