@@ -338,8 +338,10 @@ def test_each_record_a_step_writes_is_kept_as_written_and_read_back(tmp_path: Pa
 
     j = journal(tmp_path / "r1.json")
     j.set_phase("a", Phase.STOPPING)
+    entered = dict(j.nodes["a"].started_at)
+    assert set(entered) == {"stopping"}, "the time it entered the phase"
     j.set_phase("a", Phase.STOPPING)
-    assert set(j.nodes["a"].started_at) == {"stopping"}, "the time it entered the phase, once"
+    assert j.nodes["a"].started_at == entered, "kept: staying in a phase is not entering it again"
     j.timed("a", "stop_s", 1.23456)
     j.restarted("a", "pid-2")
     j.recovered("a", {"bytes": 10})
