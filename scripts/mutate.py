@@ -37,8 +37,9 @@ MODULES: dict[str, tuple[str, ...]] = {
     "orchestrator/shards/leases.py": ("test_waits", "test_cluster_answers", "test_batch_reads"),
     "orchestrator/shards/plan.py": ("test_plan", "test_limits", "test_preflight", "test_settled", "test_upgrade"),
     "orchestrator/riak/handoffs.py": ("test_riak",),
-    "orchestrator/hosts/ssh_config.py": ("test_ssh_config", "test_ssh_transport", "test_discover",
-                                         "test_revoked_host_keys"),
+    # Not the SSH transport's tests: a mutant of a route there waits on a connection that never comes (the
+    # module's pass went from minutes to hours); test_ssh_config holds each route's parts.
+    "orchestrator/hosts/ssh_config.py": ("test_ssh_config", "test_discover", "test_revoked_host_keys"),
     "orchestrator/restart/hooks.py": ("test_hooks", "test_command_steps"),
 }
 COPIED_NOT = shutil.ignore_patterns(".git", ".venv", "build", "mutants", "reports", "__pycache__", "*.egg-info",
