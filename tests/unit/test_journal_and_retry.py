@@ -449,3 +449,36 @@ def test_a_value_json_cannot_write_is_written_as_its_own_json_or_its_text() -> N
             return "plain"
 
     assert encoded(NotCallable()) == "plain"
+
+
+def test_the_journals_dict_holds_what_its_file_holds_and_a_state_without_message_says_none(tmp_path: Path) -> None:
+    j = journal(tmp_path / "r1.json")
+    j.set_state(RunState.FAILED, "x")
+    assert set(json.loads(j.to_text())) == set(j.to_dict()) | {"seq"}
+    j.set_state(RunState.RUNNING)
+    assert j.message == ""
+
+
+def test_the_runs_looked_back_on_are_the_newest_fifty_and_for_the_first_eta_the_newest_five(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.restart.journal import measured_batch_seconds, newest_first, runs_dir
+    from orchestrator.restart.plan import Mode
+
+    monkeypatch.setenv("ORCHESTRATOR_STATE", str(tmp_path))
+    runs_dir("c").mkdir(parents=True)
+
+    def run(minute: int, mode: Mode) -> None:
+        run_id = f"20261121T10{minute:02}00-aaaaaa"
+        j = journal_of(plan_of([["a"]], mode=mode), run_id=run_id)
+        j.path, j.state = runs_dir("c") / f"{run_id}.json", RunState.SUCCEEDED
+        j.batches[0].started, j.batches[0].finished = 100.0, 112.0
+        j.save()
+
+    run(0, Mode.ZONE)
+    for minute in range(1, 6):
+        run(minute, Mode.NODE)
+    assert measured_batch_seconds("c", "zone", "20261121T110000-ffffff") is None, "six runs back: not looked at"
+    assert measured_batch_seconds("c", "zone", "20261121T100500-aaaaaa") == 12
+    for minute in range(6, 51):
+        run(minute, Mode.NODE)
+    assert len(list(newest_first("c"))) == 50 and list(newest_first("c"))[-1].run_id == "20261121T100100-aaaaaa"
