@@ -424,3 +424,9 @@ def test_a_keys_tokens_are_the_user_and_port_the_inventory_gives(tmp_path: Path)
     assert route(cfg, section(), node("h")).target.key_files == ("/keys/cfguser-2200",)
     way = route(cfg, section(user="ops", port=2022), node("h"))
     assert way.target.key_files == ("/keys/ops-2022",) and way.target.describe() == "ops@h:2022"
+
+
+def test_without_a_config_a_nodes_own_user_and_port_win_over_the_inventorys() -> None:
+    assert route(SshConfig(), section(user="ops", port=2200),
+                 NodeEntry(name="n", host="h", ssh_user="me", ssh_port=2022)).describe() == "me@h:2022"
+    assert route(SshConfig(), section(user="ops", port=2200), node("h")).describe() == "ops@h:2200"
