@@ -220,3 +220,18 @@ def test_a_nodes_identity_is_read_at_once_or_waited_for_server_side_with_the_run
             live_identity(ctx, "a", wait_s)
         assert asked == [("live", True, None), ("await", True, 0.5), ("live", True, None), ("await", True, 5),
                          ("live", True, None)], "the fake's wait reads the node live after it"
+
+
+def test_a_nodes_identity_is_read_at_once_unless_a_wait_is_asked() -> None:
+    from orchestrator.restart.steps import live_identity
+    from tests.unit.test_engine import engine
+
+    with state_dir():
+        inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        ctx = engine(inv, cluster, new_journal(inv, cluster), []).ctx
+
+        def no_wait(*args: object) -> None:
+            raise AssertionError("waited server-side though no wait was asked")
+
+        cluster.await_identity = no_wait  # type: ignore[method-assign,assignment]
+        assert live_identity(ctx, "a") is not None

@@ -579,3 +579,14 @@ def test_a_run_level_local_hook_is_audited_as_run_here(caplog: pytest.LogCapture
         run_command(direct_context(), Hook.model_validate({"name": "note", "run": "true", "where": "local"}), {}, None)
     audits = [r.audit for r in caplog.records if hasattr(r, "audit")]  # type: ignore[attr-defined]
     assert [(a["node"], a["host"], a["command"], a["rc"]) for a in audits] == [("local", "localhost", "true", 0)]
+
+
+def test_a_run_level_hook_has_no_batch_or_label_in_its_facts(tmp_path: Path) -> None:
+    from orchestrator.restart.hooks import run_hooks
+
+    seen = tmp_path / "facts"
+    said = '"[$ORCHESTRATOR_BATCH][$ORCHESTRATOR_BATCH_LABEL][$ORCHESTRATOR_NODES]"'
+    hook = Hook.model_validate({"name": "note", "where": "local", "run": f"echo {said} > {seen}"})
+    with state_dir():
+        run_hooks(direct_context(), HookPoint.BEFORE_RUN, [hook])
+    assert seen.read_text() == "[][][]\n"
