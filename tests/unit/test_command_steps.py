@@ -23,7 +23,7 @@ from orchestrator.restart.journal import Journal, RunState
 from orchestrator.restart.plan import Mode
 from orchestrator.restart.procedure import resolve
 from orchestrator.testing.fake import PRODUCT, FakeClock, FakeCluster, FakeTransport
-from tests.unit.test_engine import ORIGINAL, inventory, new_journal, state_dir
+from tests.unit.test_engine import ORIGINAL, context_of, fake, inventory, new_journal, state_dir
 
 
 class FailingHosts(FakeTransport):
@@ -148,12 +148,11 @@ def test_every_node_of_a_batch_goes_through_at_once_and_what_stops_one_keeps_its
     from orchestrator.restart.deferral import Deferred, Wait
     from orchestrator.restart.journal import BatchRecord
     from orchestrator.restart.steps import for_each_node
-    from tests.unit.test_engine import engine
 
     names = [f"n{i}" for i in range(8)]
     with state_dir():
-        inv, cluster = inventory(names), FakeCluster.of(names, settings=dict(ORIGINAL))
-        ctx = engine(inv, cluster, new_journal(inv, cluster), []).ctx
+        inv, cluster = fake(names)
+        ctx = context_of(inv, cluster)
         batch = BatchRecord(1, "z1", names)
         together = threading.Barrier(len(names), timeout=5)
 
@@ -182,12 +181,11 @@ def test_every_node_of_a_batch_goes_through_at_once_and_what_stops_one_keeps_its
 
 def test_a_resumed_run_setting_again_a_value_changed_since_keeps_its_one_undo_record() -> None:
     from orchestrator.restart.steps import set_all_temporarily
-    from tests.unit.test_engine import engine
 
     with state_dir():
         inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings={("cluster", "k"): "orig"})
         journal = new_journal(inv, cluster)
-        ctx = engine(inv, cluster, journal, []).ctx
+        ctx = context_of(inv, cluster, journal)
         set_all_temporarily(ctx, [("k", "cluster", "orig", "temp")], 1)
         cluster.settings[("cluster", "k")] = "changed-by-someone"
         set_all_temporarily(ctx, [("k", "cluster", "changed-by-someone", "temp")], 1)
@@ -198,12 +196,11 @@ def test_a_resumed_run_setting_again_a_value_changed_since_keeps_its_one_undo_re
 def test_a_nodes_identity_is_read_at_once_or_waited_for_server_side_with_the_runs_plan() -> None:
     from orchestrator.restart.plan import Plan
     from orchestrator.restart.steps import live_identity
-    from tests.unit.test_engine import engine
 
     with state_dir():
-        inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a"])
         journal = new_journal(inv, cluster)
-        ctx = engine(inv, cluster, journal, []).ctx
+        ctx = context_of(inv, cluster, journal)
         asked: list[tuple[str, bool, float | None]] = []
         real_live, real_await = cluster.live_identity, cluster.await_identity
 
@@ -224,11 +221,10 @@ def test_a_nodes_identity_is_read_at_once_or_waited_for_server_side_with_the_run
 
 def test_a_nodes_identity_is_read_at_once_unless_a_wait_is_asked() -> None:
     from orchestrator.restart.steps import live_identity
-    from tests.unit.test_engine import engine
 
     with state_dir():
-        inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings=dict(ORIGINAL))
-        ctx = engine(inv, cluster, new_journal(inv, cluster), []).ctx
+        inv, cluster = fake(["a"])
+        ctx = context_of(inv, cluster)
 
         def no_wait(*args: object) -> None:
             raise AssertionError("waited server-side though no wait was asked")

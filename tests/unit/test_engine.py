@@ -103,6 +103,16 @@ def engine(inv: Inventory, cluster: FakeCluster, journal: Journal, events: list[
     return Engine(ctx, PRODUCT, resolve(Playbook.model_validate(journal.spec.playbook), PRODUCT))
 
 
+def fake(names: list[str], zones: list[str] | None = None, **timeouts: float) -> tuple[Inventory, FakeCluster]:
+    """An inventory of ``names`` and the fake cluster of them, its settings as before any run."""
+    return inventory(names, zones, **timeouts), FakeCluster.of(names, settings=dict(ORIGINAL))
+
+
+def context_of(inv: Inventory, cluster: FakeCluster, journal: Journal | None = None) -> RunContext:
+    """A run's context over the fake cluster (on a new journal unless given), to call one step or hook."""
+    return engine(inv, cluster, journal or new_journal(inv, cluster), []).ctx
+
+
 def after_hold(eng: Engine, then: Callable[[RunContext, BatchRecord], None]) -> None:
     """The batch's first step (hold_setting) followed by ``then``: something happens at that moment."""
     real_hold = eng.procedure.batch[0][1]
@@ -134,7 +144,7 @@ def assert_finished_cleanly(cluster: FakeCluster, journal: Journal) -> None:
 
 def test_a_run_restarts_each_node_once_and_restores_every_setting() -> None:
     with state_dir():
-        inv, cluster = inventory(["a", "b", "c"]), FakeCluster.of(["a", "b", "c"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b", "c"])
         journal = new_journal(inv, cluster)
         events = run(inv, cluster, journal)
         assert_finished_cleanly(cluster, journal)
@@ -270,7 +280,7 @@ def test_a_node_of_a_zone_starts_while_another_still_stops() -> None:
 
 def test_an_unexpected_error_still_leaves_the_journal_saying_failed() -> None:
     with state_dir():
-        inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a"])
         journal = new_journal(inv, cluster)
         events: list[Event] = []
         eng = engine(inv, cluster, journal, events)
@@ -295,7 +305,7 @@ def test_resume_of_a_run_that_failed_for_a_reason_outside_the_tool_is_refused_wh
     from orchestrator.runs.target import Target, load_procedure
 
     with state_dir():
-        inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a"])
         cluster.nodes["a"].start_fails = True
         journal = new_journal(inv, cluster)
         with pytest.raises(HostError):
@@ -317,7 +327,7 @@ def test_data_placed_on_a_node_after_planning_stops_the_run_before_that_node_sto
     node after the plan (and after batch 2's gate) refuses the stop, nothing of batch 2 is left behind,
     and `resume --allow-unavailable` (recorded in the journal) goes on."""
     with state_dir():
-        inv, cluster = inventory(["a", "b", "c"]), FakeCluster.of(["a", "b", "c"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b", "c"])
         journal = new_journal(inv, cluster)
         events: list[Event] = []
         eng = engine(inv, cluster, journal, events)
@@ -349,7 +359,7 @@ def test_data_placed_on_a_node_after_planning_stops_the_run_before_that_node_sto
 def test_a_stop_check_is_not_repeated_for_a_batch_whose_node_is_already_down() -> None:
     """Resumed with its node already stopped, a batch brings it back; refusing then would strand it."""
     with state_dir():
-        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b"])
         journal = new_journal(inv, cluster)
         cluster.crash_at = next(i for i in range(1, 200) if crashes_after_stopping(inv, i))
         with killed_here(cluster, journal):
@@ -392,8 +402,7 @@ def scripted_gate(cluster: FakeCluster, healthy: list[bool]) -> list[bool]:
 def test_a_batch_starts_only_after_the_stable_samples_in_a_row() -> None:
     """stable_samples: 3 -- an unhealthy sample starts the count again."""
     with state_dir():
-        inv = inventory(["a"], stable_samples=3)
-        cluster = FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a"], stable_samples=3)
         taken = scripted_gate(cluster, [True, False, True, True, False, True, True])
         journal = new_journal(inv, cluster)
         run(inv, cluster, journal)
@@ -404,8 +413,7 @@ def test_a_batch_starts_only_after_the_stable_samples_in_a_row() -> None:
 
 def test_the_run_stops_after_unhealthy_s_of_waiting_and_says_why() -> None:
     with state_dir():
-        inv = inventory(["a", "b"], unhealthy_s=45)
-        cluster = FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b"], unhealthy_s=45)
         scripted_gate(cluster, [False] * 1000)
         journal = new_journal(inv, cluster)
         eng = engine(inv, cluster, journal, [])
@@ -435,7 +443,7 @@ def continue_after(cluster: FakeCluster, polls: int) -> list[str]:
 
 def test_canary_pauses_after_the_first_batch_until_continue() -> None:
     with state_dir():
-        inv, cluster = inventory(["a", "b", "c"]), FakeCluster.of(["a", "b", "c"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b", "c"])
         journal = new_journal(inv, cluster, options=RunOptions(canary=True))
         looks = continue_after(cluster, polls=4)
         events: list[Event] = []
@@ -455,7 +463,7 @@ def test_canary_pauses_after_the_first_batch_until_continue() -> None:
 
 def test_a_pause_asked_from_elsewhere_holds_at_the_next_boundary_and_ctrl_c_still_stops() -> None:
     with state_dir():
-        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b"])
         journal = new_journal(inv, cluster)
         events: list[Event] = []
         eng = engine(inv, cluster, journal, events)
@@ -489,7 +497,7 @@ def test_a_pause_asked_from_elsewhere_holds_at_the_next_boundary_and_ctrl_c_stil
 
 def test_pause_between_waits_between_batches_only() -> None:
     with state_dir():
-        inv, cluster = inventory(["a", "b", "c"]), FakeCluster.of(["a", "b", "c"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b", "c"])
         journal = new_journal(inv, cluster, options=RunOptions(pause_between_s=300))
         eng = engine(inv, cluster, journal, [])
         eng.run()
@@ -515,7 +523,7 @@ class ChangingTuner:
 
 def test_host_changes_are_journaled_per_node_once() -> None:
     with state_dir():
-        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b"])
         journal = new_journal(inv, cluster)
         eng = engine(inv, cluster, journal, [])
         change = HostChange("thp.enabled", before=KnobValues("always", None), after=KnobValues("never", "never"))
@@ -531,7 +539,7 @@ def test_host_changes_are_journaled_per_node_once() -> None:
 
 def test_stop_after_n_batches_stops_clean_and_resume_goes_on_in_chunks() -> None:
     with state_dir():
-        inv, cluster = inventory(["a", "b", "c", "d"]), FakeCluster.of(["a", "b", "c", "d"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b", "c", "d"])
         journal = new_journal(inv, cluster)
         first = engine(inv, cluster, journal, [])
         first.stop_after = 1
@@ -556,7 +564,7 @@ def test_stopped_by_the_operator_between_a_batchs_setting_and_its_stop_then_resu
     """Ctrl-C after a batch's setting is made but before its node stops: the safe stop restores every
     setting, so `resume` must make them again (the batch's, and the run's raised limit) before stopping."""
     with state_dir():
-        inv, cluster = inventory(["a", "b", "c"]), FakeCluster.of(["a", "b", "c"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b", "c"])
         journal = new_journal(inv, cluster)
         eng = engine(inv, cluster, journal, [])
 
@@ -579,7 +587,7 @@ def test_several_temporary_settings_go_in_one_request_each_way_after_every_undo_
     with state_dir():
         inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings={("cluster", "kept"): "x"})
         journal = new_journal(inv, cluster)
-        ctx = engine(inv, cluster, journal, []).ctx
+        ctx = context_of(inv, cluster, journal)
         cluster.writes.clear()
         recorded_before_write: list[bool] = []
         put = cluster.put_settings
@@ -626,8 +634,7 @@ def test_a_host_that_does_not_come_back_from_its_reboot_ends_the_run_with_every_
     away after reboot_s is lost for longer than planned: its settings are put back, and a resume once it is
     back finishes the run."""
     with state_dir():
-        inv = inventory(["a", "b"], reboot_s=120)
-        cluster = FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b"], reboot_s=120)
         options = RunOptions(reboot=True)
         journal = new_journal(inv, cluster, options=options)
         hosts = RebootingHosts(cluster, lost={"b"})
@@ -668,8 +675,7 @@ def test_a_knob_a_reboot_reverted_is_set_again_and_reported_not_persisted() -> N
     from orchestrator.runs.status import summary
 
     with state_dir():
-        inv = inventory(["a"], reboot_s=120)
-        cluster = FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a"], reboot_s=120)
         journal = new_journal(inv, cluster, options=RunOptions(reboot=True))
         hosts = RebootingHosts(cluster, lost=set())
         events: list[Event] = []
@@ -690,7 +696,7 @@ def test_a_knob_a_reboot_reverted_is_set_again_and_reported_not_persisted() -> N
 
 def test_a_failed_start_keeps_the_batch_setting_in_force_for_resume() -> None:
     with state_dir():
-        inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a"])
         cluster.nodes["a"].start_fails = True
         journal = new_journal(inv, cluster)
         with pytest.raises(HostError) as err:
@@ -745,7 +751,7 @@ def test_a_node_already_running_as_a_new_process_is_not_stopped_again() -> None:
     from orchestrator.restart import steps as generic
 
     with state_dir():
-        inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a"])
         journal = new_journal(inv, cluster)
         events: list[Event] = []
         eng = engine(inv, cluster, journal, events)
@@ -769,7 +775,7 @@ def test_status_says_a_run_whose_process_was_killed_on_this_machine_is_interrupt
     from orchestrator.runs.status import status
 
     with state_dir():
-        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b"])
         journal = new_journal(inv, cluster)
         assert Journal.load(journal.path).state is RunState.RUNNING  # type: ignore[arg-type]
         target: Any = SimpleNamespace(cluster=cluster, name="fake", product=products.get("fake"))
@@ -808,7 +814,7 @@ def test_an_abandoned_runs_message_keeps_what_happened_without_what_resume_would
 def test_each_setting_set_and_put_back_is_an_undo_event_saying_what_it_was_and_became() -> None:
     """What `--json` and the audit log show of the run's temporary settings (mutation survivors)."""
     with state_dir():
-        inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a"])
         journal = new_journal(inv, cluster)
         undo = [(e.message, e.batch, e.data) for e in run(inv, cluster, journal) if e.kind == "undo"]
     assert undo == [
@@ -839,7 +845,7 @@ def test_a_zone_batch_that_fails_says_what_became_of_each_of_its_other_nodes(bot
 def test_a_runs_prelude_runs_once_before_batch_one_and_never_again_on_resume() -> None:
     """A force-merge carried by `forcemerge --then-restart` (mutation testing found preludes without a unit test)."""
     with state_dir():
-        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b"])
         journal = new_journal(inv, cluster)
         journal.spec = replace(journal.spec, prelude={"merge": {"indices": "logs-*"}, "note": {}})
         ran: list[tuple[str, int]] = []
@@ -870,7 +876,7 @@ def test_a_runs_prelude_runs_once_before_batch_one_and_never_again_on_resume() -
 
 def test_a_stop_asked_while_a_node_is_down_brings_it_back_first_and_says_so() -> None:
     with state_dir():
-        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b"])
         journal = new_journal(inv, cluster)
         events: list[Event] = []
         eng = engine(inv, cluster, journal, events)
@@ -896,7 +902,7 @@ def test_a_stop_asked_while_a_node_is_down_brings_it_back_first_and_says_so() ->
 
 def test_the_eta_is_the_plans_then_the_last_runs_then_this_runs_own_batch_times() -> None:
     with state_dir():
-        inv, cluster = inventory(["a", "b", "c"]), FakeCluster.of(["a", "b", "c"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b", "c"])
         journal = new_journal(inv, cluster)
         eng = engine(inv, cluster, journal, [])
         eng.prior_batch_s = None
@@ -923,7 +929,7 @@ def test_a_setting_already_in_force_is_not_set_or_recorded_again_and_a_later_one
     with state_dir():
         inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings={("cluster", "k"): "orig"})
         journal = new_journal(inv, cluster)
-        ctx = engine(inv, cluster, journal, []).ctx
+        ctx = context_of(inv, cluster, journal)
         set_all_temporarily(ctx, [("k", "cluster", "orig", "temp")], 1)
         cluster.writes.clear()
         set_all_temporarily(ctx, [("k", "cluster", "temp", "temp"), ("k", "persistent", None, "p"),

@@ -23,6 +23,7 @@ from tests.unit.test_engine import (
     assert_finished_cleanly,
     continue_after,
     engine,
+    fake,
     inventory,
     new_journal,
     scripted_gate,
@@ -63,8 +64,7 @@ def snapshots_asked(cluster: FakeCluster) -> list[tuple[Plan, tuple[str, ...]]]:
 
 def test_the_gate_is_asked_of_each_batchs_nodes_with_the_runs_plan_and_options_and_says_each_change_once() -> None:
     with state_dir():
-        inv = inventory(["a", "b"], stable_samples=2)
-        cluster = FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b"], stable_samples=2)
         options = RunOptions(allow_yellow=True)
         journal = new_journal(inv, cluster, options=options)
         events: list[Event] = []
@@ -86,15 +86,13 @@ def test_the_gate_is_asked_of_each_batchs_nodes_with_the_runs_plan_and_options_a
 
 def test_a_batch_waits_for_stable_samples_from_the_first_one_and_looks_once_a_poll_interval() -> None:
     with state_dir():
-        inv = inventory(["a"], stable_samples=3)
-        cluster = FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a"], stable_samples=3)
         taken = scripted_gate(cluster, [True] * 3)
         eng = engine(inv, cluster, new_journal(inv, cluster), [])
         eng.run()
         assert len(taken) == 4, "3 healthy samples for the gate, then the last look before the stop"
     with state_dir():
-        inv = inventory(["a"], unhealthy_s=20)
-        cluster = FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a"], unhealthy_s=20)
         taken = scripted_gate(cluster, [False] * 1000)
         eng = engine(inv, cluster, new_journal(inv, cluster), [])
         with pytest.raises(Exception, match="not going on with batch 1"):
@@ -104,8 +102,7 @@ def test_a_batch_waits_for_stable_samples_from_the_first_one_and_looks_once_a_po
 
 def test_ctrl_c_while_a_batch_waits_for_the_gate_stops_the_run_at_once() -> None:
     with state_dir():
-        inv = inventory(["a", "b"], unhealthy_s=600)
-        cluster = FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b"], unhealthy_s=600)
         eng = engine(inv, cluster, new_journal(inv, cluster), [])
         real = cluster.gate_snapshot
         looks = 0
@@ -127,7 +124,7 @@ def test_ctrl_c_while_a_batch_waits_for_the_gate_stops_the_run_at_once() -> None
 def test_a_pause_says_its_reason_or_paused_with_its_batch_and_looks_every_few_seconds() -> None:
     for reason, said in (("night", "night"), ("", "paused")):
         with state_dir():
-            inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+            inv, cluster = fake(["a", "b"])
             journal = new_journal(inv, cluster)
             request_pause(cluster, reason)
             looks = continue_after(cluster, polls=3)
@@ -144,7 +141,7 @@ def test_a_pause_says_its_reason_or_paused_with_its_batch_and_looks_every_few_se
 
 def test_a_deferring_run_leaves_a_gate_or_a_pause_to_its_watcher_saying_what_it_waits_for() -> None:
     with state_dir():
-        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b"])
         scripted_gate(cluster, [False])
         eng = engine(inv, cluster, new_journal(inv, cluster), [])
         eng.ctx.deferral = Deferral()
@@ -154,7 +151,7 @@ def test_a_deferring_run_leaves_a_gate_or_a_pause_to_its_watcher_saying_what_it_
         assert (wait.kind, wait.batch, wait.nodes, wait.what) == ("gate", 1, ("a",),
                                                                  "the cluster to be safe for batch 1 (a)")
     with state_dir():
-        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b"])
         eng = engine(inv, cluster, new_journal(inv, cluster), [])
         eng.ctx.deferral = Deferral()
         request_pause(cluster, "night")
@@ -167,7 +164,7 @@ def test_a_deferring_run_leaves_a_gate_or_a_pause_to_its_watcher_saying_what_it_
 
 def test_the_time_left_keeps_a_tenth_of_a_second() -> None:
     with state_dir():
-        inv, cluster = inventory(["a", "b", "c"]), FakeCluster.of(["a", "b", "c"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b", "c"])
         journal = new_journal(inv, cluster)
         plan = journal.plan
         journal.spec = replace(journal.spec, plan=replace(plan, batches=tuple(
@@ -189,7 +186,7 @@ def test_a_runs_batch_and_end_events_carry_their_batch_time_left_and_result() ->
     import re
 
     with state_dir():
-        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b"])
         events: list[Event] = []
         eng = engine(inv, cluster, new_journal(inv, cluster), events)
         eng.run()
@@ -216,7 +213,7 @@ def test_a_run_ends_saying_what_it_did_rebooted_or_upgraded() -> None:
     from orchestrator.restart.plan import Upgrade
 
     with state_dir():
-        inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a"])
         events: list[Event] = []
         engine(inv, cluster, new_journal(inv, cluster, options=RunOptions(reboot=True)), events).run()
         assert events[-1].message == "run succeeded: all 1 batch rebooted"
@@ -232,7 +229,7 @@ def test_a_resumed_batch_says_what_it_had_done() -> None:
 
     for done, said in (([], "nothing"), (["before_batch", "hold_setting"], "before_batch, hold_setting")):
         with state_dir():
-            inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings=dict(ORIGINAL))
+            inv, cluster = fake(["a"])
             journal = new_journal(inv, cluster)
             journal.batches[0].state = BatchState.RUNNING
             journal.batches[0].steps_done = list(done)
@@ -244,7 +241,7 @@ def test_a_resumed_batch_says_what_it_had_done() -> None:
 
 def test_a_deferred_run_says_what_it_left_to_the_scheduler_and_what_it_saw() -> None:
     with state_dir():
-        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b"])
         scripted_gate(cluster, [False])
         events: list[Event] = []
         eng = engine(inv, cluster, new_journal(inv, cluster), events)
@@ -255,7 +252,7 @@ def test_a_deferred_run_says_what_it_left_to_the_scheduler_and_what_it_saw() -> 
             "run", "deferred: the cluster to be safe for batch 1 (a) is left to the scheduler's trigger (seen: node(s) "
                    "not in the cluster: somebody)", 1, {"result": "deferred", "waiting": gated.value.wait.to_json()})
     with state_dir():
-        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b"])
         events = []
         eng = engine(inv, cluster, new_journal(inv, cluster), events)
         eng.ctx.deferral = Deferral()
@@ -267,7 +264,7 @@ def test_a_deferred_run_says_what_it_left_to_the_scheduler_and_what_it_saw() -> 
 
 def test_a_pause_between_batches_is_said_and_slept_a_second_at_most_at_a_time() -> None:
     with state_dir():
-        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b"])
         events: list[Event] = []
         eng = engine(inv, cluster, new_journal(inv, cluster, options=RunOptions(pause_between_s=2.5)), events)
         slept: list[tuple[int, float]] = []
@@ -290,7 +287,7 @@ def test_an_invocation_stops_after_the_batches_it_was_asked_to_do() -> None:
     from orchestrator.restart.engine import Engine
 
     with state_dir():
-        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b"])
         eng = engine(inv, cluster, new_journal(inv, cluster), [])
         with pytest.raises(StoppedAfter, match="stopped after 1 batch as asked"):
             Engine(eng.ctx, eng.product, eng.procedure, stop_after=1).run()
@@ -310,7 +307,7 @@ def test_only_the_per_node_steps_from_the_stop_to_the_rejoin_are_one_stage_of_a_
         "batch": ["hold_setting", command("pre-1"), command("pre-2"), "stop_service", "tune_host", "start_service",
                   "wait_for_join", command("post-1"), command("post-2"), "release_setting"]})
     with state_dir():
-        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b"])
         eng = engine(inv, cluster, new_journal(inv, cluster), [])
         eng.procedure = resolve(playbook, PRODUCT)
         two = BatchRecord(1, "z1", ["a", "b"])
@@ -345,7 +342,7 @@ def test_the_last_look_asks_about_the_batchs_nodes_and_a_node_already_stopping_i
             return ["x has its only copy here.", "y too."]
 
     with state_dir():
-        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b"])
         journal = new_journal(inv, cluster)
         eng = engine(inv, cluster, journal, [])
         eng.product = refusing = Refusing()  # type: ignore[assignment]
@@ -371,7 +368,7 @@ def test_the_last_look_asks_about_the_batchs_nodes_and_a_node_already_stopping_i
 
 def test_a_prelude_left_undone_runs_on_resume_after_one_that_was_done() -> None:
     with state_dir():
-        inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a"])
         journal = new_journal(inv, cluster)
         journal.spec = replace(journal.spec, prelude={"merge": {}, "note": {}})
         journal.prelude_done("merge", {"done": "merge"})
@@ -415,7 +412,7 @@ def test_a_stop_says_the_settings_are_back_and_resume_goes_on_or_that_putting_th
 def test_ctrl_c_at_the_end_of_a_batch_or_in_the_pause_after_it_stops_the_run_cleanly() -> None:
     for options, when in ((RunOptions(), "batch 1 done"), (RunOptions(pause_between_s=30), "pausing")):
         with state_dir():
-            inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+            inv, cluster = fake(["a", "b"])
             events: list[Event] = []
             eng = engine(inv, cluster, new_journal(inv, cluster, options=options), events)
 
@@ -446,7 +443,7 @@ def test_hosts_are_read_ahead_only_for_a_playbook_that_tunes_them() -> None:
                                          "batch": ["hold_setting", "stop_service", "start_service", "wait_for_join",
                                                    "release_setting"]})
     with state_dir():
-        inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a"])
         eng = engine(inv, cluster, new_journal(inv, cluster), [])
         eng.procedure = resolve(no_tuning, PRODUCT)
         eng.ctx.tuner = tuner = Tuner()  # type: ignore[assignment]
@@ -464,7 +461,7 @@ def test_a_run_back_from_its_watcher_runs_its_before_run_hooks_no_second_time(tm
     hooked = Playbook.model_validate({**PLAYBOOK.model_dump(mode="json"), "hooks": {
         "before_run": [{"name": "silence", "run": f"echo silenced >> {log}", "where": "local"}]}})
     with state_dir():
-        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b"])
         journal = new_journal(inv, cluster)
         deferral = Deferral()
         for _ in range(10):  # each rejoin is left to the watcher, then handed back
@@ -486,8 +483,7 @@ def test_a_zone_batch_names_each_of_its_nodes_when_it_starts() -> None:
     from orchestrator.restart.plan import Mode
 
     with state_dir():
-        inv = inventory(["a", "b"], zones=["z1", "z1"])
-        cluster = FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b"], zones=["z1", "z1"])
         events: list[Event] = []
         engine(inv, cluster, new_journal(inv, cluster, Mode.ZONE), events).run()
         first = next(e.message for e in events if e.kind == "batch")

@@ -28,7 +28,9 @@ from tests.unit.test_engine import (
     ORIGINAL,
     PLAYBOOK,
     assert_finished_cleanly,
+    context_of,
     engine,
+    fake,
     inventory,
     new_journal,
     state_dir,
@@ -382,7 +384,7 @@ def test_a_host_hook_runs_on_the_nodes_host_with_its_facts_exported_and_its_time
 
     hook = Hook.model_validate({"name": "mark", "run": "touch /tmp/mark", "where": "host", "timeout_s": 7})
     with state_dir():
-        inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a"])
         journal = new_journal(inv, cluster)
         eng = engine(inv, cluster, journal, [])
         hosts = RecordingHosts(cluster)
@@ -398,9 +400,9 @@ def test_a_hook_is_told_every_fact_by_its_documented_name() -> None:
     from orchestrator.restart.hooks import facts
 
     with state_dir():
-        inv, cluster = inventory(["a", "b"]), FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
+        inv, cluster = fake(["a", "b"])
         journal = new_journal(inv, cluster)
-        ctx = engine(inv, cluster, journal, []).ctx
+        ctx = context_of(inv, cluster, journal)
         journal.save_hook_values({"silence": "s-1"})
         assert facts(ctx, HookPoint.AFTER_START, 2, "zone-b", ("a", "b"), ctx.node("b")) == {
             "run_id": journal.run_id, "cluster": "fake", "point": "after_start", "batch": "2",
@@ -491,8 +493,7 @@ def test_an_after_run_or_on_failure_hook_that_fails_never_changes_how_the_run_en
 
 def direct_context() -> RunContext:
     """A run's context over the fake cluster, for calling one hook at a time."""
-    inv, cluster = inventory(["a"]), FakeCluster.of(["a"], settings=dict(ORIGINAL))
-    return engine(inv, cluster, new_journal(inv, cluster), []).ctx
+    return context_of(*fake(["a"]))
 
 
 def http_hook(**http: Any) -> Hook:
