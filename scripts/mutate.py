@@ -10,7 +10,6 @@ run again; a source file changed since is tested again. Then reports/mutation.md
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -18,6 +17,8 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+
+from mutation_report import modules as results  # beside this script, so on its path
 
 REPO = Path(__file__).resolve().parents[1]
 WORK = REPO / "build" / "mutate"
@@ -64,11 +65,10 @@ def prepared(module: str, tests: tuple[str, ...]) -> Path:
     return work
 
 
-def survivors(work: Path, module: str) -> list[str]:
-    """The mutants of ``module`` that its last run let through (mutmut's own record of it)."""
-    meta = work / "mutants" / f"{module}.meta"
-    codes = json.loads(meta.read_text()).get("exit_code_by_key", {}) if meta.exists() else {}
-    return sorted(name for name, code in codes.items() if code == 0)
+def survivors(module: str) -> list[str]:
+    """The mutants of ``module`` that its last run let through, as the report reads them."""
+    verdicts = results().get(module, (WORK, {}))[1]
+    return sorted(name for name, verdict in verdicts.items() if verdict == "survived")
 
 
 def chosen(names: list[str]) -> dict[str, tuple[str, ...]]:
@@ -92,7 +92,7 @@ def main() -> None:
     mutmut = Path(sys.executable).with_name("mutmut")
     for module, tests in chosen(args.modules).items():
         work = prepared(module, tests)
-        again = survivors(work, module) if args.survivors else []
+        again = survivors(module) if args.survivors else []
         if args.survivors and not again:
             print(f"mutate: {module}: no survivor to test again", flush=True)
             continue
