@@ -10,10 +10,11 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from pathlib import Path
 from typing import Any
 
-import yaml
-
+from orchestrator.config.loader import MAX_CONFIG_BYTES, parse
+from orchestrator.errors import ConfigError
 from orchestrator.restart.pending_host import HostEvidence
 
 VERSION = "version"
@@ -49,7 +50,9 @@ class RunningNode:
     files: tuple[str, ...]  # read at start; a path ending in / stands for each file in that directory
     settings_file: str | None = None  # compared setting by setting with ``settings``
     settings: Mapping[str, Any] = field(default_factory=dict)  # the node's own, flat
-    version_glob: str | None = None  # the home's jar named with its version, where no package is installed
+    # Where no package is installed, the home's jar named with its version: its directory and the jar's name
+    # before the version (`(/usr/share/elasticsearch/lib, elasticsearch)`).
+    version_jars: tuple[str, str] | None = None
     version_file: str | None = None  # or a file whose last word is the installed release (Riak's start_erl.data)
     command: str | None = None  # the process's name as its host shows it (java); None: not checked
     written_at_start: tuple[str, ...] = ()  # files the node itself may write as it starts (its keystore)
@@ -158,10 +161,10 @@ def _configuration(running: RunningNode, ev: HostEvidence) -> Reason | str | Non
 
 def settings_differ(text: str, running: Mapping[str, Any]) -> list[str]:
     """Each setting of a YAML settings file whose value differs from the running node's (both flat)."""
-    try:
-        loaded = yaml.safe_load(text[:1_000_000])
-    except yaml.YAMLError as exc:
-        return [f"the file is not YAML ({str(exc).splitlines()[0][:100]})"]
+    try:  # the configuration loader's bounds: a host's file can hold an alias bomb or nesting past any real one
+        loaded = parse(Path("the settings file"), text[:MAX_CONFIG_BYTES])
+    except ConfigError as exc:
+        return [f"the file was not compared ({'; '.join(exc.problems)[:200]})"]
     if loaded is None:
         return []
     if not isinstance(loaded, dict):
@@ -251,7 +254,7 @@ def version_problem(node: str, reason: Reason) -> str | None:
 
 
 def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(n) for n in re.findall(r"\d+", version))
+    return tuple(int(n) for n in re.findall(r"[0-9]{1,18}", version))  # ASCII digits, any length of text
 
 
 def _named(items: list[str]) -> str:

@@ -71,7 +71,7 @@ def read_pending(inv: Inventory, product: Product[Any, Any], adapter: ClusterAda
             return NodePending(entry.name, unknown=("the cluster does not list it (down, or not joined): what it "
                                                     "runs cannot be read",))
         ask = HostAsk(pid=node.pid, unit=unit, package=node.package, files=node.files,
-                      settings_file=node.settings_file, version_glob=node.version_glob,
+                      settings_file=node.settings_file, version_jars=node.version_jars,
                       version_file=node.version_file)
         try:
             result = transport.run(entry, host_command(ask), inv.ssh.connect_timeout_s + 30)

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from typing import Any
 
+from orchestrator.reading import plain_path
 from orchestrator.restart.pending import RunningNode
 from orchestrator.shards.answers import Node, Nodes
 
@@ -26,11 +27,12 @@ def running_nodes(answer: Nodes, product: str) -> list[RunningNode]:
 
 
 def _argument(node: Node, names: tuple[str, ...]) -> str | None:
-    """The value of the first JVM argument named one of ``names`` (`-Dx.path.conf` matches any `x`)."""
+    """The value of the first JVM argument named one of ``names`` (`-Dx.path.conf` matches any `x`) that
+    is a plain absolute path: a node's answer names where its host is read, and it may lie (see `_text`)."""
     for arg in node.jvm.input_arguments:
         key, _, value = arg.partition("=")
-        if any(fnmatchcase(key, name) for name in names) and value.startswith("/"):
-            return value.rstrip("/")
+        if any(fnmatchcase(key, name) for name in names) and (path := plain_path(value)):
+            return path
     return None
 
 
@@ -45,7 +47,7 @@ def _running(node: Node, product: str) -> RunningNode:
         name=node.name, address=node.ip or node.host, version=node.version or None,
         pid=node.process.id or node.jvm.pid, started_s=started / 1000 if started else None, package=product,
         files=tuple(dict.fromkeys(files)), settings_file=f"{conf}/{product}.yml", settings=node.settings,
-        version_glob=f"{home}/lib/{product}-[0-9]*.jar" if home else None, command="java",
+        version_jars=(f"{home}/lib", product) if home else None, command="java",
         written_at_start=(f"{conf}/{product}.keystore",),
         temporary=tuple(f"{path}/" for name in TEMPORARY_ARGUMENTS if (path := _argument(node, (name,)))))
 
@@ -56,10 +58,12 @@ def named_files(settings: Mapping[str, Any], conf: str) -> list[str]:
     for key, value in settings.items():
         if key.endswith(FILE_SETTINGS):
             for path in value if isinstance(value, list) else [value]:
-                if isinstance(path, str) and path and "\n" not in path:
-                    out.append(posixpath.normpath(posixpath.join(conf, path)))
+                if isinstance(path, str) and (plain := plain_path(posixpath.normpath(posixpath.join(conf, path)))):
+                    out.append(plain)
     return sorted(out)
 
 
 def _text(value: Any) -> str | None:
-    return value.rstrip("/") if isinstance(value, str) and value.startswith("/") else None
+    """A path setting as a plain absolute path, or None: it goes into a host's shell command (quoted there
+    too), and a node can say anything of itself (`path.home: /x/$(id)`)."""
+    return plain_path(value)

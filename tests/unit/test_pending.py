@@ -117,7 +117,7 @@ def test_the_settings_that_differ_are_named() -> None:
         files={f"{CONF}/elasticsearch.yml": STARTED + 100}, settings_text="cluster.name: prod\n# a comment\n"))
     assert same.reasons[0].evidence.endswith("no setting differs from the running node's")
     assert settings_differ("[1, 2]", {}) == ["the file is not a mapping of settings"]
-    assert settings_differ("a: [", {})[0].startswith("the file is not YAML")
+    assert settings_differ("a: [", {})[0].startswith("the file was not compared (line 2, column 1: not valid YAML")
 
 
 def test_what_cannot_be_read_is_unknown_never_clean() -> None:
@@ -197,7 +197,7 @@ def test_the_host_command_reads_a_real_process_and_its_files(running_process: tu
     ask = HostAsk(pid=process.pid, unit="orchestrator-test-no-such-unit", package="orchestrator-test-no-such-package",
                   files=(f"{conf}/elasticsearch.yml", f"{conf}/jvm.options", f"{conf}/jvm.options.d/",
                          f"{conf}/absent.keystore"),
-                  settings_file=f"{conf}/elasticsearch.yml", version_glob=f"{home}/lib/elasticsearch-[0-9]*.jar")
+                  settings_file=f"{conf}/elasticsearch.yml", version_jars=(f"{home}/lib", "elasticsearch"))
 
     def read() -> HostEvidence:
         done = subprocess.run(["sh", "-c", host_command(ask)], capture_output=True, text=True, timeout=60)
@@ -241,7 +241,7 @@ def test_the_nodes_answer_names_the_files_each_node_read_at_start() -> None:
         f"{conf}/elasticsearch.yml", f"{conf}/jvm.options", f"{conf}/jvm.options.d/", f"{conf}/log4j2.properties",
         f"{conf}/elasticsearch.keystore", f"{conf}/certs/ca.crt", f"{conf}/certs/http.crt", f"{conf}/certs/http.key",
         "/etc/pki/ca.pem")
-    assert running.version_glob == "/usr/share/elasticsearch/lib/elasticsearch-[0-9]*.jar"
+    assert running.version_jars == ("/usr/share/elasticsearch/lib", "elasticsearch")
     assert running.temporary == ("/tmp/elasticsearch-123/",)
     assert running.written_at_start == (f"{conf}/elasticsearch.keystore",)
     opensearch = Nodes.model_validate({"nodes": {"id1": {"name": "os-1", "jvm": {"input_arguments": [
