@@ -9,8 +9,11 @@ errors and chooses exit codes.
     ├── ConfigError            bad inventory, playbook or profile (lists every problem)
     ├── SandboxError           the local sandbox cannot be built, started or stopped
     ├── ClusterError           Elasticsearch (or Riak) refused or failed a call
-    │   └── ClusterUnreachable the endpoint did not answer, or refused credentials it had
-    │                          accepted (no elected master): waits ride it out
+    │   ├── ClusterUnreachable the endpoint did not answer, or refused credentials it had
+    │   │                      accepted (no elected master): waits ride it out
+    │   └── IncompleteAnswer   an answer that leaves out part of what was asked (a node whose stats
+    │                          failed, a node not under its planned id): never read as "nothing
+    │                          there"; waits ride it out, a last look refuses on it
     ├── HostError              a command on a host failed
     │   ├── HostUnreachable    SSH could not connect, or the host key was refused
     │   └── HostDidNotReturn   a rebooted host did not come back in time (the run ends with its
@@ -64,6 +67,11 @@ class ClusterError(OrchestratorError):
 
 class ClusterUnreachable(ClusterError):
     pass
+
+
+class IncompleteAnswer(ClusterError):
+    """The cluster answered 200 without part of what was asked: what is not there was not seen, which is not
+    the same as "holds nothing" (issue 56, H2)."""
 
 
 class WrongProduct(ClusterError):

@@ -18,7 +18,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from orchestrator.errors import JournalError
+from orchestrator.errors import ConfigError, JournalError
 
 
 class UnsafePath(JournalError):
@@ -107,9 +107,16 @@ def existing_private_dir(path: Path) -> Path | None:
     return path
 
 
-def write_atomically(path: Path, text: str, mode: int = 0o600) -> None:
-    """Write via a temporary file and rename, so a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def write_atomically(path: Path, text: str, mode: int = 0o600, make_parent: bool = True) -> None:
+    """Write via a temporary file and rename, so a reader never sees half a file. Only a regular file, or
+    nothing, is replaced: a device (`/dev/null`, as root), a directory, a FIFO or a link at ``path`` is
+    refused (ConfigError), never replaced by a file of this tool's."""
+    not_a_file = what_is_there(path)
+    if not_a_file:
+        raise ConfigError(repr(str(path))[:300], [f"is {not_a_file}, not a regular file: only a regular file, or "
+                                                   "nothing, is replaced (to write no file, leave the option out)"])
+    if make_parent:
+        path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w") as f:
@@ -121,6 +128,29 @@ def write_atomically(path: Path, text: str, mode: int = 0o600) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def what_is_there(path: Path) -> str | None:
+    """What is at ``path`` when it is something other than a regular file (None: a regular file, or nothing)."""
+    try:
+        info = os.lstat(path)
+    except (OSError, ValueError):  # nothing there, or not to be reached (a NUL byte): the write itself says why
+        return None
+    kinds = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+    return None if stat.S_ISREG(info.st_mode) else next((said for test, said in kinds if test(info.st_mode)),
+                                                         "not a regular file")
+
+
+def write_file_for_the_operator(path: Path, text: str, mode: int) -> None:
+    """A file an operator named (a metrics textfile, a report page, an inventory, a snapshot), written
+    atomically as `write_atomically` writes; whatever the system refuses (a name too long, a `/proc` path, no
+    permission) is a ConfigError naming the path, never a traceback."""
+    try:
+        write_atomically(path, text, mode, make_parent=False)  # a directory named wrongly is not made
+    except (OSError, ValueError) as exc:
+        said = getattr(exc, "strerror", None) or exc
+        raise ConfigError(repr(str(path))[:300], [f"cannot be written: {said}"]) from None
 
 
 def inventory_dirs() -> list[Path]:

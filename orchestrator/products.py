@@ -27,13 +27,26 @@ BUILT_IN = {
     "riak": "orchestrator.riak.product",
 }
 PLUGINS: dict[str, str] = dict(BUILT_IN)  # name -> module; the installed ones are added when first asked for
+# Products for tests (orchestrator.testing): never selectable from an inventory until a test enables them in
+# code (`orchestrator.testing.enable()`), as an HTTP library's mock transport is chosen in code, never by a
+# configuration string. Against a real endpoint one took the real lock and restricted allocation.
+FOR_TESTS = {
+    "fake": "orchestrator.testing.fake",
+    "fake-elasticsearch": "orchestrator.testing.fake_es.product",
+}
+
+
+def enable_test_products() -> None:
+    """Let inventories select the test products (tests, and a pipeline's own tests: docs/pipelines.md)."""
+    PLUGINS.update(FOR_TESTS)
 
 
 @cache
 def _installed() -> None:
     """Adds the plug-ins other packages declare (a built-in name is never taken over)."""
     for ep in entry_points(group=ENTRY_POINTS):
-        PLUGINS.setdefault(ep.name, ep.value)
+        if ep.name not in FOR_TESTS:  # a package cannot make a test product selectable by declaring it
+            PLUGINS.setdefault(ep.name, ep.value)
 
 
 def names() -> tuple[str, ...]:
@@ -44,6 +57,10 @@ def names() -> tuple[str, ...]:
 def get(name: str) -> Product[Any, Any]:
     """The plug-in of ``name``, the inventory's `cluster.product`."""
     if name not in PLUGINS and name not in names():  # installed plug-ins are looked for only when needed
+        if name in FOR_TESTS:
+            raise ConfigError("inventory", [f"cluster.product: {name!r} is a fake for tests, which no production "
+                                            "inventory can select; a test enables it in code: "
+                                            "`orchestrator.testing.enable()` (docs/pipelines.md)"])
         raise ConfigError("inventory", [f"cluster.product: unknown product {name!r}; known: {', '.join(PLUGINS)}"])
     product: Product[Any, Any] = importlib.import_module(PLUGINS[name]).PRODUCT
     return product

@@ -16,10 +16,10 @@ from typing import Generic, TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_result
 
-from orchestrator.errors import ClusterUnreachable, HostUnreachable, WaitTimeout
+from orchestrator.errors import ClusterUnreachable, HostUnreachable, IncompleteAnswer, WaitTimeout
 
 T = TypeVar("T")
-TRANSIENT: tuple[type[Exception], ...] = (ClusterUnreachable, HostUnreachable)
+TRANSIENT: tuple[type[Exception], ...] = (ClusterUnreachable, HostUnreachable, IncompleteAnswer)
 
 
 @dataclass

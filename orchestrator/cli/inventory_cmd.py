@@ -9,7 +9,7 @@ import typer
 
 from orchestrator.cli.output import say, terminal
 from orchestrator.errors import ConfigError
-from orchestrator.paths import write_atomically
+from orchestrator.paths import write_file_for_the_operator
 
 app = typer.Typer(help="Inventories: write one from a running cluster.", no_args_is_help=True)
 
@@ -68,5 +68,5 @@ def discover(
     if output is None:
         terminal.out.print(text, markup=False, highlight=False, end="")
         return
-    write_atomically(output, text, mode=0o644)
+    write_file_for_the_operator(output, text, mode=0o644)
     say(f"inventory written to {output}")

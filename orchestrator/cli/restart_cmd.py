@@ -168,7 +168,7 @@ def only_pending(target: Target, control: RunOptions,
     problems = pending_problems(report, chosen)
     if problems:
         raise PreflightFailed(problems)
-    return (with_reboots(target) if chosen.reboot_nodes else target), chosen, pending_notes(report)
+    return (with_reboots(target) if chosen.reboot_nodes else target), chosen, pending_notes(report, chosen)
 
 
 def options(target: Target, allow_yellow: bool, allow_unavailable: list[str] | None = None,
@@ -224,7 +224,9 @@ def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOp
         return
     target, control, notes = chosen
     run_options = options(target, allow_yellow, allow_unavailable, control)
-    question = "Reboot the hosts of {batches} of {cluster}?" if reboot else "Restart {batches} of {cluster}?"
+    question = ("Reboot the hosts of {batches} of {cluster}?" if reboot else
+                f"Restart {{batches}} of {{cluster}}, rebooting the hosts of {', '.join(control.reboot_nodes)}?"
+                if control.reboot_nodes else "Restart {batches} of {cluster}?")
     plan_confirm_and_run(target, by, run_options, json_out, yes, question, stop_after, notes)
 
 

@@ -132,14 +132,25 @@ SHARED = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT, and some ov
 UNIQUE_LOCAL = ipaddress.ip_network("fc00::/7")
 
 
+NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))  # RFC 6052, RFC 8215
+IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # `::a.b.c.d`, deprecated, still routed by some stacks
+
+
 def ip_of(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """The address ``host`` is, an IPv4 address written as IPv6 (`::ffff:127.0.0.1`) as the IPv4 one it is."""
+    """The address ``host`` is, an IPv4 address written as IPv6 as the IPv4 one it reaches: mapped
+    (`::ffff:127.0.0.1`), NAT64 (`64:ff9b::7f00:1`), 6to4 (`2002:7f00:1::`), Teredo (its client) and
+    IPv4-compatible (`::127.0.0.1`)."""
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
         return None  # a name: the operator's DNS says where it is
-    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
-    return mapped or address
+    if not isinstance(address, ipaddress.IPv6Address):
+        return address
+    low32 = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    embedded = (address.ipv4_mapped or address.sixtofour or (address.teredo[1] if address.teredo else None)
+                or (low32 if any(address in n for n in NAT64) else None)
+                or (low32 if address in IPV4_COMPATIBLE and int(address) > 1 else None))
+    return embedded or address
 
 
 def scope(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:

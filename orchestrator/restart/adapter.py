@@ -29,10 +29,12 @@ class ClusterAdapter(Protocol[SnapshotT_co]):
         """Everything the product's plan is made from (an immutable snapshot)."""
         ...
 
-    def gate_snapshot(self, plan: Plan, restarting: Collection[str]) -> SnapshotT_co:
+    def gate_snapshot(self, plan: Plan, restarting: Collection[str], proof: bool = False) -> SnapshotT_co:
         """What the product's batch gate and stop check read about the batch of ``restarting`` (inventory
         names): as little as decides for that batch (a cluster of thousands of nodes is not read whole
-        before each batch), asked of nodes other than ``restarting`` first."""
+        before each batch), asked of nodes other than ``restarting`` first. With ``proof`` (the last look
+        before a stop) what the stop is decided on is read as it is, never assumed: an answer that leaves
+        out part of what was asked is an error (IncompleteAnswer), never "nothing there"."""
         ...
 
     def live_identity(self, plan: Plan, name: str) -> str | None:

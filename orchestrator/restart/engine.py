@@ -300,7 +300,7 @@ class Engine(Generic[SnapshotT, AdapterT]):
         ctx = self.ctx
         if not self.product.checks_before_stop or self.any_node_stopping(batch):
             return  # a node is already stopping or down (a resumed run): bring it back, do not refuse now
-        snapshot = ctx.cluster.gate_snapshot(ctx.journal.plan, batch.nodes)
+        snapshot = ctx.cluster.gate_snapshot(ctx.journal.plan, batch.nodes, proof=True)
         problems = self.product.stop_check(snapshot, ctx.journal.plan, batch.nodes, ctx.options)
         if not problems:
             return

@@ -14,12 +14,13 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.errors import RunLocked
 from orchestrator.restart.adapter import ClusterAdapter
+from orchestrator.units import counted
 
 LOCK_INDEX = "orchestrator-locks"
 # The lock and the pause request are the cluster's own documents, in the cluster's own index, whatever the
@@ -29,6 +30,9 @@ RUN_DOC = "run"
 PAUSE_DOC = "pause"
 RENEW_S = 30.0  # how often a run renews its lock
 STALE_S = 300.0  # a lock not renewed for this long belongs to a dead (or cut-off) run
+# A run whose renewals have failed this long stops at its next safe point, well before its lock could go stale
+# and another run take it: two runs must never change one cluster at once.
+RENEWAL_TROUBLE_S = STALE_S / 2
 
 
 # A sign of life further ahead of this machine's clock than this is not believed: a forged or damaged
@@ -120,6 +124,10 @@ class LockHolder:
                     "the run resumes from its journal when the wait is over")
         elif self.is_stale(now):
             life = f"STALE: not renewed for {quiet:.0f} s (a live run renews every {RENEW_S:.0f} s)"
+        elif quiet > 2 * RENEW_S:
+            life = (f"RENEWALS FAILING: last renewed {quiet:.0f} s ago (a live run renews every {RENEW_S:.0f} s; "
+                    f"it stops at a safe point after {RENEWAL_TROUBLE_S:.0f} s, and the lock is stale after "
+                    f"{STALE_S:.0f} s)")
         else:
             life = f"renewed {quiet:.0f} s ago"
         pid = self.pid if self.pid is not None else "?"
@@ -147,6 +155,10 @@ class LockHolder:
 def read_holder(adapter: ClusterAdapter[Any]) -> LockHolder | None:
     doc = adapter.read_lock(LOCK_INDEX, RUN_DOC)
     return None if doc is None else LockHolder.from_document(doc)
+
+
+# Told of a renewal's trouble: what to say, and whether the run must stop at its next safe point.
+Trouble = Callable[[str, bool], None]
 
 
 class RunLock:
@@ -182,16 +194,35 @@ class RunLock:
                         f"it, or `orchestrate unlock --cluster {self.cluster}` removes the lock once it is stale "
                         f"({STALE_S:.0f} s without renewal).")
 
-    def keep_renewed(self, interval_s: float = RENEW_S) -> None:
+    def keep_renewed(self, interval_s: float = RENEW_S, trouble: Trouble | None = None,
+                     clock: Callable[[], float] = time.monotonic) -> None:
         """Renew the lock every ``interval_s`` from a background thread until release. A failed renewal is
-        counted and tried again; the lock stays, and goes stale only if renewals keep failing."""
+        counted and tried again; the lock stays, and goes stale only if renewals keep failing. Each failure is
+        told to ``trouble`` (what went wrong, and whether renewals have failed for RENEWAL_TROUBLE_S: the run
+        must then stop at a safe point), and so is the first renewal that works again."""
+        last_renewed = clock()
+
         def renew() -> None:
+            nonlocal last_renewed
+            failing = 0
             while not self._stop.wait(interval_s):
                 try:
-                    if not self.adapter.renew_lock(LOCK_INDEX, self.doc_id, self.run_id, {"renewed": time.time()}):
-                        self.renewals_failed += 1
-                except Exception:  # a renewal must never kill the run: counted instead
-                    self.renewals_failed += 1
+                    renewed = self.adapter.renew_lock(LOCK_INDEX, self.doc_id, self.run_id, {"renewed": time.time()})
+                    why = "" if renewed else "the lock document is no longer this run's"
+                except Exception as exc:  # a renewal must never kill the run: counted and told instead
+                    renewed, why = False, f"{type(exc).__name__}: {str(exc)[:200]}"
+                if renewed:
+                    if failing and trouble is not None:
+                        trouble(f"the run's lock is renewed again, after {counted(failing, 'failed renewal')}", False)
+                    failing, last_renewed = 0, clock()
+                    continue
+                self.renewals_failed += 1
+                failing += 1
+                quiet = clock() - last_renewed
+                if trouble is not None:
+                    trouble(f"the run's lock could not be renewed ({why}); not renewed for {quiet:.0f} s: the run "
+                            f"stops at a safe point after {RENEWAL_TROUBLE_S:.0f} s, before another run could take "
+                            f"the lock as stale ({STALE_S:.0f} s)", quiet >= RENEWAL_TROUBLE_S)
 
         self._renewer = threading.Thread(target=renew, name="lock-renewal", daemon=True)
         self._renewer.start()

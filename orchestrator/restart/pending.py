@@ -42,7 +42,7 @@ class RunningNode:
     """What the cluster says of a running node, and where its host keeps what it read at start."""
 
     name: str  # the product's node name
-    address: str  # its address, for an inventory entry named otherwise
+    addresses: tuple[str, ...]  # its address and host name, for an inventory entry named otherwise
     version: str | None
     pid: int | None  # on its host; None: the service's main process
     started_s: float | None  # when its process started (seconds since the epoch); None: read on the host

@@ -18,6 +18,7 @@ from orchestrator.config.model import Inventory, NodeEntry
 from orchestrator.errors import ClusterError, ClusterUnreachable, HostError
 from orchestrator.hosts.batch import run_batch
 from orchestrator.hosts.transport import Transport
+from orchestrator.reading import lines, whole_number
 from orchestrator.restart.plan import Plan
 from orchestrator.riak.settings import riak_settings
 from orchestrator.riak.status import (
@@ -129,8 +130,8 @@ class RiakAdapter:
             rc, out = self._on(node, f"{riak} ping >/dev/null 2>&1 && {self.cfg.pid_command}", 30)
         except HostError:
             return None
-        pid = out.strip().splitlines()[-1].strip() if out.strip() else ""
-        return pid if rc == 0 and pid.isdigit() else None
+        pid = lines(out.strip())[-1].strip() if out.strip() else ""
+        return pid if rc == 0 and whole_number(pid, 10) else None
 
     def running_version(self, node: NodeEntry) -> str | None:
         """The version the running node loaded (`riak_kv_version` of `riak-admin status` on its host; `riak
@@ -157,7 +158,7 @@ class RiakAdapter:
         return up, out.strip().splitlines()[-1] if out.strip() else f"exit {rc}"
 
     # --- what the restart engine asks of every product (restart/adapter.py) -----------------------
-    def gate_snapshot(self, plan: Plan, restarting: Collection[str]) -> RiakSnapshot:
+    def gate_snapshot(self, plan: Plan, restarting: Collection[str], proof: bool = False) -> RiakSnapshot:
         return self.snapshot(avoid=set(restarting))
 
     def live_identity(self, plan: Plan, name: str) -> str | None:

@@ -88,7 +88,7 @@ class RiakProduct:
         def one(node: NodeEntry) -> RunningNode:
             pid = adapter.pid(node)
             # Started: read on the host from its process; the files: where the Riak package keeps them.
-            return RunningNode(name=node.name, address=node.host, version=adapter.running_version(node),
+            return RunningNode(name=node.name, addresses=(node.host,), version=adapter.running_version(node),
                                pid=int(pid) if pid else None, started_s=None, package="riak",
                                files=tuple(f"{RIAK_ETC}/{f}" for f in ("riak.conf", "advanced.config", "vm.args")),
                                version_file=RIAK_RELEASE)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from orchestrator.config.model import MetricsSection
-from orchestrator.paths import write_atomically
+from orchestrator.paths import write_file_for_the_operator
 from orchestrator.restart.events import Event, EventSink
 from orchestrator.restart.journal import Journal, RunState, last_success
 
@@ -78,7 +78,7 @@ def publish(journal: Journal, cfg: MetricsSection) -> None:
     if cfg.textfile is not None:
         # Written to a new file of an unpredictable name beside it (O_EXCL: never through a planted link),
         # then renamed: never read half-written. The client's own writer uses a predictable name.
-        write_atomically(cfg.textfile, generate_latest(registry).decode(), mode=0o644)
+        write_file_for_the_operator(cfg.textfile, generate_latest(registry).decode(), mode=0o644)
     if cfg.pushgateway is not None:
         push_to_gateway(cfg.pushgateway, job=cfg.job, registry=registry, timeout=10,
                         grouping_key={"cluster": journal.cluster}, handler=closing_handler)

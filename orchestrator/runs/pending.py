@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import products
+from orchestrator.config.matching import matched
 from orchestrator.config.model import Inventory, NodeEntry, settings_of
 from orchestrator.errors import OrchestratorError
 from orchestrator.hosts.transport import Transport
-from orchestrator.paths import write_atomically
+from orchestrator.paths import write_file_for_the_operator
 from orchestrator.restart.adapter import ClusterAdapter
 from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.pending import REASONS, NodePending, RunningNode, judge, version_problem
@@ -88,12 +89,9 @@ def read_pending(inv: Inventory, product: Product[Any, Any], adapter: ClusterAda
 
 
 def _match(entry: NodeEntry, running: list[RunningNode]) -> RunningNode | None:
-    """The running node of an inventory entry: by name, else the one node at its host's address."""
-    by_name = [n for n in running if n.name == entry.name]
-    if by_name:
-        return by_name[0]
-    by_host = [n for n in running if n.address == entry.host]
-    return by_host[0] if len(by_host) == 1 else None
+    """The running node of an inventory entry, as the plan matches it (config/matching.py)."""
+    found, _ = matched(entry.name, entry.host, [(n.name, n.addresses) for n in running])
+    return running[found] if found is not None else None
 
 
 def pending_of(inv: Inventory, names: Sequence[str] | None = None,
@@ -144,10 +142,14 @@ def nothing_pending(report: PendingReport) -> str:
     return f"no node of {report.cluster} needs a restart{unknown}"
 
 
-def pending_notes(report: PendingReport) -> tuple[str, ...]:
-    """What the plan of a `--pending` run says of each node: why it restarts, or why it is left alone."""
-    notes = [f"{n.node}: restarted ({'; '.join(map(str, n.reasons))})"
-             + (" with a reboot of its host" if n.reboot else "") for n in report.nodes if n.reasons]
+def pending_notes(report: PendingReport, chosen: RunOptions | None = None) -> tuple[str, ...]:
+    """What the plan of a `--pending` run says of each node: why it restarts, or why it is left alone
+    (``chosen``: the run's options, whose nodes alone are restarted)."""
+    runs = set(chosen.nodes) if chosen is not None else set(report.pending)
+    notes = [f"{n.node}: {'rebooted with its host' if n.reboot else 'restarted'} ({'; '.join(map(str, n.reasons))})"
+             for n in report.nodes if n.reasons and n.node in runs]
+    notes += [f"{n.node}: pending ({'; '.join(map(str, n.reasons))}), left alone: --nodes or --exclude leaves it out"
+              for n in report.nodes if n.reasons and n.node not in runs]
     clean = [n.node for n in report.nodes if n.state == "clean"]
     if clean:
         notes.append(f"left alone, nothing pending: {', '.join(clean)}")
@@ -172,4 +174,4 @@ def write_textfile(report: PendingReport, path: Path) -> None:
         gauge.labels(report.cluster, node.node, "unknown").set(1 if node.unknown else 0)
     Gauge("orchestrator_pending_checked_timestamp_seconds", "when orchestrate pending last read the cluster",
           ["cluster"], registry=registry).labels(report.cluster).set(report.read_at)
-    write_atomically(path, generate_latest(registry).decode(), mode=0o644)
+    write_file_for_the_operator(path, generate_latest(registry).decode(), mode=0o644)

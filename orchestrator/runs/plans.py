@@ -15,7 +15,7 @@ from orchestrator.config.inventory import load_inventory
 from orchestrator.config.model import Inventory
 from orchestrator.errors import ConfigError
 from orchestrator.hosts.transport import Transport
-from orchestrator.paths import write_atomically
+from orchestrator.paths import write_file_for_the_operator
 from orchestrator.restart.durations import with_measured_restarts
 from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.plan import Batch, GateRule, Mode, Plan
@@ -103,16 +103,39 @@ def make_plan(target: Target, mode: Mode, options: RunOptions, save_snapshot: Pa
             tuning = profile_summary(target.inv, options.tune)
             plan = target.product.plan(target.inv, snapshot, mode, options, tuning)
         plan = with_measured_restarts(plan, hosts.last_restarts(plan))
-    return with_gate(select_nodes(plan, options), target.inv)
+    return with_gate(with_shared_hosts(select_nodes(plan, options), target.inv, options), target.inv)
+
+
+def with_shared_hosts(plan: Plan, inv: Inventory, options: RunOptions) -> Plan:
+    """The plan with what its hosts share: a note for each host that runs several inventory nodes, and a
+    problem for each reboot that would take down a node outside its batch (another batch's, or one this run
+    leaves alone), whose copies no check of that batch looked at. Pure."""
+    by_host: dict[str, list[str]] = {}
+    for entry in inv.nodes:
+        by_host.setdefault(entry.host, []).append(entry.name)
+    shared = {host: names for host, names in by_host.items() if len(names) > 1}
+    if not shared:
+        return plan
+    batch_of = {name: b.number for b in plan.batches for name in b.nodes}
+    notes = [f"host {host} runs {', '.join(names)}: a reboot of it takes each of them down"
+             for host, names in sorted(shared.items())]
+    problems = []
+    for host, names in sorted(shared.items()):
+        rebooted = [n for n in names if n in batch_of and options.reboots(n)]
+        for name in rebooted:
+            outside = [o for o in names if o != name and batch_of.get(o) != batch_of[name]]
+            if outside:
+                problems.append(f"{name}: rebooting host {host} also takes down {', '.join(outside)}, which "
+                                f"{'is' if len(outside) == 1 else 'are'} not in its batch, so no check of that "
+                                "batch covers them: put the nodes of one host in one zone and restart `--by zone`, "
+                                "or include them all in the run, or restart without a reboot")
+                break
+    return replace(plan, notes=(*plan.notes, *notes), problems=(*plan.problems, *problems))
 
 
 def save(target: Target, snapshot: object, path: Path) -> None:
     """`plan --save-snapshot`: the state the plan was made from, with what its hosts carry."""
-    try:
-        write_atomically(path, json.dumps(target.product.dump_snapshot(snapshot)), mode=0o644)
-    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
-        raise ConfigError(repr(str(path))[:300], [f"cannot write the snapshot: "
-                                                  f"{getattr(exc, 'strerror', None) or exc}"]) from None
+    write_file_for_the_operator(path, json.dumps(target.product.dump_snapshot(snapshot)), mode=0o644)
 
 
 @contextmanager
@@ -151,5 +174,6 @@ def plan_from_file(cluster: str | None, config: Path | None, snapshot: Path, mod
         if held is not None:
             held.append(snap)
         tuning = profile_summary(inv, options.tune)
-        plan = with_gate(select_nodes(product.plan(inv, snap, mode, options, tuning), options), inv)
+        plan = with_gate(with_shared_hosts(select_nodes(product.plan(inv, snap, mode, options, tuning), options), inv,
+                                           options), inv)
     return plan, [name for name, _ in procedure.batch if options.tune or name not in TUNING_STEPS]

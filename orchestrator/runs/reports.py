@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from orchestrator import products
-from orchestrator.errors import ConfigError, JournalError
+from orchestrator.errors import JournalError
+from orchestrator.paths import write_file_for_the_operator
 from orchestrator.restart import journal as journals
 from orchestrator.restart.journal import Journal
 from orchestrator.restart.report import html
@@ -26,14 +26,9 @@ def write_beside_journal(journal: Journal) -> Path | None:
 
 
 def write_page(journal: Journal, path: Path, mode: int = 0o600) -> None:
-    """The run's page at ``path``, readable by its owner only, as its journal is (it names hosts and nodes)."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
-        with os.fdopen(fd, "w") as f:
-            f.write(page(journal))
-    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
-        said = getattr(exc, "strerror", None) or exc
-        raise ConfigError(repr(str(path))[:300], [f"cannot write the report: {said}"]) from None
+    """The run's page at ``path``, readable by its owner only, as its journal is (it names hosts and nodes):
+    written atomically, replacing only a regular file (paths.write_file_for_the_operator)."""
+    write_file_for_the_operator(path, page(journal), mode)
 
 
 def find_run(cluster: str, run_id: str | None) -> Journal:

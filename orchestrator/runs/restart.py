@@ -42,7 +42,7 @@ from orchestrator.restart.journal import (
     RunSpec,
     RunState,
 )
-from orchestrator.restart.lock import RunLock, read_holder
+from orchestrator.restart.lock import RunLock, Trouble, read_holder
 from orchestrator.restart.phases import Phase, reached
 from orchestrator.restart.plan import Plan
 from orchestrator.restart.procedure import resolve
@@ -194,6 +194,16 @@ def execute(target: Target, journal: Journal, playbook: Playbook, transport: Tra
                         takeover, abort, accept_unavailable, stop_after, deferral)
 
 
+def lock_trouble(emit: EventSink, abort: AbortFlag) -> Trouble:
+    """A renewal's trouble, said as it happens (the lock's `status` says it too); past RENEWAL_TROUBLE_S, the
+    run stops at its next safe point (every node back, every setting restored), which `resume` continues."""
+    def told(said: str, stop: bool) -> None:
+        emit(Event("warning", said, data={"lock_renewal": "stopping" if stop else "failing"}))
+        if stop and not abort.requested:
+            abort.request("its lock could not be renewed: stopping before another run could take it as stale")
+    return told
+
+
 def _execute(target: Target, journal: Journal, playbook: Playbook, transport: Transport, emit: EventSink,
              takeover: bool, abort: AbortFlag | None, accept_unavailable: tuple[str, ...],
              stop_after: int, deferral: Deferral | None) -> Journal:
@@ -212,7 +222,7 @@ def _execute(target: Target, journal: Journal, playbook: Playbook, transport: Tr
                      journal=journal, emit=emit, tuner=tuner, abort=abort, deferral=deferral)
     failed = True
     try:
-        lock.keep_renewed()  # stopped in `finally`, whatever happens
+        lock.keep_renewed(trouble=lock_trouble(emit, abort))  # stopped in `finally`, whatever happens
         with abort_on_signals(abort, emit):
             Engine(ctx, target.product, resolve(playbook, target.product), PRELUDES, stop_after).run()
         failed = False

@@ -145,25 +145,50 @@ class ShardClusterAdapter(BatchReads, LockDocuments, ClusterFacts, MergeRequests
         return snapshot_of(h, tuple(nodes), master, tuple(shards), unassigned, persistent=persistent,
                            transient=transient, has_shutdown_api=shutdowns is not None, preflight=preflight)
 
-    def batch_snapshot(self, node_ids: Sequence[str]) -> ClusterSnapshot:
+    def batch_snapshot(self, node_ids: Sequence[str], proof: bool = False) -> ClusterSnapshot:
         """What a batch's gate and last look decide from, bounded by the batch: health, the elected master,
         the master-eligible nodes (its `nodes`: the quorum), and as `shards` every copy of each shard the
         batch's nodes hold, so that the plan's checks (shards/safety.py) answer for the batch exactly as
         over the whole cluster:
+        - the batch's own copies, from their nodes' stats: every node asked must answer (batch_reads.py); with
+          ``proof``, with those the elected master assigns them;
         - a green cluster with nothing moving has every copy of every shard started: the copies a shard
-          has beside the batch's are its replicas count (read now) plus one, less those on the batch's
-          nodes, each a started copy on a node outside the batch (`ELSEWHERE`);
-        - otherwise, and for an index whose settings the user may not read, every copy of the index from
-          the routing table.
+          has beside the batch's are its replicas count (read now, and no more than the data nodes can
+          hold) plus one, less those on the batch's nodes, each a started copy on a node outside the batch
+          (`ELSEWHERE`); a batch copy that is not started there is an answer that contradicts itself;
+        - otherwise, with ``proof`` (the last look before a stop: each copy is shown on the node that holds
+          it), and for an index whose settings the user may not read, every copy of the index from the
+          routing table, those on a node the cluster does not list left out.
         A yellow with nothing moving has its unassigned copies explained (those of its indices not green)."""
-        h, masters, master, held = read_together(self.health, self.master_eligible, self.master_id,
-                                                 lambda: self.copies_held(node_ids))
+        h, masters, master, held, assigned = read_together(
+            self.health, self.master_eligible, self.master_id, lambda: self.copies_held(node_ids, proof),
+            lambda: self.assigned_to(node_ids) if proof else [])
+        # With ``proof``, what the batch holds is what its nodes say and what the master assigns them, together: a
+        # node that leaves a copy out of its own answer does not have it proven by omission.
+        seen = {(c.index, c.shard, c.node_id) for c in held}
+        held += [c for c in assigned if (c.index, c.shard, c.node_id) not in seen]
+        green = settled_green(h)
+        if green and (moving := next((c for c in held if c.state != "STARTED"), None)):
+            raise not_its_shape("list the batch's shard copies", f"health says green with nothing moving, yet "
+                                f"[{moving.index}][{moving.shard}] on {moving.node_id} is {moving.state[:40]}")
         indices = {c.index for c in held}
-        replicas = self.replicas_of(indices) if settled_green(h) else {}
+        replicas = {} if proof or not green else within(self.replicas_of(indices), data_nodes(h))
         proved = [c for c in held if c.index in replicas]
-        shards = [*proved, *elsewhere(proved, replicas), *self.shards_of(indices - set(replicas))]
+        listed = self.listed_copies(indices - set(replicas))
+        # A copy the batch's node says it holds stays counted on that node, whatever the table says.
+        routed = {(c.index, c.shard, c.node_id) for c in listed}
+        unlisted = [c for c in held if c.index not in replicas and (c.index, c.shard, c.node_id) not in routed]
+        shards = [*proved, *elsewhere(proved, replicas), *listed, *unlisted]
         unassigned = self.explain_unassigned(self.unassigned_copies()) if settling(h) else ()
         return snapshot_of(h, tuple(masters), master, tuple(shards), unassigned)
+
+    def listed_copies(self, indices: Collection[str]) -> list[ShardCopy]:
+        """Every copy of these indices in the routing table, but those it says are on a node the cluster does
+        not list (a copy there serves nothing): their nodes asked, bounded by the nodes they name."""
+        copies = self.shards_of(indices)
+        named = {c.node_id for c in copies if c.node_id}
+        present = self.present_nodes(named) if named else set()
+        return [c for c in copies if c.node_id is None or c.node_id in present]
 
     def _plan_reads(self) -> tuple[Any, ...]:
         """The plan's reads and the privileges check, sent together (the check alone took as long as all
@@ -213,8 +238,8 @@ class ShardClusterAdapter(BatchReads, LockDocuments, ClusterFacts, MergeRequests
         return tuple(out)
 
     # --- what the restart engine asks of every product (restart/adapter.py) -------------------
-    def gate_snapshot(self, plan: Plan, restarting: Collection[str]) -> ClusterSnapshot:
-        snap = self.batch_snapshot([plan.node_ids[n] for n in restarting if n in plan.node_ids])
+    def gate_snapshot(self, plan: Plan, restarting: Collection[str], proof: bool = False) -> ClusterSnapshot:
+        snap = self.batch_snapshot([plan.node_ids[n] for n in restarting if n in plan.node_ids], proof)
         if snap.health.number_of_nodes < len(plan.node_ids):  # a node away: which, for the operator
             snap = replace(snap, absent=tuple(self.absent(plan)))
         return snap
@@ -281,6 +306,18 @@ def elsewhere(held: Sequence[ShardCopy], replicas: dict[str, int]) -> list[Shard
     in_batch = Counter((c.index, c.shard) for c in held)
     return [ShardCopy(index, shard, False, "STARTED", ELSEWHERE, 0)
             for (index, shard), n in sorted(in_batch.items()) for _ in range(replicas[index] + 1 - n)]
+
+
+def data_nodes(h: dict[str, Any]) -> int:
+    """The data nodes health counts (all its nodes, where it does not say)."""
+    said = h.get("number_of_data_nodes")
+    return said if isinstance(said, int) and not isinstance(said, bool) and said >= 0 else h["number_of_nodes"]
+
+
+def within(replicas: dict[str, int], data: int) -> dict[str, int]:
+    """The replica counts a green cluster can hold: each copy of a shard on a data node of its own. A count
+    past that (a forged `"99999999999"`) is not believed: that index's copies are listed instead."""
+    return {index: n for index, n in replicas.items() if n + 1 <= data}
 
 
 def settling(h: dict[str, Any]) -> bool:

@@ -23,11 +23,17 @@ from typing_extensions import TypedDict  # pydantic checks TypedDicts only of th
 
 from orchestrator.config.discovered import first_problems
 from orchestrator.errors import ClusterError
+from orchestrator.reading import MAX_DIGITS
 from orchestrator.shards.snapshot import ShardCopy
 
 
 class Answer(BaseModel):
     model_config = ConfigDict(extra="allow")
+
+
+# A shard's number as answers key their shards: ASCII digits of a bounded length (`²` passes `str.isdigit`,
+# and fails `int`; ten thousand digits pass both and cost a quadratic conversion), checked where parsed.
+ShardNumber = Annotated[str, StringConstraints(pattern=r"^[0-9]{1,9}$")]
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -216,14 +222,21 @@ class HeldCopy(TypedDict, total=False):
 
 class HeldIndices(TypedDict, total=False):
     # index -> [{shard number: the copy's fields}], as node stats list a node's copies at level=shards
-    shards: dict[str, list[dict[str, HeldCopy]]]
+    shards: dict[str, list[dict[ShardNumber, HeldCopy]]]
 
 
 class HeldNode(TypedDict, total=False):
+    name: str
     indices: HeldIndices
 
 
+class NodesHeader(TypedDict, total=False):
+    failed: Annotated[int, Field(ge=0)]
+
+
+# `_nodes` is a key no class body can name as a field of its own
 class NodesHolding(TypedDict, total=False):
+    _nodes: NodesHeader
     nodes: dict[str, HeldNode]
 
 
@@ -238,7 +251,7 @@ class RoutedCopy(Answer):
 
 
 class RoutedIndex(Answer):
-    shards: dict[str, list[RoutedCopy]] = {}
+    shards: dict[ShardNumber, list[RoutedCopy]] = {}
 
 
 class RoutingIndices(Answer):
@@ -247,6 +260,21 @@ class RoutingIndices(Answer):
 
 class Routing(Answer):
     routing_table: RoutingIndices = RoutingIndices()
+
+
+class AssignedCopy(Answer):  # a copy as `routing_nodes` lists it under its node
+    index: str
+    shard: Annotated[int, Field(ge=0, le=10**9)]
+    state: str
+    primary: bool
+
+
+class AssignedNodes(Answer):
+    nodes: dict[str, list[AssignedCopy]] = {}
+
+
+class RoutingNodes(Answer):
+    routing_nodes: AssignedNodes = AssignedNodes()
 
 
 class IndexReplicas(Answer):
@@ -305,7 +333,7 @@ class CopyStats(Answer):
 
 
 class IndexStats(Answer):
-    shards: dict[str, list[CopyStats]] = {}
+    shards: dict[ShardNumber, list[CopyStats]] = {}
 
 
 class ShardStats(Answer):
@@ -371,12 +399,17 @@ def disk_rows(rows: Any, what: str) -> list[tuple[str, float, int]]:
     return out
 
 
+def ascii_digits(text: str) -> bool:
+    """ASCII digits, at most 19 (what `int` reads at once, and a 64-bit size holds): in C, for a million rows."""
+    return text.isascii() and text.isdigit() and len(text) <= MAX_DIGITS
+
+
 def copies_from_cat(rows: Any, what: str) -> list[ShardCopy]:
     """`_cat/shards` rows (index, shard, prirep, state, id, store) as shard copies, column by column."""
     index, shard, prirep, state = (cat_column(rows, c, what) for c in ("index", "shard", "prirep", "state"))
     node, store = (cat_column(rows, c, what, (str, NONE)) for c in ("id", "store"))
-    if not all(map(str.isdigit, shard)) or not set(prirep) <= {"p", "r"} or \
-            not all(map(str.isdigit, filter(None, store))):
+    sizes = list(filter(None, store))
+    if not all(map(ascii_digits, shard)) or not set(prirep) <= {"p", "r"} or not all(map(ascii_digits, sizes)):
         raise not_its_shape(what, "a shard that is not a number, a role that is not p or r, or a size that is not "
                                   "a number of bytes")
     return list(map(tuple.__new__, repeat(ShardCopy), zip(

@@ -30,12 +30,15 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
 
+from orchestrator.errors import IncompleteAnswer
+from orchestrator.reading import whole_number
 from orchestrator.restart.lock import LOCK_INDEX
 from orchestrator.shards.answers import (
     NODES_HOLDING,
     HealthByIndex,
     IndicesSettings,
     Routing,
+    RoutingNodes,
     ShardStats,
     not_its_shape,
     parsed,
@@ -45,6 +48,7 @@ from orchestrator.shards.leases import STATS_FIELDS
 from orchestrator.shards.requests import ShardRequests
 from orchestrator.shards.rest import part
 from orchestrator.shards.snapshot import ShardCopy
+from orchestrator.units import counted
 
 MAX_NAMES_IN_PATH = 3000  # characters of quoted index names per request (the request line's limit is 4 KB)
 ROUTING = ",".join(f"routing_table.indices.*.shards.*.{f}" for f in ("state", "primary", "node"))
@@ -78,25 +82,66 @@ class BatchReads(ShardRequests):
         """``read`` of each chunk of ``indices`` (as one path part), its answers in order."""
         return [read(part(*chunk)) for chunk in in_chunks(indices)]
 
-    def _held(self, node_ids: Collection[str], fields: Sequence[str]) -> dict[str, dict[tuple[str, int], Any]]:
+    def _held(self, node_ids: Collection[str], fields: Sequence[str], answered: bool = False,
+              present: bool = False) -> dict[str, dict[tuple[str, int], Any]]:
         """node id -> (index, shard) -> the fields of its copy there (node-level shard stats of these nodes
-        alone; a node not in the cluster holds none)."""
+        alone). An answer listing a node not asked for is not Elasticsearch's. What was asked and not answered
+        is never "holds nothing" where a decision rests on it (IncompleteAnswer):
+        - ``answered``: a node whose stats failed (Elasticsearch answers 200, counts it in `_nodes.failed` and
+          leaves it out: a busy node, a circuit breaker, a timeout);
+        - ``present``: a node not in the answer at all (not in the cluster under the id asked: gone, or back
+          under another id after its data path was wiped). Without it such a node holds none, as a gate reads
+          a node that is away (it waits for the node on its own count).
+        Without either, the figures and courtesies of a run (a flush, a lease wait, recovery figures) read a
+        node that did not answer as holding none."""
         if not node_ids:
             return {}
-        kept = [*(f"nodes.*.indices.shards.*.*.{f}" for f in fields), f"-nodes.*.indices.shards.{LOCK_INDEX}"]
+        kept = ["_nodes.failed", "nodes.*.name", *(f"nodes.*.indices.shards.*.*.{f}" for f in fields),
+                f"-nodes.*.indices.shards.{LOCK_INDEX}"]
         what = "list the batch's shard copies"
         raw = parsed_as(NODES_HOLDING, self._do(what, "GET", f"/_nodes/{part(*sorted(node_ids))}/stats/indices/"
                                                 "docs,store", {"level": "shards", "filter_path": ",".join(kept)}), what)
+        listed, asked = set(raw.get("nodes", {})), set(node_ids)
+        if listed - asked:
+            raise not_its_shape(what, f"it lists {len(listed - asked)} node(s) that were not asked for")
+        if answered or present:
+            if "_nodes" not in raw:
+                raise not_its_shape(what, "it has no `_nodes` header, which says whether every node answered")
+            failed = raw["_nodes"].get("failed", 0)
+            if failed:
+                raise IncompleteAnswer(f"{what}: {counted(failed, 'node')} of the {len(asked)} asked did not answer "
+                                       "(its stats failed: a busy node, a circuit breaker, a timeout); what it holds "
+                                       "is not known, so no node is stopped on this answer")
+        if present and asked - listed:
+            raise IncompleteAnswer(f"{what}: node id(s) {', '.join(sorted(asked - listed))} are not in the "
+                                   "cluster's answer (not in the cluster under the id the plan has: a node whose "
+                                   "data path was wiped comes back under another); what it holds is not known, so "
+                                   "no node is stopped on this answer")
         held: dict[str, dict[tuple[str, int], Any]] = {}
         for node_id, node in raw.get("nodes", {}).items():
             mine = held.setdefault(node_id, {})
             for index, shards in node.get("indices", {}).get("shards", {}).items():
                 for entry in shards if index != LOCK_INDEX else ():
-                    for number, copy in entry.items():
-                        if not number.isdigit():
-                            raise not_its_shape(what, "a shard that is not a number")
+                    for number, copy in entry.items():  # a shard's number: checked where parsed
                         mine[(index, int(number))] = copy
         return held
+
+    def assigned_to(self, node_ids: Collection[str]) -> list[ShardCopy]:
+        """The copies the elected master assigns these nodes (`_cluster/state/routing_nodes`, filtered to them):
+        what a node holds, said by another than the node itself. The master walks its whole routing table for
+        it; what crosses the wire is these nodes' copies alone (their ids in the filter, in chunks that keep the
+        request line short)."""
+        what = "list the copies the master assigns the batch's nodes"
+        out: list[ShardCopy] = []
+        for chunk in in_chunks(node_ids, MAX_NAMES_IN_PATH // 2):
+            wanted = ",".join(f"routing_nodes.nodes.{node_id}" for node_id in chunk)
+            raw = parsed(RoutingNodes, self._do(what, "GET", "/_cluster/state/routing_nodes",
+                                                {"filter_path": wanted}) or {}, what)
+            if set(raw.routing_nodes.nodes) - set(chunk):
+                raise not_its_shape(what, "it lists nodes that were not asked for")
+            out += [ShardCopy(c.index, c.shard, c.primary, c.state, node_id, 0)
+                    for node_id, copies in raw.routing_nodes.nodes.items() for c in copies if c.index != LOCK_INDEX]
+        return out
 
     def held_by(self, node_ids: Collection[str]) -> dict[str, dict[tuple[str, int], int]]:
         """node id -> (index, shard) -> the size of its copy there."""
@@ -107,11 +152,13 @@ class BatchReads(ShardRequests):
         """The indices with a copy on these nodes."""
         return sorted({index for held in self._held(node_ids, ("routing.state",)).values() for index, _ in held})
 
-    def copies_held(self, node_ids: Collection[str]) -> list[ShardCopy]:
-        """The copies these nodes hold, with their role and state (no size)."""
+    def copies_held(self, node_ids: Collection[str], proof: bool = False) -> list[ShardCopy]:
+        """The copies these nodes hold, with their role and state (no size): every node asked must have
+        answered, and with ``proof`` (a stop is decided on it) be in the cluster (see `_held`)."""
         return [ShardCopy(index, shard, bool((copy.get("routing") or {}).get("primary")),
                           str((copy.get("routing") or {}).get("state") or "STARTED"), node_id, 0)
-                for node_id, held in self._held(node_ids, ("routing.state", "routing.primary")).items()
+                for node_id, held in self._held(node_ids, ("routing.state", "routing.primary"), answered=True,
+                                                present=proof).items()
                 for (index, shard), copy in held.items()]
 
     def lease_views(self, node_ids: Collection[str]) -> dict[str, dict[tuple[str, int], Any]]:
@@ -127,10 +174,23 @@ class BatchReads(ShardRequests):
                 what, "GET", f"/{names}/_settings/index.number_of_replicas",
                 {"ignore_unavailable": "true", "filter_path": "*.settings.index.number_of_replicas"})):
             for index, body in parsed(IndicesSettings, answer or {}, what).root.items():
-                value = body.settings.index.number_of_replicas
-                if value is not None and value.isdigit():
-                    found[index] = int(value)
+                value = whole_number(body.settings.index.number_of_replicas, 9)
+                if value is not None:
+                    found[index] = value
         return found
+
+    def present_nodes(self, node_ids: Collection[str]) -> set[str]:
+        """Which of these node ids the cluster lists now (node info of those nodes alone, without a metric)."""
+        what = "check that the copies' nodes are in the cluster"
+        present: set[str] = set()
+        for chunk in in_chunks(node_ids):
+            raw = parsed_as(NODES_HOLDING, self._do(what, "GET", f"/_nodes/{part(*chunk)}/none",
+                                                    {"filter_path": "nodes.*.name"}), what)
+            listed = set(raw.get("nodes", {}))
+            if listed - set(chunk):
+                raise not_its_shape(what, f"it lists {len(listed - set(chunk))} node(s) that were not asked for")
+            present |= listed
+        return present
 
     def shards_of(self, indices: Collection[str]) -> list[ShardCopy]:
         """Every copy of these indices, assigned or not, from the routing table (cluster privileges: a
@@ -141,9 +201,7 @@ class BatchReads(ShardRequests):
                 what, "GET", f"/_cluster/state/routing_table/{names}",
                 {"ignore_unavailable": "true", "filter_path": ROUTING})):
             for index, body in parsed(Routing, answer or {}, what).routing_table.indices.items():
-                for number, listed in body.shards.items():
-                    if not number.isdigit():
-                        raise not_its_shape(what, "a shard that is not a number")
+                for number, listed in body.shards.items():  # a shard's number: checked where parsed
                     copies += [ShardCopy(index, int(number), c.primary, c.state, c.node or None, 0) for c in listed]
         return copies
 
@@ -196,8 +254,7 @@ class BatchReads(ShardRequests):
 def recovery_row(r: dict[str, Any]) -> dict[str, Any]:
     """A `_cat/recovery` row as the run reports a recovery (`b` is what was to be copied: total less reused)."""
     def number(key: str) -> int:
-        value = r.get(key)
-        return int(value) if isinstance(value, str | int) and str(value).isdigit() else 0
+        return whole_number(r.get(key)) or 0
 
     total = number("tb")
     source = r.get("snode")

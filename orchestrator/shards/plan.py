@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.config.matching import matched as matched_node
 from orchestrator.config.model import Inventory
 from orchestrator.restart.plan import EST_START_TO_JOIN_S, EST_STOP_S, Batch, Mode, Plan, SettingChange, Upgrade
 from orchestrator.shards.limits import RATE, Limit, chosen_limits
@@ -42,11 +43,11 @@ def match_nodes(inv: Inventory, snap: ClusterSnapshot) -> tuple[dict[str, str], 
     problems: list[str] = []
     for entry in inv.nodes:
         node = snap.node_by_name(entry.name)
-        if node is None:
-            by_host = [n for n in snap.nodes if entry.host in (n.ip, n.host)]  # rare: names usually match
-            node = by_host[0] if len(by_host) == 1 else None
-            if len(by_host) > 1:
-                problems.append(f"node {entry.name}: host {entry.host} matches {len(by_host)} Elasticsearch "
+        if node is None:  # rare: names usually match
+            found, at_host = matched_node(entry.name, entry.host, [(n.name, (n.ip, n.host)) for n in snap.nodes])
+            node = snap.nodes[found] if found is not None else None
+            if at_host > 1:
+                problems.append(f"node {entry.name}: host {entry.host} matches {at_host} Elasticsearch "
                                 "nodes; give the node its Elasticsearch node.name")
                 continue
         if node is None:

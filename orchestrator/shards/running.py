@@ -44,7 +44,7 @@ def _running(node: Node, product: str) -> RunningNode:
              f"{conf}/{product}.keystore", *named_files(node.settings, conf))
     started = node.jvm.start_time_in_millis
     return RunningNode(
-        name=node.name, address=node.ip or node.host, version=node.version or None,
+        name=node.name, addresses=tuple(a for a in (node.ip, node.host) if a), version=node.version or None,
         pid=node.process.id or node.jvm.pid, started_s=started / 1000 if started else None, package=product,
         files=tuple(dict.fromkeys(files)), settings_file=f"{conf}/{product}.yml", settings=node.settings,
         version_jars=(f"{home}/lib", product) if home else None, command="java",

@@ -53,6 +53,16 @@ def shards_without_other_copy(snap: ClusterSnapshot, node_ids: Iterable[str]) ->
     return sorted(f"[{i}][{s}]" for i, s in lonely)
 
 
+def held_without_started_copy_elsewhere(snap: ClusterSnapshot, node_ids: Iterable[str]) -> list[str]:
+    """Shards with a copy on ``node_ids`` and no started copy on any other node: the proof a stop needs,
+    shard by shard. Stricter than `shards_without_other_copy`, which sees only started copies: a batch copy
+    said to be initializing, of a shard with no started copy elsewhere, is refused here too."""
+    ids = set(node_ids)
+    held = {(c.index, c.shard) for c in snap.shards if c.node_id in ids}
+    proven = {(c.index, c.shard) for c in snap.shards if c.state == "STARTED" and c.node_id not in ids and c.node_id}
+    return sorted(f"[{i}][{s}]" for i, s in held - proven)
+
+
 def replica_counts(snap: ClusterSnapshot) -> dict[str, int]:
     """Replicas per index, as the fewest copies of any of its shards, minus the primary."""
     copies = Counter((c.index, c.shard) for c in snap.shards)
@@ -68,10 +78,11 @@ def accepted_unavailable(index: str, patterns: Iterable[str]) -> str | None:
 
 
 def unavailability(snap: ClusterSnapshot, node_ids: list[str], label: str,
-                   accepted: Iterable[str] = ()) -> tuple[list[str], list[str]]:
+                   accepted: Iterable[str] = (), proof: bool = False) -> tuple[list[str], list[str]]:
     """(problems, acknowledgements): shards that stopping these nodes leaves with no started copy,
-    as refusals with what to do, and, for indices matching an accepted pattern, as notes."""
-    lonely = shards_without_other_copy(snap, node_ids)
+    as refusals with what to do, and, for indices matching an accepted pattern, as notes. With ``proof``
+    (the last look), every shard these nodes hold must have a started copy elsewhere."""
+    lonely = (held_without_started_copy_elsewhere if proof else shards_without_other_copy)(snap, node_ids)
     if not lonely:
         return [], []
     patterns = tuple(accepted)
@@ -156,7 +167,7 @@ def gate(snap: ClusterSnapshot, plan: Plan, nodes: list[str] | tuple[str, ...], 
 def stop_check(snap: ClusterSnapshot, plan: Plan, nodes: list[str] | tuple[str, ...], options: RunOptions) -> list[str]:
     """The last look before the batch stops: from the live routing table, data it would make unavailable."""
     problems, _ = unavailability(snap, [plan.node_ids[n] for n in nodes], label_of(plan, nodes),
-                                 options.allow_unavailable)
+                                 options.allow_unavailable, proof=True)
     return problems
 
 

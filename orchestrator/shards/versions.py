@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from orchestrator.shards.plugins import plugin_problems
 
-VERSION = re.compile(r"(\d{1,4})\.(\d{1,4})\.(\d{1,4})")
+VERSION = re.compile(r"([0-9]{1,4})\.([0-9]{1,4})\.([0-9]{1,4})")  # ASCII digits: `\d` takes any script's
 
 
 @dataclass(frozen=True)

@@ -127,7 +127,7 @@ class FakeCluster:
             return FakeSnapshot(down, dict(self.settings), {n.name: n.zone for n in self.nodes.values()},
                                 dict(self.sole_copies))
 
-    def gate_snapshot(self, plan: Plan, restarting: Collection[str]) -> FakeSnapshot:
+    def gate_snapshot(self, plan: Plan, restarting: Collection[str], proof: bool = False) -> FakeSnapshot:
         return self.snapshot()
 
     def live_identity(self, plan: Plan, name: str) -> str | None:

@@ -387,8 +387,8 @@ def scripted_gate(cluster: FakeCluster, healthy: list[bool]) -> list[bool]:
     taken: list[bool] = []
     real = cluster.gate_snapshot
 
-    def sample(plan: Plan, restarting: Collection[str]) -> FakeSnapshot:
-        snap = real(plan, restarting)
+    def sample(plan: Plan, restarting: Collection[str], proof: bool = False) -> FakeSnapshot:
+        snap = real(plan, restarting, proof)
         if len(taken) < len(healthy):
             taken.append(healthy[len(taken)])
             return snap if taken[-1] else replace(snap, down=frozenset({"somebody"}))

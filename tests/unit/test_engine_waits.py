@@ -54,9 +54,9 @@ def snapshots_asked(cluster: FakeCluster) -> list[tuple[Plan, tuple[str, ...]]]:
     asked: list[tuple[Plan, tuple[str, ...]]] = []
     real = cluster.gate_snapshot
 
-    def gate_snapshot(plan: Plan, restarting: Sequence[str]) -> FakeSnapshot:
+    def gate_snapshot(plan: Plan, restarting: Sequence[str], proof: bool = False) -> FakeSnapshot:
         asked.append((plan, tuple(restarting)))
-        return real(plan, restarting)
+        return real(plan, restarting, proof)
 
     cluster.gate_snapshot = gate_snapshot  # type: ignore[method-assign]
     return asked
@@ -107,7 +107,7 @@ def test_ctrl_c_while_a_batch_waits_for_the_gate_stops_the_run_at_once() -> None
         real = cluster.gate_snapshot
         looks = 0
 
-        def unhealthy_then_ctrl_c(plan: Plan, restarting: Sequence[str]) -> FakeSnapshot:
+        def unhealthy_then_ctrl_c(plan: Plan, restarting: Sequence[str], proof: bool = False) -> FakeSnapshot:
             nonlocal looks
             looks += 1
             if looks == 3:

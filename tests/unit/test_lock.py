@@ -275,19 +275,41 @@ class RefusingRenewals(FakeCluster):
         return False
 
 
-def test_each_failed_renewal_is_counted_once_and_the_renewer_stops_with_the_run() -> None:
+def test_failed_renewals_are_told_as_they_happen_and_stop_the_run_before_its_lock_could_go_stale() -> None:
+    """A run whose renewals keep failing used to say nothing until its lock went stale and another run could take
+    it. Each failure is now a warning; past RENEWAL_TROUBLE_S without a renewal the run is asked to stop at its next
+    safe point (`resume` goes on); `status` says the renewals are failing; the renewer stops with the run."""
+    from orchestrator.restart.context import AbortFlag
+    from orchestrator.restart.events import Event
+    from orchestrator.restart.lock import RENEW_S, RENEWAL_TROUBLE_S, LockHolder
+    from orchestrator.runs.restart import lock_trouble
+
     cluster = RefusingRenewals.of(["n1"])
     lock = RunLock(cluster, "c", "run-1")  # type: ignore[arg-type]
     lock.acquire()
-    lock.keep_renewed(interval_s=0.01)
+    events: list[Event] = []
+    abort = AbortFlag()
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += RENEWAL_TROUBLE_S / 3  # each look, as if a third of the allowed time had passed
+        return now[0]
+
+    lock.keep_renewed(interval_s=0.01, trouble=lock_trouble(events.append, abort), clock=clock)
     deadline = time.monotonic() + 5
-    while cluster.renewals < 4 and time.monotonic() < deadline:
+    while not abort.requested and time.monotonic() < deadline:
         time.sleep(0.01)
     lock.stop_renewing()
-    assert cluster.renewals >= 4 and lock.renewals_failed == cluster.renewals
+    assert abort.requested and "could not be renewed" in abort.reason
+    said = [e for e in events if e.kind == "warning"]
+    assert said and "the run's lock could not be renewed (OSError: connection reset)" in said[0].message
+    assert said[0].data["lock_renewal"] == "failing" and said[-1].data["lock_renewal"] == "stopping"
     asked = cluster.renewals
     time.sleep(0.05)
     assert cluster.renewals == asked, "no renewal after the renewer was stopped"
+    quiet = LockHolder.from_document({"run_id": "r", "host": "h", "pid": 1, "started": time.time() - 600,
+                                      "renewed": time.time() - 3 * RENEW_S})
+    assert "RENEWALS FAILING: last renewed 90 s ago" in quiet.describe()
 
 
 def test_stopping_the_renewer_twice_is_harmless() -> None:

@@ -158,7 +158,7 @@ def test_a_settings_file_with_an_alias_bomb_or_deep_nesting_is_not_compared() ->
     for text in (bomb, deep):
         differ = settings_differ(text, {})
         assert len(differ) == 1 and differ[0].startswith("the file was not compared"), differ
-    running = RunningNode(name="es-1", address="h", version="9.5.3", pid=1, started_s=1.0, package="elasticsearch",
+    running = RunningNode(name="es-1", addresses=("h",), version="9.5.3", pid=1, started_s=1.0, package="elasticsearch",
                           files=("/etc/es/elasticsearch.yml",), settings_file="/etc/es/elasticsearch.yml")
     out = ("boot b\npid 1\ncomm java\nstarted 0 100 100\nmaps readable\npackage 9.5.3\n"
            f"file 100 /etc/es/elasticsearch.yml\nsettings {base64.b64encode(bomb.encode()).decode()}\n")

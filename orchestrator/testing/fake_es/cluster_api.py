@@ -147,6 +147,11 @@ def state(cluster: FakeCluster, request: Request, found: re.Match[str]) -> Any:
         out["routing_table"] = {"indices": {i.name: {"shards": {str(n): [
             {"state": c.state, "primary": c.primary, "node": c.node, "relocating_node": None, "shard": n,
              "index": i.name} for c in copies] for n, copies in enumerate(i.shards)}} for i in chosen}}
+    if "routing_nodes" in metrics or "_all" in metrics:  # every node's copies, as the elected master assigns them
+        out["routing_nodes"] = {"unassigned": [], "nodes": {n.id: [
+            {"state": c.state, "primary": c.primary, "node": c.node, "relocating_node": None, "shard": c.shard,
+             "index": c.index} for c in sorted(cluster.on_node[n.id], key=lambda c: (c.index, c.shard))]
+            for n in cluster.up_nodes()}}
     return out
 
 

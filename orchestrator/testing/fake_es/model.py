@@ -118,6 +118,9 @@ class FakeCluster:
         self.initializing: set[Copy] = set()
         self.total_copies = 0
         self.total_shards = 0
+        # Node ids whose node stats fail (a busy node, a breaker, a timeout): Elasticsearch answers 200 with
+        # `_nodes.failed` counting them, and leaves them out of `nodes`.
+        self.stats_failing: set[str] = set()
         self.settings: dict[str, dict[str, Any]] = {"persistent": {}, "transient": {}}
         self.docs: dict[tuple[str, str], LockDoc] = {}
         self.seq_no = 0
@@ -208,6 +211,18 @@ class FakeCluster:
         self.total_shards += primaries
         self.total_copies += primaries * copies_per_shard
         return primaries * copies_per_shard
+
+    def drop_index(self, name: str) -> None:
+        """The index deleted, every copy of it gone."""
+        with self.lock:
+            index = self.indices.pop(name)
+            for c in index.copies:
+                if c.node is not None:
+                    self.on_node[c.node].discard(c)
+                self.unassigned.discard(c)
+                self.initializing.discard(c)
+            self.total_shards -= len(index.shards)
+            self.total_copies -= sum(len(s) for s in index.shards)
 
     # --- how it moves ------------------------------------------------------------------------------
     def stop(self, name: str) -> None:

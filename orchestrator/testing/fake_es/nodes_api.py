@@ -103,7 +103,10 @@ def node_stats(cluster: FakeCluster, request: Request, found: re.Match[str]) -> 
     spec, metrics = found.group("spec"), set((found.group("metrics") or "_all").split(","))
     shards = request.params.get("level") == "shards"
     out = {}
-    for node in resolve(cluster, spec):
+    asked = resolve(cluster, spec)
+    for node in asked:
+        if node.id in cluster.stats_failing:
+            continue
         stats: dict[str, Any] = {"timestamp": 0, "name": node.name, "transport_address": f"{node.ip}:9300",
                                  "host": node.ip, "ip": node.ip, "roles": list(node.roles)}
         if metrics & {"os", "_all"}:
@@ -123,7 +126,14 @@ def node_stats(cluster: FakeCluster, request: Request, found: re.Match[str]) -> 
                         by_index.setdefault(c.index, []).append({str(c.shard): copy_stats(cluster, c, leases)})
                 stats["indices"]["shards"] = by_index
         out[node.id] = stats
-    return wrapped(cluster, out)
+    failed = [n for n in asked if n.id in cluster.stats_failing]
+    answer = wrapped(cluster, out)
+    if failed:  # as Elasticsearch 9 reports a node whose stats failed
+        answer["_nodes"] = {"total": len(asked), "successful": len(out), "failed": len(failed), "failures": [
+            {"type": "failed_node_exception", "reason": f"Failed node [{n.id}]", "node_id": n.id,
+             "caused_by": {"type": "circuit_breaking_exception", "reason": "[parent] Data too large"}}
+            for n in failed]}
+    return answer
 
 
 def copy_stats(cluster: FakeCluster, copy: Copy, with_leases: bool = True) -> dict[str, Any]:
@@ -156,10 +166,10 @@ def node_info(cluster: FakeCluster, request: Request, found: re.Match[str]) -> A
     return wrapped(cluster, {n.id: info(cluster, n, wanted, flat_settings) for n in resolve(cluster, spec)})
 
 
-@api("GET", r"/_cat/allocation", "GET /_cat/allocation")
+@api("GET", r"/_cat/allocation(?:/(?P<spec>[^/]+))?", "GET /_cat/allocation")
 def cat_allocation(cluster: FakeCluster, request: Request, found: re.Match[str]) -> Any:
     rows = []
-    for node in cluster.up_nodes():
+    for node in resolve(cluster, found.group("spec")):
         if not node.is_data:
             continue
         used = sum(c.size for c in cluster.on_node[node.id])

@@ -95,6 +95,8 @@ class Handler(BaseHTTPRequestHandler):
                 answer = filtered(answer, params["filter_path"])
             if replaced is not None:  # a broken proxy's answer in the cluster's place
                 status, answer = 200, replaced
+            elif (forge := self.server.forge.get(label)) is not None and status < 300:
+                answer = forge(answer)  # one field forged in the real answer (a node that lies about itself)
         text = isinstance(answer, Text | bytes)
         data = answer if isinstance(answer, bytes) else answer.encode() if isinstance(answer, Text) else \
             json.dumps(answer, separators=(",", ":")).encode()
@@ -120,6 +122,7 @@ class FakeEsServer(ThreadingHTTPServer):
         # state giving a JSON value, or bytes sent as they are (JSON nested too deep to encode); None: the
         # cluster answers.
         self.tamper: dict[str, Callable[[FakeCluster], Any]] = {}
+        self.forge: dict[str, Callable[[Any], Any]] = {}  # label -> the real answer (filtered) changed
         self._thread: threading.Thread | None = None
 
     @property
