@@ -34,7 +34,7 @@ from orchestrator.errors import StoppedAfter
 from orchestrator.restart.events import Event
 from orchestrator.restart.journal import RunFailed, RunOptions
 from orchestrator.restart.plan import Mode
-from orchestrator.testing.fake_es.hosts import FakeHostTransport
+from orchestrator.testing.fake_es.hosts import AnsweringHosts, FakeHostTransport
 
 REPO = Path(__file__).resolve().parents[2]
 ZONES = 3
@@ -84,16 +84,6 @@ class FakeServer:
         self.proc.wait(timeout=30)
 
 
-class Early:
-    """The SSH preflight's answer, as `runs.restart.start` takes it: the fake hosts, all answering."""
-
-    def __init__(self, transport: FakeHostTransport) -> None:
-        self.transport = transport
-
-    def result(self) -> tuple[FakeHostTransport, list[str]]:
-        return self.transport, []
-
-
 def inventory(where: Path, name: str, url: str, nodes: list[dict[str, Any]]) -> Path:
     path = where / f"{name}.yaml"
     path.write_text(yaml.safe_dump({
@@ -125,7 +115,7 @@ def one_run(nodes: int, mode: Mode, copies_per_node: int, batches: int) -> dict[
             seen = Batches(started_cpu=cpu_s())
             wall = time.perf_counter()
             try:
-                runs.start(target, plan, RunOptions(), seen.event, early=Early(transport),  # type: ignore[arg-type]
+                runs.start(target, plan, RunOptions(), seen.event, early=AnsweringHosts(transport),  # type: ignore[arg-type]
                            stop_after=batches)
             except RunFailed as stopped:  # stopped after --batches, as asked
                 if not isinstance(stopped.cause, StoppedAfter):

@@ -119,7 +119,6 @@ def test_a_proxy_answering_wrong_shapes_mid_batch_fails_the_run_on_its_ordinary_
     run fails naming the request (the cluster's exit code, 4, not an internal error's 70), its journal says so
     with the batch's
     setting kept for `resume`; the proxy mended, `resume` finishes and every setting is put back."""
-    import yaml
 
     from orchestrator.restart import journal as journals
     from orchestrator.restart.journal import RunFailed, RunOptions, RunState
@@ -127,24 +126,20 @@ def test_a_proxy_answering_wrong_shapes_mid_batch_fails_the_run_on_its_ordinary_
     from orchestrator.runs import plans
     from orchestrator.runs import restart as runs
     from orchestrator.runs.target import open_target
-    from orchestrator.testing.fake_es.hosts import FakeHostTransport
-    from tests.benchmarks.bench_scale import Early
+    from orchestrator.testing.fake_es.hosts import AnsweringHosts, FakeHostTransport, fake_inventory
 
     monkeypatch.setenv("ORCHESTRATOR_STATE", str(tmp_path / "state"))
     cluster = FakeCluster.generate(4, copies_per_node=6)
     with FakeEsServer(cluster) as server:
-        config = tmp_path / "c.yaml"
-        config.write_text(yaml.safe_dump({
-            "cluster": {"name": "c", "endpoints": [server.url]}, "ssh": {"user": "root", "known_hosts": "/dev/null"},
-            "nodes": [{"name": n, "host": cluster.by_name[n].ip} for n in sorted(cluster.by_name)],
-            "timeouts": {"poll_interval_s": 0.05}}))
+        config = fake_inventory(tmp_path / "c.yaml", server.url,
+                                [(n, cluster.by_name[n].ip) for n in sorted(cluster.by_name)])
         restricted = "cluster.routing.allocation.enable"
         server.tamper["GET /_nodes"] = lambda c: {"nodes": []} if c.setting(restricted) == "primaries" else None
         target = open_target(None, config)
         transport = FakeHostTransport(server.url)
         plan = plans.make_plan(target, Mode.NODE, RunOptions(), host_transport=lambda: transport)
         with pytest.raises(RunFailed) as failed:
-            runs.start(target, plan, RunOptions(), lambda e: None, early=Early(transport))  # type: ignore[arg-type]
+            runs.start(target, plan, RunOptions(), lambda e: None, early=AnsweringHosts(transport))  # type: ignore[arg-type]
         assert isinstance(failed.value.cause, ClusterError) and failed.value.exit_code == ClusterError.exit_code == 4
         assert "nodes: the cluster's answer is not what Elasticsearch or OpenSearch send" in str(failed.value)
         journal = journals.latest("c")

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -240,18 +239,14 @@ def test_a_run_whose_last_look_has_no_proof_stops_no_node_and_resume_finishes(
     from orchestrator.runs import plans
     from orchestrator.runs import restart as runs
     from orchestrator.runs.target import open_target
-    from orchestrator.testing.fake_es.hosts import FakeHostTransport
-    from tests.benchmarks.bench_scale import Early
+    from orchestrator.testing.fake_es.hosts import AnsweringHosts, FakeHostTransport, fake_inventory
 
     monkeypatch.setenv("ORCHESTRATOR_STATE", str(tmp_path / "state"))
     cluster = FakeCluster.generate(4, copies_per_node=6)
     pids = {n: cluster.by_name[n].pid for n in cluster.by_name}
     with FakeEsServer(cluster) as server:
-        config = tmp_path / "c.yaml"
-        config.write_text(yaml.safe_dump({
-            "cluster": {"name": "c", "endpoints": [server.url]}, "ssh": {"user": "root", "known_hosts": "/dev/null"},
-            "nodes": [{"name": n, "host": cluster.by_name[n].ip} for n in sorted(cluster.by_name)],
-            "timeouts": {"poll_interval_s": 0.05}}))
+        config = fake_inventory(tmp_path / "c.yaml", server.url,
+                                [(n, cluster.by_name[n].ip) for n in sorted(cluster.by_name)])
         target = open_target(None, config)
         transport = FakeHostTransport(server.url)
         plan = plans.make_plan(target, Mode.NODE, RunOptions(), host_transport=lambda: transport)
@@ -272,7 +267,7 @@ def test_a_run_whose_last_look_has_no_proof_stops_no_node_and_resume_finishes(
         server.tamper["GET /_nodes/stats"] = once_restricted
         server.tamper["GET /_cluster/health"] = once_restricted
         with pytest.raises(RunFailed) as failed:
-            runs.start(target, plan, RunOptions(), lambda e: None, early=Early(transport))  # type: ignore[arg-type]
+            runs.start(target, plan, RunOptions(), lambda e: None, early=AnsweringHosts(transport))  # type: ignore[arg-type]
         expected = IncompleteAnswer if lie == "its stats fail" else UnsafeToProceed
         assert isinstance(failed.value.cause, expected), failed.value
         assert cluster.by_name[first].pid == pids[first] and cluster.by_name[first].up, f"{first} was stopped"

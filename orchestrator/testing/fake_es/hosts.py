@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -51,3 +52,25 @@ class FakeHostTransport:
 
     def close(self) -> None:
         return None
+
+
+class AnsweringHosts:
+    """The SSH preflight's answer, as `runs.restart.start` takes it (``early``): the fake hosts, all answering."""
+
+    def __init__(self, transport: FakeHostTransport) -> None:
+        self.transport = transport
+
+    def result(self) -> tuple[FakeHostTransport, list[str]]:
+        return self.transport, []
+
+
+def fake_inventory(path: Path, url: str, names_and_ips: list[tuple[str, str]], **more: Any) -> Path:
+    """An inventory of the fake Elasticsearch at ``url`` (its hosts fake: SSH is never opened), written to
+    ``path``; ``more``: further top-level sections."""
+    import yaml
+
+    path.write_text(yaml.safe_dump({
+        "cluster": {"name": path.stem, "endpoints": [url]}, "ssh": {"user": "root", "known_hosts": "/dev/null"},
+        "nodes": [{"name": n, "host": ip} for n, ip in names_and_ips],
+        "timeouts": {"poll_interval_s": 0.05}, **more}))
+    return path
