@@ -27,9 +27,27 @@ EXTRA_KEYS = {"api_key", "endpoints", "ca_file", "verify_certs", "request_timeou
 FORM_PREFIX = "extra__orchestrator__"  # how a form's field may be kept in the extra (Airflow's own convention)
 
 
-def given_extra(extra: dict[str, Any] | None) -> dict[str, Any]:
-    """The extra's keys without the form's prefix, a field left empty in the form (null, "") as not given."""
-    return {k.removeprefix(FORM_PREFIX): v for k, v in (extra or {}).items() if v is not None and v != ""}
+def given_extra(extra: Any) -> dict[str, Any]:
+    """The extra's keys without the form's prefix, a field left empty in the form (null, "") as not given. An
+    extra that is JSON but not an object (a list, a number) is the connection's error, not a crash."""
+    if extra is None or extra == "":
+        return {}
+    if not isinstance(extra, dict):
+        raise ConfigError("connection", [f"extra: give a JSON object of keys, not {type(extra).__name__}"])
+    return {str(k).removeprefix(FORM_PREFIX): v for k, v in extra.items() if v is not None and v != ""}
+
+
+# A secret is put in this process's environment, which each later subprocess (a local hook, the SSH agent's
+# ProxyCommand) inherits: past Linux's 128 KiB for one variable every such start fails ("Argument list too
+# long"). No real password or API key comes near it.
+MAX_SECRET_BYTES = 64 * 1024
+
+
+def secret_value(conn_id: str, what: str, value: str) -> str:
+    if len(value.encode()) > MAX_SECRET_BYTES:
+        raise ConfigError(f"connection {conn_id}", [f"{what}: longer than {MAX_SECRET_BYTES // 1024} KiB; no password "
+                                                    "or API key is: is it the right field?"])
+    return value
 
 
 @dataclass(frozen=True)
@@ -101,11 +119,11 @@ def cluster_keys(fields: ConnectionFields, environ: dict[str, str] | os._Environ
         keys["username"] = fields.login
     if fields.password:
         name = secret_variable(fields.conn_id, "PASSWORD")
-        environ[name] = fields.password
+        environ[name] = secret_value(fields.conn_id, "password", fields.password)
         keys["password"] = {"env": name}
     if extra.get("api_key"):
         name = secret_variable(fields.conn_id, "API_KEY")
-        environ[name] = str(extra["api_key"])
+        environ[name] = secret_value(fields.conn_id, "extra.api_key", str(extra["api_key"]))
         keys["api_key"] = {"env": name}
     for key, kinds, said in (("ca_file", (str,), "a path"), ("verify_certs", (bool,), "true or false"),
                              ("request_timeout_s", (int, float), "a number of seconds")):

@@ -22,6 +22,7 @@ from orchestrator.errors import ConfigError, HostError, HostUnreachable
 from orchestrator.hosts.host_certs import CertAuthority, certificate_problem, host_key_name
 from orchestrator.hosts.ssh_config import Hop, Route, SshConfig, proxy_argv, route
 
+MAX_OUTPUT_BYTES = 16 * 2**20  # of one command's output: what the tool reads of a host (the rest is refused)
 MAX_KNOWN_HOSTS_BYTES = 50_000_000  # a known_hosts file of a large fleet, with its comments
 
 # Every command run on a host, for the run's audit log (runs/audit.py): host, command, exit code, time.
@@ -75,6 +76,15 @@ BASE_ENVIRONMENT = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "USER", "LOGNAME")
 
 def base_environment() -> dict[str, str]:
     return {k: os.environ[k] for k in BASE_ENVIRONMENT if k in os.environ}
+
+
+# What a ProxyCommand (often `ssh -W %h:%p bastion`) needs besides: the user's shell and SSH agent. Never the
+# rest of the tool's environment: the cluster's and sudo's passwords, a scheduler's secrets.
+PROXY_ENVIRONMENT = ("SHELL", "SSH_AUTH_SOCK", "SSH_AGENT_PID", "XDG_RUNTIME_DIR")
+
+
+def proxy_environment() -> dict[str, str]:
+    return {**base_environment(), **{k: os.environ[k] for k in PROXY_ENVIRONMENT if k in os.environ}}
 
 
 class LocalTransport:
@@ -287,7 +297,8 @@ class SshTransport:
         import paramiko
 
         try:
-            return paramiko.ProxyCommand(shlex.join(proxy_argv(hop.proxy_command)))
+            return paramiko.ProxyCommand(shlex.join(["env", "-i", *(f"{k}={v}" for k, v in proxy_environment().items()),
+                                                     *proxy_argv(hop.proxy_command)]))
         except paramiko.ProxyCommandFailure as exc:
             raise HostUnreachable(f"{node.name}: its ProxyCommand did not start: {exc}") from exc
 
@@ -400,8 +411,14 @@ class SshTransport:
                 to_command.write(stdin)
             to_command.channel.shutdown_write()  # end of input: a command reading it never waits
             stage = "reading its output"
-            out = stdout.read().decode(errors="replace")
-            err = stderr.read().decode(errors="replace")
+            out_bytes = stdout.read(MAX_OUTPUT_BYTES + 1)
+            if len(out_bytes) > MAX_OUTPUT_BYTES:  # no host makes the tool read (and keep) without end
+                self._drop(node)
+                audited(node, command, started, None, f"answered more than {MAX_OUTPUT_BYTES} bytes")
+                raise HostError(f"{node.name}: the command answered more than {MAX_OUTPUT_BYTES // 2**20} MiB; the "
+                                f"rest was not read: {command[:200]}")
+            out = out_bytes.decode(errors="replace")
+            err = stderr.read(MAX_OUTPUT_BYTES).decode(errors="replace")
             stage = "waiting for its exit status"
             rc = stdout.channel.recv_exit_status()
             if watchdog.finished.is_set():

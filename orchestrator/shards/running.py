@@ -52,15 +52,18 @@ def _running(node: Node, product: str) -> RunningNode:
         temporary=tuple(f"{path}/" for name in TEMPORARY_ARGUMENTS if (path := _argument(node, (name,)))))
 
 
+MAX_NAMED_FILES = 200  # a node naming more (20,000 made the host's command too long to start) is read for these
+
+
 def named_files(settings: Mapping[str, Any], conf: str) -> list[str]:
-    """The files the node's settings name (TLS material), absolute."""
-    out = []
+    """The files the node's settings name (TLS material), absolute, plain, at most MAX_NAMED_FILES of them."""
+    out: list[str] = []
     for key, value in settings.items():
         if key.endswith(FILE_SETTINGS):
             for path in value if isinstance(value, list) else [value]:
                 if isinstance(path, str) and (plain := plain_path(posixpath.normpath(posixpath.join(conf, path)))):
                     out.append(plain)
-    return sorted(out)
+    return sorted(set(out))[:MAX_NAMED_FILES]
 
 
 def _text(value: Any) -> str | None:

@@ -66,6 +66,28 @@ def test_node_stopped_and_started_over_ssh_rejoins(sandboxes: SandboxManager) ->
     es.indices.delete(index="rejoin-test")
 
 
+def test_a_host_that_answers_without_end_is_read_no_further_than_the_cap(sandboxes: SandboxManager) -> None:
+    """L4 (issue 56): a host's output was read whole before any bound (3 hosts x 50 MB took 805 MB). Over the real
+    sshd of a test host, a command printing 40 MiB is refused past the cap, and the host answers the next
+    command as usual."""
+    from orchestrator.config.inventory import load_inventory
+    from orchestrator.errors import HostError
+    from orchestrator.hosts.transport import MAX_OUTPUT_BYTES
+    from orchestrator.runs.target import transport_of
+
+    info = sandboxes.get(Shape())
+    inv, _ = load_inventory(None, Path(info["inventory"]))
+    transport = transport_of(inv)
+    try:
+        node = inv.node("es-1")
+        with pytest.raises(HostError, match="answered more than 16 MiB"):
+            transport.run(node, f"head -c {40 * 2**20} /dev/zero", 60)
+        said = transport.run(node, f"head -c {MAX_OUTPUT_BYTES} /dev/zero | wc -c", 60)
+        assert said.ok and said.stdout.strip() == str(MAX_OUTPUT_BYTES)
+    finally:
+        transport.close()
+
+
 def test_numad_runs_and_stops_per_host(sandboxes: SandboxManager) -> None:
     # Restart tests before this one tuned the hosts (numad stopped): started again, as a boot would.
     info = sandboxes.get(Shape())

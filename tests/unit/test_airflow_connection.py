@@ -37,6 +37,11 @@ def test_an_api_key_and_listed_endpoints_and_the_inventory_path_come_from_the_ex
     (ConnectionFields("c", extra={"verify_certs": 0}), "extra.verify_certs: give true or false"),
     (ConnectionFields("c", extra={"request_timeout_s": "30"}), "extra.request_timeout_s: give a number"),
     (ConnectionFields("c", extra={"request_timeout_s": True}), "extra.request_timeout_s: give a number"),
+    # L6 (issue 56): an extra that is a JSON list gave an AttributeError's traceback.
+    (ConnectionFields("c", extra=["endpoints"]), "extra: give a JSON object of keys, not list"),  # type: ignore[arg-type]
+    # L6: a secret past 128 KiB in this process's environment made each later subprocess fail to start.
+    (ConnectionFields("c", password="x" * 200_000), "password: longer than 64 KiB"),
+    (ConnectionFields("c", extra={"api_key": "k" * 200_000}), "extra.api_key: longer than 64 KiB"),
 ])
 def test_a_connection_that_cannot_be_read_is_said_by_field(fields: ConnectionFields, said: str) -> None:
     with pytest.raises(ConfigError, match=said):

@@ -165,3 +165,33 @@ def test_a_settings_file_with_an_alias_bomb_or_deep_nesting_is_not_compared() ->
     verdict = judge("es-1", "", running, parse_host(out))
     assert [r.kind for r in verdict.reasons] == [CONFIGURATION]
     assert "not compared" in verdict.reasons[0].evidence
+
+
+NODE_KEYS = st.sampled_from(["-Des.path.home", "-Des.path.conf", "-Djava.io.tmpdir", "-Dopensearch.path.home"])
+SHELLISH = st.text(alphabet="/$`;|&()<>'\"\\ *?[]{}~!#\n\r\t.abc-_=", min_size=1, max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(args=st.lists(st.tuples(NODE_KEYS, SHELLISH), max_size=4),
+       paths=st.dictionaries(st.sampled_from(["path.home", "xpack.security.http.ssl.key",
+                                              "xpack.security.transport.ssl.certificate_authorities",
+                                              "plugins.security.ssl.http.pemcert_filepath"]),
+                             SHELLISH | st.lists(SHELLISH, max_size=3), max_size=4))
+def test_no_nodes_answer_runs_anything_on_the_host(args: list[tuple[str, str]], paths: dict[str, object]) -> None:
+    """Any `_nodes` answer's paths (JVM arguments and settings of shell characters), through `pending`'s reading
+    of the node and the host command run by sh here: nothing runs but the command's own reads (a marker named in
+    the hostile text is never written), and the command always ends cleanly."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as where:
+        marker = Path(where) / "ran"
+        hostile = {key: value.replace("X", str(marker)) if isinstance(value, str) else value
+                   for key, value in paths.items()}
+        answer = Nodes.model_validate({"nodes": {"id1": {
+            "name": "es-1", "jvm": {"input_arguments": [f"{k}={v}$(touch {marker})" for k, v in args]},
+            "settings": {**hostile, "path.logs": f"/x/`touch {marker}`"}}}})
+        [running] = running_nodes(answer, "elasticsearch")
+        ask = HostAsk(pid=None, unit="", package="orchestrator-test-no-such-package", files=running.files,
+                      settings_file=running.settings_file, version_jars=running.version_jars)
+        run_on_this_host(ask)
+        assert not marker.exists()

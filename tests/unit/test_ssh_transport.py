@@ -276,3 +276,33 @@ def test_a_command_run_on_this_machine_sees_a_small_base_environment_never_the_t
     monkeypatch.setenv("AIRFLOW_CONN_PROD", "elasticsearch://u:s3cr3t@h")
     said = LocalTransport().run(NodeEntry(name="a", host="localhost"), "env").stdout
     assert "s3cr3t" not in said and "PATH=" in said
+
+
+def test_a_proxy_command_sees_the_base_environment_and_the_ssh_agent_never_the_tools_secrets(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """L3: a ProxyCommand inherited the tool's whole environment (the cluster and sudo passwords, Airflow's
+    secrets). It runs with the base environment and the SSH agent's socket alone."""
+    from orchestrator.config.model import Inventory, NodeEntry
+    from orchestrator.hosts.ssh_config import Hop
+    from orchestrator.hosts.transport import SshTransport
+
+    monkeypatch.setenv("ES_PASSWORD", "s3cr3t-es")
+    monkeypatch.setenv("AIRFLOW_CONN_PROD", "elasticsearch://u:s3cr3t@h")
+    monkeypatch.setenv("SSH_AUTH_SOCK", "/run/agent.sock")
+    seen, known = tmp_path / "env", tmp_path / "known_hosts"
+    known.write_text("")
+    transport = SshTransport(Inventory.model_validate({"cluster": {"name": "c", "endpoints": ["http://x:9200"]},
+                                                       "ssh": {"known_hosts": str(known)},
+                                                       "nodes": [{"name": "a", "host": "h"}]}))
+    proxy = transport._proxy(Hop("h", "h", 22, "root", proxy_command=f"env > {seen}"), NodeEntry(name="a", host="h"))
+    assert proxy is not None
+    deadline = time.monotonic() + 10
+    while proxy.process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proxy.process.wait()  # it wrote what it saw and ended
+    for pipe in (proxy.process.stdin, proxy.process.stdout, proxy.process.stderr):
+        if pipe is not None:
+            pipe.close()
+    transport.close()
+    said = seen.read_text()
+    assert "s3cr3t" not in said and "SSH_AUTH_SOCK=/run/agent.sock" in said and "PATH=" in said
