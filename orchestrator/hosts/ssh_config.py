@@ -32,6 +32,7 @@ from pathlib import Path
 from orchestrator.config.loader import refuse_special_file
 from orchestrator.config.model import NodeEntry, SshSection
 from orchestrator.errors import ConfigError
+from orchestrator.hosts.environment import proxy_environment
 
 MAX_HOPS = 16  # jump hosts in one route; a longer chain is refused, not followed
 MAX_INCLUDED_FILES = 256
@@ -131,7 +132,7 @@ class SshConfig:
                *(["-p", str(port)] if port else []), "--", alias]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=READ_TIMEOUT_S,
-                                  stdin=subprocess.DEVNULL, errors="replace")
+                                  stdin=subprocess.DEVNULL, errors="replace", env=proxy_environment())
         except FileNotFoundError:
             raise ConfigError(self.source, ["the OpenSSH client (`ssh`) reads the SSH config and is not "
                                             "installed: apt-get install openssh-client, or ssh.read_config: "

@@ -7,7 +7,6 @@ caller with ``shlex.quote`` (see ``service.py`` and ``tuning``).
 from __future__ import annotations
 
 import logging
-import os
 import shlex
 import subprocess
 import threading
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from orchestrator.config.loader import read_bytes_of
 from orchestrator.config.model import Inventory, NodeEntry, SecretSource
 from orchestrator.errors import ConfigError, HostError, HostUnreachable
+from orchestrator.hosts.environment import base_environment, proxy_environment
 from orchestrator.hosts.host_certs import CertAuthority, certificate_problem, host_key_name
 from orchestrator.hosts.ssh_config import Hop, Route, SshConfig, proxy_argv, route
 
@@ -67,24 +67,6 @@ class Transport(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-# What a command run on this machine sees of the tool's environment, besides what it is given: never the
-# rest of it (the cluster's password, a sudo password, a scheduler's secrets are in it).
-BASE_ENVIRONMENT = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "USER", "LOGNAME")
-
-
-def base_environment() -> dict[str, str]:
-    return {k: os.environ[k] for k in BASE_ENVIRONMENT if k in os.environ}
-
-
-# What a ProxyCommand (often `ssh -W %h:%p bastion`) needs besides: the user's shell and SSH agent. Never the
-# rest of the tool's environment: the cluster's and sudo's passwords, a scheduler's secrets.
-PROXY_ENVIRONMENT = ("SHELL", "SSH_AUTH_SOCK", "SSH_AGENT_PID", "XDG_RUNTIME_DIR")
-
-
-def proxy_environment() -> dict[str, str]:
-    return {**base_environment(), **{k: os.environ[k] for k in PROXY_ENVIRONMENT if k in os.environ}}
 
 
 class LocalTransport:

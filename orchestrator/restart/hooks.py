@@ -20,7 +20,8 @@ from typing import Any
 from orchestrator.config.hooks import TEMPLATE, Hook, HookPoint, HttpCall
 from orchestrator.config.model import NodeEntry
 from orchestrator.errors import HookFailed, OrchestratorError
-from orchestrator.hosts.transport import BASE_ENVIRONMENT, LocalTransport
+from orchestrator.hosts.environment import BASE_ENVIRONMENT
+from orchestrator.hosts.transport import LocalTransport
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
 

@@ -16,8 +16,9 @@ from typing import Any, TypeVar
 from orchestrator.config.model import NodeEntry
 from orchestrator.config.playbook import CommandStep
 from orchestrator.errors import HostError, OrchestratorError
+from orchestrator.hosts.environment import BASE_ENVIRONMENT
 from orchestrator.hosts.service import render
-from orchestrator.hosts.transport import BASE_ENVIRONMENT, LocalTransport
+from orchestrator.hosts.transport import LocalTransport
 from orchestrator.restart.adapter import AdapterT, ClusterAdapter
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.deferral import Deferred, deferrable_wait, defers, merged

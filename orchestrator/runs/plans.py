@@ -103,7 +103,17 @@ def make_plan(target: Target, mode: Mode, options: RunOptions, save_snapshot: Pa
             tuning = profile_summary(target.inv, options.tune)
             plan = target.product.plan(target.inv, snapshot, mode, options, tuning)
         plan = with_measured_restarts(plan, hosts.last_restarts(plan))
-    return with_gate(with_shared_hosts(select_nodes(plan, options), target.inv, options), target.inv)
+    return with_gate(with_local_commands(with_shared_hosts(select_nodes(plan, options), target.inv, options),
+                                         target.inv), target.inv)
+
+
+def with_local_commands(plan: Plan, inv: Inventory) -> Plan:
+    """The plan says that the SSH config's commands run on this machine, where the inventory allows them."""
+    if not inv.ssh.allow_local_commands:
+        return plan
+    return replace(plan, notes=(*plan.notes, "ssh.allow_local_commands: the SSH config's ProxyCommand and Match "
+                                "exec run on this machine, as this user, with a base environment and the SSH "
+                                "agent's socket (never the tool's secrets)"))
 
 
 def with_shared_hosts(plan: Plan, inv: Inventory, options: RunOptions) -> Plan:
