@@ -71,6 +71,11 @@ NoTuneOpt = typer.Option(False, "--no-tune", help="Leave the hosts' tuning alone
                                                  "otherwise changes kernel settings on each host persistently: "
                                                  "live, and in files that outlast a reboot; the plan names them). "
                                                  "Recorded in the journal: `resume` leaves it out too.")
+MaxUnavailableOpt = typer.Option(None, "--max-unavailable", metavar="N|P%",
+                                 help="The window's budget: at most N nodes (or P % of those in play) away at "
+                                      "once, each admitted on a live per-shard proof. The plan shows how many could "
+                                      "be away together and what limits it; this version runs one node at a time "
+                                      "(a budget above 1 is refused by restart).")
 PendingOpt = typer.Option(False, "--pending", help="Only the nodes that need a restart (`orchestrate pending`: a "
                                                   "new version installed, a configuration file changed, replaced "
                                                   "code, a host waiting for a reboot, whose host is then rebooted); "
@@ -104,7 +109,8 @@ def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, 
                                              "its order, version path and preflight."),
          no_snapshot_check: bool = typer.Option(False, "--no-snapshot-check",
                                                 help="With --upgrade-to: do not require a recent snapshot."),
-         no_tune: bool = NoTuneOpt, pending: bool = PendingOpt) -> None:
+         no_tune: bool = NoTuneOpt, pending: bool = PendingOpt,
+         max_unavailable: str = MaxUnavailableOpt) -> None:
     """Dry run: what a rolling restart would do, in which order, how long, and whether it is safe.
 
     Reads the live cluster and changes nothing (no write call, nothing on any host).
@@ -114,7 +120,8 @@ def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, 
     from orchestrator.runs import plans
     from orchestrator.runs.target import open_target
 
-    control = replace(plans.control_options(nodes, exclude, False, 0), tune=not no_tune)
+    control = replace(plans.control_options(nodes, exclude, False, 0), tune=not no_tune,
+                      max_unavailable=plans.budget_option(max_unavailable))
     if upgrade_to is not None:
         control = plans.upgrade_options(control, upgrade_to, not no_snapshot_check)
     if pending and (snapshot is not None or upgrade_to is not None):
@@ -206,7 +213,8 @@ def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOp
             exclude: list[str] = ExcludeOpt, canary: bool = CanaryOpt,
             pause_between: float = PauseBetweenOpt, stop_after: int = StopAfterOpt, reboot: bool = RebootOpt,
             no_tune: bool = NoTuneOpt, metrics_textfile: Path = MetricsFileOpt,
-            pushgateway: str = PushgatewayOpt, pending: bool = PendingOpt) -> None:
+            pushgateway: str = PushgatewayOpt, pending: bool = PendingOpt,
+            max_unavailable: str = MaxUnavailableOpt) -> None:
     """Rolling restart: shows the plan, asks to confirm (unless --yes), then runs it batch by batch.
 
     Preflight checks everything before the first change (safe plan, every node matched, SSH with
@@ -217,6 +225,7 @@ def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOp
     from orchestrator.runs import plans
     from orchestrator.runs.target import open_target, with_metrics
 
+    plans.refuse_a_window(plans.budget_option(max_unavailable))
     control = replace(plans.control_options(nodes, exclude, canary, pause_between), reboot=reboot, tune=not no_tune)
     target = with_metrics(open_target(cluster, config, reboot=reboot, tune=not no_tune), metrics_textfile, pushgateway)
     chosen = only_pending(target, control, json_out) if pending else (target, control, ())

@@ -57,6 +57,8 @@ class RunOptions:
     # `restart --pending`: the nodes whose hosts wait for a reboot (/run/reboot-required, a newer kernel),
     # rebooted where the others are only restarted.
     reboot_nodes: tuple[str, ...] = ()
+    # `--max-unavailable N|P%`: the window's budget, planned (shards/window.py); "" is one node at a time.
+    max_unavailable: str = ""
 
     def chooses(self, name: str) -> bool:
         """Whether --nodes and --exclude leave ``name`` in the run."""
@@ -76,7 +78,8 @@ class RunOptions:
                    canary=bool(raw.get("canary", False)), pause_between_s=float(raw.get("pause_between_s", 0)),
                    nodes=texts("nodes"), exclude=texts("exclude"), upgrade_to=str(raw.get("upgrade_to", "")),
                    snapshot_check=bool(raw.get("snapshot_check", True)), reboot=bool(raw.get("reboot", False)),
-                   tune=bool(raw.get("tune", True)), reboot_nodes=texts("reboot_nodes"))
+                   tune=bool(raw.get("tune", True)), reboot_nodes=texts("reboot_nodes"),
+                   max_unavailable=str(raw.get("max_unavailable", "")))
 
 
 @dataclass(frozen=True)

@@ -119,4 +119,8 @@ def unsupported_options(options: RunOptions, inv: Inventory) -> list[str]:
     if options.allow_unavailable:
         said.append("--allow-unavailable is for Elasticsearch and OpenSearch indices: Riak keeps n_val replicas "
                     "and hands a down node's writes to fallbacks, so nothing becomes unavailable. Leave it out")
+    if options.max_unavailable and options.max_unavailable != "1":
+        said.append("--max-unavailable above 1 is refused for Riak: two members away at once can take two "
+                    "primaries of one preflist, and no rule of this tool proves that safe yet (docs/riak.md). "
+                    "Leave it out: Riak restarts one node at a time")
     return said

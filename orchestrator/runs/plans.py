@@ -22,6 +22,7 @@ from orchestrator.restart.plan import Batch, GateRule, Mode, Plan
 from orchestrator.restart.procedure import TUNING_STEPS
 from orchestrator.runs.host_reads import HostReads
 from orchestrator.runs.target import Target, load_procedure
+from orchestrator.shards.window import Budget
 from orchestrator.tuning.apply import profile_summary
 
 # An index or node name, or a shell-style pattern of them (`logs-*`, `es-?`).
@@ -61,6 +62,22 @@ def control_options(nodes: list[str] | None, exclude: list[str] | None, canary: 
         raise ConfigError("--pause-between", [f"{pause_between_s} s: give 0 to 86400 seconds"])
     return RunOptions(nodes=patterns(nodes, "--nodes"), exclude=patterns(exclude, "--exclude"), canary=canary,
                       pause_between_s=pause_between_s)
+
+
+def budget_option(given: str | None) -> str:
+    """`--max-unavailable`, checked (shards/window.py: Budget), as the run records it ("" when not given)."""
+    if given is None:
+        return ""
+    Budget.parse(given)
+    return given.strip()
+
+
+def refuse_a_window(budget: str) -> None:
+    """A run with a budget above one node: refused before anything, until the engine runs a window."""
+    if budget and budget != "1":
+        raise ConfigError("--max-unavailable", [f"{budget}: this version plans a window (`orchestrate plan "
+                                                "--max-unavailable " + budget + "` shows how far it would reach) "
+                                                "but restarts one node at a time; leave it out, or use --by zone"])
 
 
 def select_nodes(plan: Plan, options: RunOptions) -> Plan:

@@ -25,6 +25,7 @@ from orchestrator.shards.plan import build_plan, match_nodes
 from orchestrator.shards.running import running_nodes
 from orchestrator.shards.snapshot import ClusterSnapshot
 from orchestrator.shards.versions import ELASTICSEARCH_PATHS, UpgradePaths
+from orchestrator.shards.window import Budget, window_notes
 from orchestrator.units import human_bytes
 
 MAX_SNAPSHOT_BYTES = 2_000_000_000  # 5,000 nodes and 1,000,000 shard copies take about 150 MB
@@ -60,9 +61,13 @@ class ShardProduct(Generic[ShardAdapterT]):
 
     def plan(self, inv: Inventory, snapshot: ClusterSnapshot, mode: Mode, options: RunOptions,
              tuning: tuple[str, ...]) -> Plan:
-        return build_plan(inv, snapshot, mode, tuning=tuning, allow_yellow=options.allow_yellow,
+        plan = build_plan(inv, snapshot, mode, tuning=tuning, allow_yellow=options.allow_yellow,
                           allow_unavailable=options.allow_unavailable, upgrade_to=options.upgrade_to,
                           snapshot_check=options.snapshot_check, paths=self.upgrade_paths)
+        if not options.max_unavailable:
+            return plan
+        return replace(plan, notes=(*plan.notes, *window_notes(snapshot, plan, inv,
+                                                               Budget.parse(options.max_unavailable))))
 
     def node_logs(self, adapter: ShardAdapterT) -> dict[str, str]:
         return adapter.node_log_files()

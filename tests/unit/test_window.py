@@ -1,0 +1,125 @@
+"""The window's proof (issue 57), pure and proven as it is written: a node is admitted only when each shard it
+holds keeps a started copy outside the window; masters alone; one zone at a time; the budget as given. A
+property over random layouts: admitting node after node as the proof allows never leaves a shard with no
+started copy. (The engine that runs a window is not yet written: docs/restart-procedure.md, "The window".)"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from orchestrator.errors import ConfigError
+from orchestrator.shards.snapshot import ShardCopy
+from orchestrator.shards.window import Budget, admission, reach, unproven
+from tests.unit.snapshots import copies, node, snapshot
+
+
+def test_a_budget_is_a_count_or_a_percentage_and_never_less_than_one() -> None:
+    assert Budget.parse("4").nodes(300) == 4 and Budget.parse("4").nodes(3) == 3
+    assert Budget.parse("5%").nodes(3000) == 150 and Budget.parse("5%").nodes(10) == 1
+    assert str(Budget.parse("5%")) == "5%" and Budget().nodes(9) == 1
+    for bad in ("0", "-1", "1.5", "101%", "x", "", "4 nodes", "٣"):
+        with pytest.raises(ConfigError, match="give a number of nodes"):
+            Budget.parse(bad)
+
+
+def test_a_node_is_admitted_only_when_each_of_its_shards_keeps_a_started_copy_outside_the_window() -> None:
+    nodes = [node(f"es-{i}", zone="z1" if i < 4 else "z2", roles=("data",)) for i in range(1, 7)]
+    snap = snapshot(nodes, [*copies("a", 0, ["es-1", "es-2"]), *copies("b", 0, ["es-2", "es-3"]),
+                            *copies("c", 0, ["es-4", "es-5"])], "es-6")
+    zones = {n.id: n.zone for n in nodes}
+    assert admission(snap, "id-es-1", [], zones, set(), 3) == []
+    assert "[a][0]" in admission(snap, "id-es-2", ["id-es-1"], zones, set(), 3)[0], "a's copies both away"
+    assert admission(snap, "id-es-3", ["id-es-1"], zones, set(), 3) == []
+    assert "one zone at a time" in admission(snap, "id-es-4", ["id-es-1"], zones, set(), 3)[0]
+    assert "full" in admission(snap, "id-es-3", ["id-es-1"], zones, set(), 1)[0]
+    assert "master-eligible" in admission(snap, "id-es-3", ["id-es-1"], zones, {"id-es-3"}, 3)[0]
+    assert admission(snap, "id-es-3", [], zones, {"id-es-3"}, 3) == [], "alone, a master is admitted"
+    initializing = snapshot(nodes, [ShardCopy("d", 0, True, "STARTED", "id-es-1", 1),
+                                    ShardCopy("d", 0, False, "INITIALIZING", "id-es-2", 1)], "es-6")
+    assert unproven(initializing, "id-es-1", []) == ["[d][0]"], "an initializing copy proves nothing"
+
+
+def test_the_plan_reads_how_many_nodes_could_be_away_together_and_what_limits_it() -> None:
+    nodes = [node(f"es-{i}", roles=("data",)) for i in range(1, 7)] + [node("m-1", roles=("master",))]
+    # Both copies of every shard on es-1 and es-2: those two are never away together.
+    snap = snapshot(nodes, [*copies("pair", 0, ["es-1", "es-2"]), *copies("x", 0, ["es-3", "es-4"]),
+                            *copies("y", 0, ["es-5", "es-6"])], "m-1")
+    order = [n.id for n in nodes]
+    zones = {n.id: None for n in nodes}
+    wide = reach(snap, order, zones, {"id-m-1"}, 6)
+    assert wide.together == 3 and any("few nodes" in why for why in wide.limits), wide
+    assert reach(snap, order, zones, {"id-m-1"}, 2).together == 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32), data_nodes=st.integers(3, 14), budget=st.integers(1, 6),
+       zones=st.integers(1, 3), replicas=st.integers(0, 2))
+def test_no_window_the_proof_fills_leaves_a_shard_without_a_started_copy(
+        seed: int, data_nodes: int, budget: int, zones: int, replicas: int) -> None:
+    """Random layouts (shards of 0-2 replicas on random nodes, zones, masters), random orders: the nodes the
+    proof admits one after another, all away at once, leave every shard that had a started copy with one."""
+    rng = random.Random(seed)
+    nodes = [node(f"es-{i}", zone=f"z{i % zones}", roles=("master", "data") if i < 3 else ("data",))
+             for i in range(data_nodes)]
+    shards = []
+    for s in range(rng.randrange(1, 40)):
+        holders = rng.sample(nodes, min(len(nodes), rng.randint(1, replicas + 1)))
+        shards += [ShardCopy(f"i{s}", 0, k == 0, rng.choice(["STARTED", "STARTED", "INITIALIZING"]), h.id, 1)
+                   for k, h in enumerate(holders)]
+    snap = snapshot(nodes, shards, "es-0")
+    zone_of = {n.id: n.zone for n in nodes}
+    masters = {n.id for n in nodes if "master" in n.roles}
+    order = [n.id for n in nodes]
+    rng.shuffle(order)
+    away: list[str] = []
+    for candidate in order:
+        if not admission(snap, candidate, away, zone_of, masters, budget):
+            away.append(candidate)
+    assert len(away) <= budget
+    assert len({zone_of[n] for n in away}) <= 1
+    assert len(away) == 1 or not set(away) & masters
+    started_before = {(c.index, c.shard) for c in shards if c.state == "STARTED"}
+    started_after = {(c.index, c.shard) for c in shards if c.state == "STARTED" and c.node_id not in away}
+    held_away = {(c.index, c.shard) for c in shards if c.node_id in away}
+    assert started_before & held_away <= started_after, "a shard the window holds lost its last started copy"
+
+
+def test_the_plan_of_a_budget_says_its_reach_and_a_run_of_one_is_refused_before_anything(tmp_path: object) -> None:
+    """`plan --max-unavailable 4` on twelve nodes of the fake Elasticsearch says how many could be away together
+    and the estimate beside one at a time; `restart --max-unavailable 4` is refused (exit 2) before it reads a
+    cluster; Riak refuses any budget above 1, saying why."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from orchestrator.restart.journal import RunOptions
+    from orchestrator.restart.plan import Mode
+    from orchestrator.riak.product import unsupported_options
+    from orchestrator.runs import plans
+    from orchestrator.runs.target import open_target
+    from orchestrator.testing.fake_es.hosts import FakeHostTransport, fake_inventory
+    from orchestrator.testing.fake_es.model import FakeCluster
+    from orchestrator.testing.fake_es.server import FakeEsServer
+    from tests.helpers import orchestrate
+    from tests.unit.snapshots import inventory
+
+    cluster = FakeCluster.generate(12, copies_per_node=10)
+    with FakeEsServer(cluster) as server:
+        config = fake_inventory(Path(str(tmp_path)) / "c.yaml", server.url,
+                                [(n, cluster.by_name[n].ip) for n in sorted(cluster.by_name)])
+        target = open_target(None, config)
+        transport = FakeHostTransport(server.url)
+        plan = plans.make_plan(target, Mode.NODE, replace(RunOptions(), max_unavailable="4"),
+                               host_transport=lambda: transport)
+    said = [n for n in plan.notes if n.startswith("--max-unavailable 4")]
+    assert len(said) == 2 and "at most 4 of the 12 nodes away at once" in said[0], said
+    assert "could be away together" in said[0] and "one node at a time" in said[1]
+    refused = orchestrate("restart", "--cluster", "no-such-cluster", "--max-unavailable", "4", "--yes")
+    assert refused.returncode == 2 and "restarts one node at a time" in refused.stderr + refused.stdout
+    bad = orchestrate("plan", "--cluster", "no-such-cluster", "--max-unavailable", "0")
+    assert bad.returncode == 2 and "give a number of nodes" in bad.stderr + bad.stdout
+    riak = unsupported_options(RunOptions(max_unavailable="2"), inventory(["a"]))
+    assert riak and "preflist" in riak[0]
