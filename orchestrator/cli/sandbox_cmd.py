@@ -13,7 +13,8 @@ from orchestrator.errors import SandboxError
 from orchestrator.sandbox.layout import SandboxPaths
 
 app = typer.Typer(help="A real Elasticsearch (or OpenSearch) cluster on this machine, assembled from Maven "
-                       "Central.",
+                       "Central, in test hosts of its own; or a Riak cluster of the Riak stand-in (`up --product "
+                       "riak`, from a source checkout).",
                   no_args_is_help=True)
 
 

@@ -150,7 +150,9 @@ def state(cluster: FakeCluster, request: Request, found: re.Match[str]) -> Any:
     if "routing_nodes" in metrics or "_all" in metrics:  # every node's copies, as the elected master assigns them
         out["routing_nodes"] = {"unassigned": [], "nodes": {n.id: [
             {"state": c.state, "primary": c.primary, "node": c.node, "relocating_node": None, "shard": c.shard,
-             "index": c.index} for c in sorted(cluster.on_node[n.id], key=lambda c: (c.index, c.shard))]
+             "index": c.index, "allocation_id": {"id": f"{c.index}-{c.shard}-{c.node}"[:22]},
+             "relocation_failure_info": {"failed_attempts": 0}}
+            for c in sorted(cluster.on_node[n.id], key=lambda c: (c.index, c.shard))]
             for n in cluster.up_nodes()}}
     return out
 

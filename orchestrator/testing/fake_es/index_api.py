@@ -205,10 +205,17 @@ def deprecations(cluster: FakeCluster, request: Request, found: re.Match[str]) -
             "data_streams": {}, "templates": {}, "ilm_policies": {}}
 
 
+# Elasticsearch's restricted system indices: their settings are not the tool's role's to read (docs/privileges.md),
+# so a real cluster leaves them out of an index API's answer under `ignore_unavailable`.
+RESTRICTED = (".security",)
+
+
 @api("GET", INDICES + r"/_settings(?:/(?P<names>[^/]+))?", "GET /{indices}/_settings")
 def index_settings(cluster: FakeCluster, request: Request, found: re.Match[str]) -> Any:
     out = {}
     for index in index_names(cluster, found.group("indices"), request):
+        if index.name.startswith(RESTRICTED):  # as the tool's role sees them: no `allow_restricted_indices`
+            continue
         values = {"index.number_of_shards": str(len(index.shards)), "index.hidden": str(index.hidden).lower(),
                   "index.number_of_replicas": str(len(index.shards[0]) - 1 if index.shards else 0),
                   **({"index.auto_expand_replicas": index.auto_expand} if index.auto_expand else {})}

@@ -1,6 +1,7 @@
 """How the fake finds the answer to a request: each API is a function registered with `api` (in
-cluster_api.py, nodes_api.py, index_api.py), chosen by method and path; their answers are shaped as
-Elasticsearch 9 shapes them (compared with real nodes of the sandbox for every call the tool makes)."""
+cluster_api.py, nodes_api.py, index_api.py), chosen by method and path; their answers are shaped as real
+nodes shape them: tests/unit/test_fake_contract.py holds them to answers captured from the sandbox's real
+nodes for every request the shard adapter makes (tests/fixtures/contract, scripts/capture_contract.py)."""
 
 from __future__ import annotations
 
