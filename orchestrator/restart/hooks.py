@@ -141,7 +141,8 @@ def call_http(ctx: RunContext, hook: Hook, values: dict[str, str]) -> None:
     data = None
     if call.body is not None:
         data = json.dumps(render_json(call.body, values)).encode()
-        headers.setdefault("Content-Type", "application/json")
+        if not any(k.lower() == "content-type" for k in headers):  # a type of the user's own, in any case, stays
+            headers["Content-Type"] = "application/json"
     shown = where_to(call, url)
     request = urllib.request.Request(url, data=data, headers=headers, method=call.method)
     try:

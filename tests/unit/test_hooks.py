@@ -7,6 +7,7 @@ import json
 import os
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -341,12 +342,46 @@ def test_a_redirect_to_another_server_is_refused_naming_both_origins(receiver: R
             "headers are not sent elsewhere") in str(err.value)
 
 
-def test_a_redirect_to_the_same_server_is_followed_with_the_calls_method_and_body(receiver: Receiver) -> None:
+def test_a_redirect_to_the_same_server_is_followed_a_post_as_urllib_follows_a_302(receiver: Receiver) -> None:
+    """A 302 to the call's own origin is followed: a GET as it was; a POST as urllib (and browsers) follow a 302,
+    as a GET without its body."""
     target = urllib.parse.quote(receiver.url + "/landed", safe="")
-    hooks = {"before_run": [{"name": "go", "http": {"method": "GET", "url": receiver.url + f"/redirect?to={target}"}}]}
+    hooks = {"before_run": [{"name": "get", "http": {"method": "GET", "url": receiver.url + f"/redirect?to={target}"}},
+                            {"name": "post", "http": {"method": "POST", "url": receiver.url + f"/redirect?to={target}",
+                                                      "body": {"run": "{run_id}"}}}]}
     with state_dir():
         run_with(playbook_with(hooks), ["a"])
-    assert [c["path"] for c in receiver.calls] == [f"/redirect?to={target}", "/landed"]
+    assert [(c["method"], c["path"]) for c in receiver.calls] == [
+        ("GET", f"/redirect?to={target}"), ("GET", "/landed"), ("POST", f"/redirect?to={target}"), ("GET", "/landed")]
+    assert receiver.calls[2]["body"] and not receiver.calls[3]["body"]
+
+
+def test_a_content_type_of_the_users_own_is_kept_whatever_its_case(receiver: Receiver) -> None:
+    """The JSON body's default type never replaces the user's own (given as `Content-Type` or `content-type`)."""
+    hooks = {"before_run": [
+        {"name": name, "http": {"url": receiver.url + "/x", "body": {"a": 1}, "headers": headers}}
+        for name, headers in (("mixed", {"Content-Type": "application/x-ndjson"}),
+                              ("lower", {"content-type": "text/plain"}), ("none", {}))]}
+    with state_dir():
+        run_with(playbook_with(hooks), ["a"])
+    assert [c["content_type"] for c in receiver.calls] == ["application/x-ndjson", "text/plain", "application/json"]
+
+
+def test_a_refused_redirect_closes_the_answer_it_came_in() -> None:
+    """The refused redirect's answer holds the connection: closed at once, not left to the garbage collector."""
+    from orchestrator.restart.hooks import HookError, SameOriginRedirects
+
+    class Answer:
+        closed = False
+
+        def close(self) -> None:
+            self.closed = True
+
+    answer = Answer()
+    with pytest.raises(HookError, match="redirected to another server"):
+        SameOriginRedirects().redirect_request(urllib.request.Request("http://127.0.0.1:5/a", method="POST"), answer,
+                                               302, "Found", {}, "http://127.0.0.2:5/b")
+    assert answer.closed
 
 
 def test_values_in_a_url_are_quoted_whole_and_headers_are_templated(receiver: Receiver) -> None:

@@ -189,6 +189,11 @@ def test_first_eta_comes_from_the_previous_succeeded_run_in_the_same_mode(tmp_pa
     assert measured_batch_seconds("c", "node", "20261121T100000-aaaaaa") is None  # only runs before this one
     (runs_dir("c") / "20261121T113000-dddddd.json").write_text("{damaged")  # newer, unreadable: passed over
     assert measured_batch_seconds("c", "node", "20261121T120000-ffffff") == 15
+    # A failed run of another mode whose batch never finished, newer still: a run that begins after it is given
+    # the succeeded run's figure, not an error (a mutant reading any of its three conditions alone divided by
+    # the unfinished run's zero batches, at the next run's start).
+    run("20261121T114000-eeeeee", "zone", RunState.FAILED, [])
+    assert measured_batch_seconds("c", "node", "20261121T120000-ffffff") == 15
 
 
 def test_every_save_read_back_is_the_whole_journal_though_a_save_writes_only_what_changed(

@@ -369,3 +369,42 @@ def test_a_node_given_by_host_name_is_matched_by_pending_as_by_the_plan() -> Non
                                     "nodes": [{"name": "search-a", "host": "h-es-1"}]})
     mapping, _ = match_nodes(inv, snapshot([es_node("es-1")], [], "es-1"))
     assert mapping == {"search-a": "id-es-1"}
+
+
+def test_read_pending_says_unknown_for_each_node_it_cannot_read_and_matches_a_node_given_by_host_name() -> None:
+    """`read_pending` itself (docs/safety.md: unknown, never clean): a host that does not answer, a host whose
+    read fails, a node the cluster does not list are each unknown, saying why; a node given by the host name it
+    reports is read; only the node its host's answer is about is judged clean."""
+    from orchestrator.config.model import Inventory, NodeEntry
+    from orchestrator.errors import HostUnreachable
+    from orchestrator.hosts.transport import CommandResult
+    from orchestrator.runs.pending import read_pending
+
+    inv = Inventory.model_validate({"cluster": {"name": "c", "endpoints": ["http://x:9200"]},
+                                    "ssh": {"known_hosts": "/dev/null"},
+                                    "nodes": [{"name": n, "host": f"h-{n}"} for n in ("gone", "fails", "listed", "absent")]})
+    running = [node(name="gone", pid=11, addresses=("10.0.0.1", "h-gone")),
+               node(name="fails", pid=12, addresses=("10.0.0.2", "h-fails")),
+               node(name="es-listed", pid=13, addresses=("10.0.0.3", "h-listed"))]  # its own name differs
+
+    class Product:
+        def running_nodes(self, adapter: object) -> list[RunningNode]:
+            return running
+
+    class Hosts:
+        def run(self, entry: NodeEntry, command: str, timeout_s: float | None = None,
+                stdin: bytes | None = None) -> CommandResult:
+            if entry.name == "gone":
+                raise HostUnreachable("gone (h-gone): cannot connect: timed out")
+            if entry.name == "fails":
+                return CommandResult(1, "", "sh: permission denied")
+            return CommandResult(0, "boot b\npid 13\ncomm java\nstarted 1699999000 100 100\nmaps readable\n"
+                                    f"package 9.5.3\nfile 1699990000 {CONF}/elasticsearch.yml\n", "")
+
+    report = read_pending(inv, Product(), object(), Hosts())  # type: ignore[arg-type]
+    verdicts = {n.node: n for n in report.nodes}
+    assert verdicts["gone"].state == "unknown" and "its host did not answer" in verdicts["gone"].unknown[0]
+    assert verdicts["fails"].state == "unknown" and "(exit 1): sh: permission denied" in verdicts["fails"].unknown[0]
+    assert verdicts["absent"].state == "unknown" and "the cluster does not list it" in verdicts["absent"].unknown[0]
+    assert verdicts["listed"].state == "clean", verdicts["listed"]
+    assert report.exit_code == 9 and report.unknown == ["gone", "fails", "absent"]
