@@ -382,7 +382,8 @@ def test_read_pending_says_unknown_for_each_node_it_cannot_read_and_matches_a_no
 
     inv = Inventory.model_validate({"cluster": {"name": "c", "endpoints": ["http://x:9200"]},
                                     "ssh": {"known_hosts": "/dev/null"},
-                                    "nodes": [{"name": n, "host": f"h-{n}"} for n in ("gone", "fails", "listed", "absent")]})
+                                    "nodes": [{"name": n, "host": f"h-{n}"}
+                                              for n in ("gone", "fails", "listed", "absent")]})
     running = [node(name="gone", pid=11, addresses=("10.0.0.1", "h-gone")),
                node(name="fails", pid=12, addresses=("10.0.0.2", "h-fails")),
                node(name="es-listed", pid=13, addresses=("10.0.0.3", "h-listed"))]  # its own name differs
