@@ -72,3 +72,19 @@ def test_a_connection_of_the_providers_type_from_an_environment_variable_is_read
     assert keys["endpoints"] == ["https://es1.example:9200", "https://es2.example:9200"]
     assert keys["username"] == "orchestrator" and keys["verify_certs"] is False and "ca_file" not in keys
     assert os.environ[keys["password"]["env"]] == "s3cret", "the secret is named, its value in the environment"
+
+
+def test_airflows_example_dag_discovery_finds_the_distributions_module_and_logs_no_error(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 60: Airflow 3.3 imports each provider's distribution name as a module to look for example DAGs; for
+    `rolling-orchestrator` there was none, and every DAG parse of a default install logged an ERROR with a
+    traceback. Airflow's own discovery, run here, now finds `rolling_orchestrator` (with no example DAGs)."""
+    import logging
+
+    from airflow.dag_processing.bundles import manager
+
+    found: list[object] = []
+    with caplog.at_level(logging.ERROR):
+        manager._add_provider_example_dags_to_bundle(found)  # type: ignore[arg-type]
+    assert not [r for r in caplog.records if "rolling_orchestrator" in r.getMessage()], caplog.text
+    assert not any("rolling-orchestrator" in str(getattr(b, "name", "")) for b in found)
