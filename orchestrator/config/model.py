@@ -240,6 +240,10 @@ class ProductSettings(Model):
 
 class TuningSection(Model):
     profile: str = Field("none", pattern=r"^[A-Za-z0-9_-]+$")
+    # apply: a restart tunes each host while its node is down, and persists it (the default: the tool's
+    # reason to be; docs/tuning.md). check: a restart reads each host and reports its drift, changing nothing
+    # there (hosts that Puppet, Ansible or Chef own).
+    mode: Literal["apply", "check"] = "apply"
 
 
 class MetricsSection(Model):

@@ -36,6 +36,7 @@ class Tuned(Protocol):
 
     changes: list[HostChange]
     read_ahead_s: float | None
+    drift: list[str]  # what drifts and was left as it is (`tuning.mode: check`)
 
 
 class Tuner(Protocol):

@@ -171,7 +171,10 @@ def tune_host(ctx: RunContext, batch: BatchRecord) -> None:
             ctx.timed(name, "tune", ctx.clock.monotonic() - started)
             ctx.journal.host_changed(name, tuned.changes)  # what the host was and became, kept with the run
             knobs = [c.knob for c in tuned.changes]
-            said = f"fixed {', '.join(knobs)}" if knobs else "already tuned, nothing changed"
+            drift = tuned.drift
+            said = f"fixed {', '.join(knobs)}" if knobs else \
+                f"drift left as it is (tuning.mode: check): {'; '.join(drift)}" if drift else \
+                "already tuned, nothing changed"
             if tuned.read_ahead_s is not None:
                 said += f" (as read {tuned.read_ahead_s:.0f} s before, while its node still ran)"
             ctx.emit(Event("step", f"{name}: host tuning: {said}", node=name,

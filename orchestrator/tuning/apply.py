@@ -60,8 +60,11 @@ def profile_summary(inv: Inventory, tune: bool = True) -> tuple[str, ...]:
     if not tune:
         return (f"left out of this run (--no-tune): the hosts are neither read nor changed (profile {profile.name})",)
     k = profile.knobs
+    if inv.tuning.mode == "check":
+        return (f"profile {profile.name}, CHECKED on each host while its node is stopped (tuning.mode: check): drift "
+                "is reported, nothing on the hosts is changed",)
     lines = [f"profile {profile.name}, applied to each host while its node is stopped; the changes are PERSISTENT "
-             "(live, and in the files named; `--no-tune` leaves the hosts alone)"]
+             "(live, and in the files named; `--no-tune` leaves the hosts alone, `tuning.mode: check` only reports)"]
     if k.thp:
         lines.append(f"THP enabled={k.thp.enabled} defrag={k.thp.defrag} (a boot unit, "
                      f"/etc/systemd/system/{THP_UNIT}.service; where tuned runs, a tuned profile in /etc/tuned/)")
@@ -186,6 +189,7 @@ def run_all(inv: Inventory, transport: Transport, nodes: list[NodeEntry], apply:
 class TuneResult:
     changes: list[HostChange]  # per fixed knob: what it was and became
     read_ahead_s: float | None = None  # nothing read now: a read this old (the look-ahead's) found no drift
+    drift: list[str] = field(default_factory=list)  # `tuning.mode: check`: what drifts, left as it is
 
 
 # A read ahead older than this is read again when its host's turn comes (a long gate wait, a pause).
@@ -203,8 +207,10 @@ class RollingTuner:
       round trip while its node is down; when it found drift, the host is read again and fixed then.
     """
 
-    def __init__(self, profile: Profile, transport: Transport, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, profile: Profile, transport: Transport, clock: Callable[[], float] = time.monotonic,
+                 check_only: bool = False) -> None:
         self.profile = profile
+        self.check_only = check_only  # `tuning.mode: check`: read and report, never write
         self.transport = transport
         self.clock = clock
         self.learned: list[str] = []
@@ -240,6 +246,11 @@ class RollingTuner:
         if read_ahead_ok and ahead is not None and not ahead[0].drift:
             self.learned[:] = ahead[0].reads
             return TuneResult([], read_ahead_s=ahead[1])
+        if self.check_only:
+            found = inspect_node(self.profile, self.transport, node, self.learned)
+            self.learned[:] = found.reads
+            return TuneResult([], drift=[found.error] if found.error else [
+                f"{k.knob} is {k.live}, wanted {k.desired}" for k in found.knobs if k.drift])
         report = apply_node(self.profile, self.transport, node, self.learned)
         self.learned[:] = report.reads
         if report.drift:
@@ -255,4 +266,4 @@ class RollingTuner:
 
 def make_tuner(inv: Inventory, transport: Transport) -> RollingTuner | None:
     profile = profile_of(inv)
-    return None if profile is None else RollingTuner(profile, transport)
+    return None if profile is None else RollingTuner(profile, transport, check_only=inv.tuning.mode == "check")

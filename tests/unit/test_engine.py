@@ -515,7 +515,7 @@ class ChangingTuner:
 
     def __call__(self, node: NodeEntry, read_ahead_ok: bool = False) -> Any:
         return SimpleNamespace(changes=[replace(self.change, knob=f"{self.change.knob} on {node.host}")],
-                               read_ahead_s=None)
+                               read_ahead_s=None, drift=[])
 
     def look_ahead(self, nodes: Sequence[NodeEntry]) -> None:
         self.read_ahead += [n.name for n in nodes]

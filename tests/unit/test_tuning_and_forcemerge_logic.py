@@ -259,3 +259,34 @@ def test_the_force_merge_a_journal_carries_is_read_back_typed_and_a_tampered_one
     for tampered in ({**request.to_json(), "max_segments": "5"}, {"indices": "logs-*"}, {**request.to_json(), "x": 1}):
         with pytest.raises(JournalError):
             MergeRequest.from_json(tampered)
+
+
+def test_with_tuning_mode_check_a_restart_reports_drift_and_changes_nothing_on_the_host(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 60: hosts that configuration management owns. `tuning.mode: check`: each host is read when its turn
+    comes, its drift said, and nothing written (no fix, no persisted file); the plan says so; `apply` is the
+    default and fixes as before."""
+    from orchestrator.config.model import Inventory
+    from orchestrator.tuning.apply import RollingTuner, profile_summary
+    from orchestrator.tuning.profile import load_profile
+
+    hosts = ReadAheadHosts(monkeypatch)
+    hosts.drifting = {"a"}
+    checking = RollingTuner(load_profile("elasticsearch"), transport=None, check_only=True)  # type: ignore[arg-type]
+    a, b = NodeEntry(name="a", host="h-a"), NodeEntry(name="b", host="h-b")
+    drifted, steady = checking(a, read_ahead_ok=True), checking(b)
+    assert hosts.applied == [] and hosts.inspected == ["a", "b"]
+    assert drifted.changes == [] and drifted.drift == ["thp.enabled is always, wanted never"]
+    assert steady.drift == []
+    checking.close()
+
+    def inventory(mode: str | None) -> Inventory:
+        tuning = {"profile": "elasticsearch", **({"mode": mode} if mode else {})}
+        return Inventory.model_validate({"cluster": {"name": "c", "endpoints": ["http://x:9200"]},
+                                         "ssh": {"known_hosts": "/dev/null"}, "nodes": [{"name": "a", "host": "h"}],
+                                         "tuning": tuning})
+
+    assert "CHECKED on each host" in profile_summary(inventory("check"))[0]
+    assert "PERSISTENT" in profile_summary(inventory(None))[0], "apply stays the default"
+    with pytest.raises(ValueError):
+        inventory("sometimes")
