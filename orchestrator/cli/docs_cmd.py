@@ -67,7 +67,7 @@ def docs(topic: str = typer.Argument(None, help="A guide, e.g. privileges, upgra
         raise ConfigError("command line", [f"no guide named {topic!r}; the guides: {', '.join(topics())}"])
     text = files(PACKAGE).joinpath(f"{name}.md").read_text(encoding="utf-8")
     if terminal.out.is_terminal:
-        from rich.markdown import Markdown  # here: its import cost every other command 60 ms at start
+        from rich.markdown import Markdown  # here: imported at the top, every other command paid for it at start
 
         terminal.out.print(Markdown(text))
     else:

@@ -25,8 +25,8 @@ MAX_NESTING = 64  # deeper YAML is no configuration; libyaml's C parser can cras
 
 
 MAX_EXPANDED_VALUES = 200_000  # values a document holds once its aliases are expanded
-# ... and its text: an alias of one long string repeated counts its length each time (a 2.5 KB playbook
-# aliasing a 2,000-character string 100,000 times made a 222 MB journal). Ten times a file's own limit.
+# ... and its text: an alias of one long string repeated counts its length each time (a playbook of a few
+# kilobytes aliasing a long string made a journal of hundreds of megabytes). Ten times a file's own limit.
 MAX_EXPANDED_BYTES = 10 * MAX_CONFIG_BYTES
 
 
@@ -73,7 +73,7 @@ class _UniqueKeys:
         return super().construct_mapping(node, deep=deep)  # type: ignore[misc, no-any-return]
 
 
-# libyaml's loader when PyYAML was built with it: a 1,000-node inventory parses 10x faster.
+# libyaml's loader when PyYAML was built with it: a large inventory parses many times faster.
 FastLoader: Any = type("FastLoader", (_UniqueKeys, getattr(yaml, "CSafeLoader", yaml.SafeLoader)), {})
 
 

@@ -1,15 +1,15 @@
 """How long a node took to restart last time, read from its own log, for a first plan's estimate.
 
 Before a cluster has had a run of its own (whose journal says how long its batches took), the plan
-estimated every batch with fixed figures (10 s to stop, 30 s to start and join): a 3-node sandbox
-restart that took 31-46 s was planned at 2m06s. Each node's log says better: Elasticsearch and
+estimated every batch with fixed figures (EST_STOP_S, EST_START_TO_JOIN_S), several times what a small
+cluster's restart took (docs/benchmarks.md, `bench_restart`). Each node's log says better: Elasticsearch and
 OpenSearch log `stopping ...`, `closed` when a node stops, and a new process's first line
 (`version[...]`) then `starting ...` (its modules loaded) and `started` (once it has joined its cluster)
 when it starts. Pure: the log lines in, seconds out.
 
 Nodes started together on hosts of one kernel (containers of one machine, as the sandbox's) shared its
-CPUs while they loaded: three JVMs loading at once on two cores took twice as long as one alone (6-7 s
-against 3.2 s), and a rolling restart starts one at a time. Such a start's loading is counted at the share
+CPUs while they loaded: JVMs loading at once on a few cores each took longer than one alone, and a
+rolling restart starts one at a time. Such a start's loading is counted at the share
 of the machine it had (`shared_cpu_starts`): alone, all of its time; with two others, a third.
 """
 

@@ -2,8 +2,9 @@
 
 `RUN.json` holds the whole journal as of its change number `seq`. `RUN.changes` holds one JSON line per
 save since: its `seq`, the run's own fields, and each node, batch and undo record the save changed (with
-new history). A run saves some 35 times per batch; a 3,000-node journal is 2 MB, which written whole at
-each save cost 6 ms of CPU and 63 MB of disk writes per batch. A save appends its line and syncs it;
+new history). A run saves dozens of times per batch, and a large cluster's journal written whole at each
+save cost CPU and disk writes that grew with the cluster (docs/benchmarks.md, `bench_journal`). A save
+appends its line and syncs it;
 every `COMPACT_AFTER` lines, and when the run stops, ends or defers, the base is written again
 (temporary file, rename) and the log emptied.
 

@@ -109,8 +109,8 @@ def log4j2_text(product: str) -> str:
 
 def common_jvm_options(java_home: Path, node_dir: Path, heap_mb: int) -> list[str]:
     # -XX:TieredStopAtLevel=1: the quick compiler only. A sandbox node's life is mostly its start-up,
-    # and on two cores the optimising compiler's threads slowed every boot (a secured node's start
-    # about 9 s -> 6 s); steady-state speed does not matter to a test cluster.
+    # and on two cores the optimising compiler's threads slowed every boot (`bench_sandbox_reads` and
+    # the integration tests' durations show a node's start); steady-state speed does not matter here.
     return [
         str(java_home / "bin" / "java"),
         f"-Xms{heap_mb}m", f"-Xmx{heap_mb}m",

@@ -179,8 +179,8 @@ class NodesMemory(Answer):
 
 
 # What a batch's nodes hold, read three times a batch (node stats at level=shards, a copy per shard of theirs):
-# checked as typed dictionaries, in one pass in pydantic's core, not a model per copy (which cost a run of
-# 3,000 nodes 20 ms of its 60 a batch). A field a copy lacks is absent: readers use `.get` with its default.
+# checked as typed dictionaries, in one pass in pydantic's core, not a model per copy (a third of a batch's CPU
+# on a large cluster: docs/benchmarks.md, `bench_scale`). A field a copy lacks is absent: readers use `.get`.
 class HeldRouting(TypedDict, total=False):
     node: str | None
     primary: bool

@@ -4,7 +4,7 @@ shards, never the whole cluster.
 A plan reads the whole cluster once. Before this, every batch read it again, several times: every node's
 info, every shard copy (`_cat/shards`), shard-level stats of every copy and every recovery the cluster
 remembers, each built by the elected master from the whole routing table while the cluster is short of a
-node; on 3,000 nodes and 600,000 copies about 1 GB per batch (docs/benchmarks.md). Here each read names
+node: reads that grew with the cluster times its batches (docs/benchmarks.md, `bench_scale`). Here each read names
 what it is about:
 
 - the copies a batch's nodes hold: node-level shard stats of those nodes alone (`_nodes/IDS/stats`);

@@ -50,7 +50,8 @@ class Counts:
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as the client's connection pool expects
-    disable_nagle_algorithm = True  # headers and body are two writes: with Nagle, each answer waited 40 ms
+    # Headers and body are two writes: with Nagle, each answer waited for the peer's delayed ACK.
+    disable_nagle_algorithm = True
     server: FakeEsServer
 
     def log_message(self, format: str, *args: Any) -> None:
