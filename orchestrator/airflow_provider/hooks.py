@@ -39,6 +39,22 @@ class OrchestratorHook(BaseHook):
         return cluster_keys(fields), inventory_of(fields)
 
 
+    def test_connection(self) -> tuple[bool, str]:
+        """`airflow connections test` and the UI's Test button: the cluster is asked what it is (each product
+        plug-in in turn, as `orchestrate inventory discover` asks), changing nothing."""
+        from orchestrator import products
+        from orchestrator.config.model import ClusterSection
+        from orchestrator.errors import OrchestratorError
+
+        try:
+            keys, _ = self.cluster_keys()
+            section = ClusterSection.model_validate({"name": "airflow-connection-test", **keys})
+            facts, product = products.discover(section)
+        except (OrchestratorError, ValueError) as exc:
+            return False, str(exc)[:500]
+        return True, f"{product} cluster {facts.cluster_name}: {len(facts.nodes)} node(s) answered"
+
+
 def read_connection(conn_id: str | None) -> tuple[dict[str, Any], str | None]:
     """The connection's `cluster:` keys and the inventory path it names (none without a connection): for the
     operators and for the trigger, which runs in the triggerer without them."""

@@ -446,9 +446,12 @@ def report(cluster: str = ClusterOpt, config: Path = ConfigOpt,
         emit_json({**run_summary(journal), "totals": totals(journal)})
     else:
         terminal.out.print(report_table(run_summary(journal), products.get(journal.product).report_columns))
+        from orchestrator.units import human_bytes, human_duration
+
         t = totals(journal)
-        terminal.out.print(f"bytes from peers {t['bytes_from_peers']}, reused {t['bytes_reused']}, "
-                          f"calls to the cluster {t['cluster_calls']}, plan estimate {t['plan_estimate_s']} s")
+        terminal.out.print(f"copied from peers {human_bytes(t['bytes_from_peers'])}, reused from the nodes' disks "
+                          f"{human_bytes(t['bytes_reused'])}, {t['cluster_calls']} calls to the cluster, planned "
+                          f"{human_duration(t['plan_estimate_s'])}")
     if html_path is not None:
         reports.write_page(journal, html_path)
         say(f"report written to {html_path}")

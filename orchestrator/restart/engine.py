@@ -255,8 +255,8 @@ class Engine(Generic[SnapshotT, AdapterT]):
             raise StoppedAfter(f"stopped after {counted(len(self.batch_seconds), 'batch')} as asked (--stop-after "
                                f"{self.stop_after}); {counted(left, 'batch')} left")
         if ctx.options.canary and batch.number == 1:
-            reason = (f"canary: batch 1 ({batch.label}) is done; check it, then `orchestrate continue "
-                      f"--cluster {ctx.journal.cluster}`")
+            # The pause's own message says how to go on (`honour_pause`): the reason says why, once.
+            reason = f"canary: batch 1 ({batch.label}) is done; check it before the rest"
             request_pause(ctx.cluster, reason)
         if ctx.options.pause_between_s:
             ctx.emit(Event("wait", f"pausing {ctx.options.pause_between_s:.0f} s between batches (--pause-between)"))

@@ -88,3 +88,29 @@ def test_airflows_example_dag_discovery_finds_the_distributions_module_and_logs_
         manager._add_provider_example_dags_to_bundle(found)  # type: ignore[arg-type]
     assert not [r for r in caplog.records if "rolling_orchestrator" in r.getMessage()], caplog.text
     assert not any("rolling-orchestrator" in str(getattr(b, "name", "")) for b in found)
+
+
+def test_a_connection_test_asks_the_cluster_what_it_is_and_says_why_not_when_it_cannot(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 60: `airflow connections test` (and the UI's Test button) call the hook's `test_connection`: against
+    the fake Elasticsearch it names the product, the cluster and its nodes; against a port nothing listens on it
+    fails saying why, never with a traceback."""
+    import socket
+
+    from orchestrator.airflow_provider.hooks import OrchestratorHook
+    from orchestrator.testing.fake_es.model import FakeCluster
+    from orchestrator.testing.fake_es.server import FakeEsServer
+
+    with FakeEsServer(FakeCluster.generate(3, copies_per_node=2)) as server:
+        host, port = server.url.removeprefix("http://").rsplit(":", 1)
+        monkeypatch.setenv("AIRFLOW_CONN_FAKE_ES", json.dumps({"conn_type": CONN_TYPE, "host": host, "port": int(port),
+                                                              "schema": "http", "login": "u", "password": "p"}))
+        ok, said = OrchestratorHook("fake_es").test_connection()
+    assert ok and said == "elasticsearch cluster fake: 3 node(s) answered", said
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        closed = unused.getsockname()[1]
+    monkeypatch.setenv("AIRFLOW_CONN_NOBODY", json.dumps({"conn_type": CONN_TYPE, "host": "127.0.0.1", "port": closed,
+                                                          "schema": "http", "extra": {"request_timeout_s": 2}}))
+    ok, said = OrchestratorHook("nobody").test_connection()
+    assert not ok and "127.0.0.1" in said, said

@@ -452,6 +452,7 @@ def test_canary_pauses_after_the_first_batch_until_continue() -> None:
         said = [e.message for e in events]
         paused = next(i for i, m in enumerate(said) if m.startswith("paused before batch 2"))
         assert "canary: batch 1 (a) is done" in said[paused] and "orchestrate continue --cluster fake" in said[paused]
+        assert said[paused].count("orchestrate continue") == 1, "the way on is said once"
         assert any(m.startswith("continued: batch 2") for m in said[paused:])
         first_of_batch_2 = next(i for i, m in enumerate(said) if m.startswith("batch 2/"))
         assert paused < first_of_batch_2, "batch 2 starts only after continue"
