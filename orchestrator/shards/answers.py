@@ -16,10 +16,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from itertools import repeat
 from operator import itemgetter
-from typing import Annotated, Any, Literal, TypeVar
+from typing import (
+    Annotated,
+    Any,
+    Literal,
+    NotRequired,  # pydantic checks TypedDicts only of this module before 3.12
+    TypeVar,
+)
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, StringConstraints, TypeAdapter, ValidationError
-from typing_extensions import TypedDict  # pydantic checks TypedDicts only of this module before Python 3.12
+from typing_extensions import TypedDict
 
 from orchestrator.config.discovered import first_problems
 from orchestrator.errors import ClusterError
@@ -244,22 +250,27 @@ NODES_HOLDING = TypeAdapter(NodesHolding)
 
 
 # --- shards ----------------------------------------------------------------------------------------
-class RoutedCopy(Answer):
+# The routing table of a batch's indices, read by each last look (every copy of the shards it holds): typed
+# dictionaries checked in one pass of pydantic's core, as the held copies are, not a model per copy.
+class RoutedCopy(TypedDict):
     state: str
     primary: bool
-    node: str | None = None
+    node: NotRequired[str | None]
 
 
-class RoutedIndex(Answer):
-    shards: dict[ShardNumber, list[RoutedCopy]] = {}
+class RoutedIndex(TypedDict, total=False):
+    shards: dict[ShardNumber, list[RoutedCopy]]
 
 
-class RoutingIndices(Answer):
-    indices: dict[str, RoutedIndex] = {}
+class RoutingIndices(TypedDict, total=False):
+    indices: dict[str, RoutedIndex]
 
 
-class Routing(Answer):
-    routing_table: RoutingIndices = RoutingIndices()
+class Routing(TypedDict, total=False):
+    routing_table: RoutingIndices
+
+
+ROUTING_TABLE = TypeAdapter(Routing)
 
 
 class AssignedCopy(Answer):  # a copy as `routing_nodes` lists it under its node

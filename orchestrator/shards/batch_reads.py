@@ -35,9 +35,9 @@ from orchestrator.reading import whole_number
 from orchestrator.restart.lock import LOCK_INDEX
 from orchestrator.shards.answers import (
     NODES_HOLDING,
+    ROUTING_TABLE,
     HealthByIndex,
     IndicesSettings,
-    Routing,
     RoutingNodes,
     ShardStats,
     not_its_shape,
@@ -200,9 +200,11 @@ class BatchReads(ShardRequests):
         for answer in self.each_chunk(indices, lambda names: self._do(
                 what, "GET", f"/_cluster/state/routing_table/{names}",
                 {"ignore_unavailable": "true", "filter_path": ROUTING})):
-            for index, body in parsed(Routing, answer or {}, what).routing_table.indices.items():
-                for number, listed in body.shards.items():  # a shard's number: checked where parsed
-                    copies += [ShardCopy(index, int(number), c.primary, c.state, c.node or None, 0) for c in listed]
+            table = parsed_as(ROUTING_TABLE, answer or {}, what).get("routing_table", {}).get("indices", {})
+            for index, body in table.items():
+                for number, listed in body.get("shards", {}).items():  # a shard's number: checked where parsed
+                    copies += [ShardCopy(index, int(number), c["primary"], c["state"], c.get("node") or None, 0)
+                               for c in listed]
         return copies
 
     def unassigned_copies(self) -> list[ShardCopy]:
