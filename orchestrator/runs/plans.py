@@ -120,8 +120,13 @@ def make_plan(target: Target, mode: Mode, options: RunOptions, save_snapshot: Pa
             tuning = profile_summary(target.inv, options.tune)
             plan = target.product.plan(target.inv, snapshot, mode, options, tuning)
         plan = with_measured_restarts(plan, hosts.last_restarts(plan))
-    return with_gate(with_local_commands(with_shared_hosts(select_nodes(plan, options), target.inv, options),
-                                         target.inv), target.inv)
+    return finished(plan, target.inv, options)
+
+
+def finished(plan: Plan, inv: Inventory, options: RunOptions) -> Plan:
+    """A product's plan as a run takes it, live or from a saved state: the nodes chosen, what hosts share, the
+    SSH config's local commands said, the engine's gate."""
+    return with_gate(with_local_commands(with_shared_hosts(select_nodes(plan, options), inv, options), inv), inv)
 
 
 def with_local_commands(plan: Plan, inv: Inventory) -> Plan:
@@ -201,6 +206,5 @@ def plan_from_file(cluster: str | None, config: Path | None, snapshot: Path, mod
         if held is not None:
             held.append(snap)
         tuning = profile_summary(inv, options.tune)
-        plan = with_gate(with_shared_hosts(select_nodes(product.plan(inv, snap, mode, options, tuning), options), inv,
-                                           options), inv)
+        plan = finished(product.plan(inv, snap, mode, options, tuning), inv, options)
     return plan, [name for name, _ in procedure.batch if options.tune or name not in TUNING_STEPS]

@@ -101,9 +101,7 @@ class BatchReads(ShardRequests):
         what = "list the batch's shard copies"
         raw = parsed_as(NODES_HOLDING, self._do(what, "GET", f"/_nodes/{part(*sorted(node_ids))}/stats/indices/"
                                                 "docs,store", {"level": "shards", "filter_path": ",".join(kept)}), what)
-        listed, asked = set(raw.get("nodes", {})), set(node_ids)
-        if listed - asked:
-            raise not_its_shape(what, f"it lists {len(listed - asked)} node(s) that were not asked for")
+        listed, asked = only_asked(raw.get("nodes", {}), node_ids, what), set(node_ids)
         if answered or present:
             if "_nodes" not in raw:
                 raise not_its_shape(what, "it has no `_nodes` header, which says whether every node answered")
@@ -137,8 +135,7 @@ class BatchReads(ShardRequests):
             wanted = ",".join(f"routing_nodes.nodes.{node_id}" for node_id in chunk)
             raw = parsed(RoutingNodes, self._do(what, "GET", "/_cluster/state/routing_nodes",
                                                 {"filter_path": wanted}) or {}, what)
-            if set(raw.routing_nodes.nodes) - set(chunk):
-                raise not_its_shape(what, "it lists nodes that were not asked for")
+            only_asked(raw.routing_nodes.nodes, chunk, what)
             out += [ShardCopy(c.index, c.shard, c.primary, c.state, node_id, 0)
                     for node_id, copies in raw.routing_nodes.nodes.items() for c in copies if c.index != LOCK_INDEX]
         return out
@@ -186,10 +183,7 @@ class BatchReads(ShardRequests):
         for chunk in in_chunks(node_ids):
             raw = parsed_as(NODES_HOLDING, self._do(what, "GET", f"/_nodes/{part(*chunk)}/none",
                                                     {"filter_path": "nodes.*.name"}), what)
-            listed = set(raw.get("nodes", {}))
-            if listed - set(chunk):
-                raise not_its_shape(what, f"it lists {len(listed - set(chunk))} node(s) that were not asked for")
-            present |= listed
+            present |= only_asked(raw.get("nodes", {}), chunk, what)
         return present
 
     def shards_of(self, indices: Collection[str]) -> list[ShardCopy]:
@@ -251,6 +245,14 @@ class BatchReads(ShardRequests):
     def flush_indices(self, indices: Collection[str]) -> None:
         self.each_chunk(indices, lambda names: self._do("flush", "POST", f"/{names}/_flush", {
             "allow_no_indices": "true", "ignore_unavailable": "true", "wait_if_ongoing": "true"}))
+
+
+def only_asked(listed: Collection[str], asked: Collection[str], what: str) -> set[str]:
+    """The node ids an answer lists, every one of them asked for: an answer naming another is not the cluster's."""
+    extra = set(listed) - set(asked)
+    if extra:
+        raise not_its_shape(what, f"it lists {len(extra)} node(s) that were not asked for")
+    return set(listed)
 
 
 def recovery_row(r: dict[str, Any]) -> dict[str, Any]:

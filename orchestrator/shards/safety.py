@@ -53,13 +53,15 @@ def shards_without_other_copy(snap: ClusterSnapshot, node_ids: Iterable[str]) ->
     return sorted(f"[{i}][{s}]" for i, s in lonely)
 
 
-def held_without_started_copy_elsewhere(snap: ClusterSnapshot, node_ids: Iterable[str]) -> list[str]:
-    """Shards with a copy on ``node_ids`` and no started copy on any other node: the proof a stop needs,
-    shard by shard. Stricter than `shards_without_other_copy`, which sees only started copies: a batch copy
-    said to be initializing, of a shard with no started copy elsewhere, is refused here too."""
+def held_without_started_copy_elsewhere(snap: ClusterSnapshot, node_ids: Iterable[str],
+                                       away: Iterable[str] = ()) -> list[str]:
+    """Shards with a copy on ``node_ids`` and no started copy on any node but those and ``away`` (a window's):
+    the proof a stop needs, shard by shard. Stricter than `shards_without_other_copy`, which sees only started
+    copies: a batch copy said to be initializing, of a shard with no started copy elsewhere, is refused here."""
     ids = set(node_ids)
+    gone = ids | set(away)
     held = {(c.index, c.shard) for c in snap.shards if c.node_id in ids}
-    proven = {(c.index, c.shard) for c in snap.shards if c.state == "STARTED" and c.node_id not in ids and c.node_id}
+    proven = {(c.index, c.shard) for c in snap.shards if c.state == "STARTED" and c.node_id not in gone and c.node_id}
     return sorted(f"[{i}][{s}]" for i, s in held - proven)
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from orchestrator.config.model import Inventory
 from orchestrator.errors import ConfigError
 from orchestrator.restart.plan import Plan
+from orchestrator.shards.safety import held_without_started_copy_elsewhere
 from orchestrator.shards.snapshot import ClusterSnapshot
 
 BUDGET = re.compile(r"([1-9][0-9]{0,5})(%?)")
@@ -46,12 +47,9 @@ class Budget:
 
 def unproven(snap: ClusterSnapshot, candidate: str, away: Collection[str]) -> list[str]:
     """The shards ``candidate`` (a node id) holds with no STARTED copy on a node outside ``away`` and the
-    candidate: each would lose its last started copy were the candidate admitted. Empty: proven."""
-    gone = {candidate, *away}
-    held = {(c.index, c.shard) for c in snap.shards if c.node_id == candidate}
-    proven = {(c.index, c.shard) for c in snap.shards
-              if c.state == "STARTED" and c.node_id is not None and c.node_id not in gone}
-    return sorted(f"[{i}][{s}]" for i, s in held - proven)
+    candidate: each would lose its last started copy were the candidate admitted. Empty: proven. The last
+    look's proof (shards/safety.py), with the window's nodes gone too."""
+    return held_without_started_copy_elsewhere(snap, [candidate], away)
 
 
 def admission(snap: ClusterSnapshot, candidate: str, away: Collection[str], zone_of: Mapping[str, str | None],
