@@ -73,9 +73,9 @@ NoTuneOpt = typer.Option(False, "--no-tune", help="Leave the hosts' tuning alone
                                                  "Recorded in the journal: `resume` leaves it out too.")
 MaxUnavailableOpt = typer.Option(None, "--max-unavailable", metavar="N|P%",
                                  help="The window's budget: at most N nodes (or P % of those in play) away at "
-                                      "once, each admitted on a live per-shard proof. The plan shows how many could "
-                                      "be away together and what limits it; this version runs one node at a time "
-                                      "(a budget above 1 is refused by restart).")
+                                      "once, each admitted on a live per-shard proof; the window opens 1, 2, 4, ... "
+                                      "up to it. Default: the inventory's max_unavailable, else 1 (one at a time). "
+                                      "The plan shows how many could be away together and what limits it.")
 PendingOpt = typer.Option(False, "--pending", help="Only the nodes that need a restart (`orchestrate pending`: a "
                                                   "new version installed, a configuration file changed, replaced "
                                                   "code, a host waiting for a reboot, whose host is then rebooted); "
@@ -133,7 +133,9 @@ def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, 
                                                terminal.held_until_exit)
         columns = products.get(the_plan.product).plan_columns
     else:
-        target = open_target(cluster, config, upgrade=upgrade_to is not None, tune=not no_tune)
+        target, budget = plans.windowed(open_target(cluster, config, upgrade=upgrade_to is not None, tune=not no_tune),
+                                        max_unavailable, by)
+        control = replace(control, max_unavailable=budget)
         chosen = only_pending(target, control, json_out) if pending else (target, control, ())
         if chosen is None:
             return
@@ -225,9 +227,10 @@ def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOp
     from orchestrator.runs import plans
     from orchestrator.runs.target import open_target, with_metrics
 
-    plans.refuse_a_window(plans.budget_option(max_unavailable))
-    control = replace(plans.control_options(nodes, exclude, canary, pause_between), reboot=reboot, tune=not no_tune)
-    target = with_metrics(open_target(cluster, config, reboot=reboot, tune=not no_tune), metrics_textfile, pushgateway)
+    target, budget = plans.windowed(with_metrics(open_target(cluster, config, reboot=reboot, tune=not no_tune),
+                                                 metrics_textfile, pushgateway), max_unavailable, by, pause_between)
+    control = replace(plans.control_options(nodes, exclude, canary, pause_between), reboot=reboot, tune=not no_tune,
+                      max_unavailable=budget)
     chosen = only_pending(target, control, json_out) if pending else (target, control, ())
     if chosen is None:
         return

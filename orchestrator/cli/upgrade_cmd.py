@@ -3,6 +3,7 @@ lock, with the new version installed while each node is stopped)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -14,6 +15,7 @@ from orchestrator.cli.restart_cmd import (
     ConfigOpt,
     ExcludeOpt,
     JsonOpt,
+    MaxUnavailableOpt,
     MetricsFileOpt,
     NodesOpt,
     PauseBetweenOpt,
@@ -44,7 +46,7 @@ def upgrade(to: str = ToOpt, cluster: str = ClusterOpt, config: Path = ConfigOpt
             allow_unavailable: list[str] = UnavailableOpt, nodes: list[str] = NodesOpt,
             exclude: list[str] = ExcludeOpt, canary: bool = CanaryOpt, pause_between: float = PauseBetweenOpt,
             stop_after: int = StopAfterOpt, metrics_textfile: Path = MetricsFileOpt,
-            pushgateway: str = PushgatewayOpt) -> None:
+            pushgateway: str = PushgatewayOpt, max_unavailable: str = MaxUnavailableOpt) -> None:
     """Rolling upgrade to VERSION: each node stopped, the version installed (the inventory's
     upgrade.install: package, switch or commands) with its plugins, started, checked to run VERSION.
 
@@ -59,8 +61,9 @@ def upgrade(to: str = ToOpt, cluster: str = ClusterOpt, config: Path = ConfigOpt
     from orchestrator.runs import plans
     from orchestrator.runs.target import open_target, with_metrics
 
-    control = plans.control_options(nodes, exclude, canary, pause_between)
-    target = with_metrics(open_target(cluster, config, upgrade=True), metrics_textfile, pushgateway)
+    target, budget = plans.windowed(with_metrics(open_target(cluster, config, upgrade=True), metrics_textfile,
+                                                 pushgateway), max_unavailable, by, pause_between)
+    control = replace(plans.control_options(nodes, exclude, canary, pause_between), max_unavailable=budget)
     run_options = plans.upgrade_options(options(target, allow_yellow, allow_unavailable, control), to,
                                         snapshot_check=not no_snapshot_check)
     plan_confirm_and_run(target, by, run_options, json_out, yes,

@@ -270,6 +270,8 @@ class Inventory(Model):
     upgrade: UpgradeSection = UpgradeSection()
     playbook: str | None = Field(None, pattern=r"^[A-Za-z0-9_./-]+$")  # None: the product's own procedure
     allow_yellow: bool = False
+    # A run's default window (`--max-unavailable`): N nodes or P % of them away at once; "" or "1": one at a time.
+    max_unavailable: str = Field("", pattern=r"^(|[1-9][0-9]{0,5}%?)$")
     _source: Path | None = PrivateAttr(None)  # the file it was read from: playbooks and profiles are looked
     # for beside it first
 

@@ -17,6 +17,7 @@ from orchestrator.config.hooks import HookPoint
 from orchestrator.errors import Aborted, OrchestratorError, StoppedAfter, UnsafeToProceed
 from orchestrator.restart import steps
 from orchestrator.restart.adapter import AdapterT
+from orchestrator.restart.budget import window_asked
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.deferral import Deferred, deferrable_wait
 from orchestrator.restart.events import Event
@@ -27,6 +28,7 @@ from orchestrator.restart.phases import Phase, reached
 from orchestrator.restart.procedure import Procedure
 from orchestrator.restart.product import Product, RunStepFn, SnapshotT
 from orchestrator.restart.steps import PER_NODE, StepFn
+from orchestrator.restart.window_run import WindowRun, in_the_window
 from orchestrator.retry import Seen
 from orchestrator.units import counted
 
@@ -53,6 +55,7 @@ class Engine(Generic[SnapshotT, AdapterT]):
         self.procedure = procedure
         self.preludes = dict(preludes or {})  # work a run may carry before batch 1, by name (force-merge)
         self.batch_seconds: list[float] = []
+        self.at_once = 1  # batches under way together: a window's size (restart/window_run.py)
         self.prior_batch_s = measured_batch_seconds(ctx.journal.cluster, ctx.journal.mode, ctx.journal.run_id)
 
     # --- the run ---------------------------------------------------------------------------------
@@ -68,12 +71,15 @@ class Engine(Generic[SnapshotT, AdapterT]):
                 for _name, run_step in self.procedure.before_run:
                     run_step(ctx)
                 journal.setup_done()
-            for batch in journal.batches:
-                if batch.state != BatchState.DONE:
-                    if batch.state == BatchState.PENDING:
-                        self.honour_pause(batch)
-                    self.run_batch(batch)
-                    self.after_batch(batch)
+            if window_asked(ctx.options.max_unavailable):
+                WindowRun(self).run()
+            else:
+                for batch in journal.batches:
+                    if batch.state != BatchState.DONE:
+                        if batch.state == BatchState.PENDING:
+                            self.honour_pause(batch)
+                        self.run_batch(batch)
+                        self.after_batch(batch)
             steps.restore_settings(ctx)
             self.hooks(HookPoint.AFTER_RUN, never_abort=True)
             upgrade = journal.plan.upgrade
@@ -153,17 +159,30 @@ class Engine(Generic[SnapshotT, AdapterT]):
 
     # --- a batch ---------------------------------------------------------------------------------
     def run_batch(self, batch: BatchRecord) -> None:
+        if batch.state == BatchState.PENDING:
+            self.read_ahead(batch)
+            self.wait_until_safe(batch)
+        self.begin(batch)
+        self.work_through(batch)
+
+    def read_ahead(self, batch: BatchRecord) -> None:
+        if any(name == "tune_host" for name, _ in self.procedure.batch):
+            steps.read_hosts_ahead(self.ctx, batch)  # during the gate and the stop
+
+    def begin(self, batch: BatchRecord) -> None:
+        """The batch under way (journaled, said), or said to be resumed where it stopped."""
         ctx = self.ctx
         if batch.state == BatchState.PENDING:
-            if any(name == "tune_host" for name, _ in self.procedure.batch):
-                steps.read_hosts_ahead(ctx, batch)  # during the gate and the stop
-            self.wait_until_safe(batch)
             ctx.journal.begin_batch(batch)
             ctx.emit(Event("batch", f"batch {batch.number}/{len(ctx.journal.batches)}: {batch.label} "
                                     f"({', '.join(batch.nodes)})", batch=batch.number, eta_s=self.eta_s()))
         else:
             ctx.emit(Event("batch", f"batch {batch.number}: resuming {batch.label} after "
                                     f"{', '.join(batch.steps_done) or 'nothing'}", batch=batch.number))
+
+    def work_through(self, batch: BatchRecord) -> None:
+        """A begun batch's steps not yet done, stage by stage; then the batch done."""
+        ctx = self.ctx
         for stage in self.stages(batch):
             todo = [(name, step) for name, step in stage if name not in batch.steps_done]
             if not todo:
@@ -301,7 +320,11 @@ class Engine(Generic[SnapshotT, AdapterT]):
         if not self.product.checks_before_stop or self.any_node_stopping(batch):
             return  # a node is already stopping or down (a resumed run): bring it back, do not refuse now
         snapshot = ctx.cluster.gate_snapshot(ctx.journal.plan, batch.nodes, proof=True)
-        problems = self.product.stop_check(snapshot, ctx.journal.plan, batch.nodes, ctx.options)
+        if window_asked(ctx.options.max_unavailable):  # the window's proof: the other nodes in it are away too
+            problems = self.product.window_check(snapshot, ctx.journal.plan, ctx.inv, batch.nodes[0],
+                                                 in_the_window(ctx.journal, batch), ctx.options)
+        else:
+            problems = self.product.stop_check(snapshot, ctx.journal.plan, batch.nodes, ctx.options)
         if not problems:
             return
         steps.restore_settings(ctx, batch=batch.number)
@@ -344,10 +367,11 @@ class Engine(Generic[SnapshotT, AdapterT]):
         """Remaining time: measured batch times once there are some; before, those of the cluster's
         previous run in the same mode; without one, the plan's estimate."""
         remaining = [b for b in self.ctx.journal.batches if b.state != BatchState.DONE]
+        at_once = self.at_once  # a window's nodes go several at once
         if self.batch_seconds:
-            return round(len(remaining) * sum(self.batch_seconds) / len(self.batch_seconds), 1)
+            return round(len(remaining) * sum(self.batch_seconds) / len(self.batch_seconds) / at_once, 1)
         if self.prior_batch_s is not None:
-            return round(len(remaining) * self.prior_batch_s, 1)
+            return round(len(remaining) * self.prior_batch_s / at_once, 1)
         left = {b.number for b in remaining}
         return round(float(sum(b.estimate_s for b in self.ctx.journal.plan.batches if b.number in left)), 1)
 

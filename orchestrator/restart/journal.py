@@ -248,6 +248,12 @@ class Journal:
         with self.change(self.nodes[node]):
             self.nodes[node].recovery = {**self.nodes[node].recovery, **figures}
 
+    def held_before_stop(self, node: str, copies: Sequence[str]) -> None:
+        """What the node held just before its stop, as its product names its copies: what a window waits to see
+        recovered before the node leaves it (restart/window_run.py)."""
+        with self.change(self.nodes[node]):
+            self.nodes[node].held = sorted(copies)
+
     def host_changed(self, node: str, changes: Sequence[HostChange]) -> None:
         """Record what was changed on the node's host (appended: a resumed tune adds, never replaces)."""
         if changes:

@@ -17,6 +17,7 @@ from typing import Any, Protocol, TypeVar
 
 from orchestrator.config.discovered import Facts
 from orchestrator.config.model import ClusterSection, Inventory, ProductSettings
+from orchestrator.config.playbook import Playbook
 from orchestrator.errors import ConfigError
 from orchestrator.hosts.capacity import HostCapacity
 from orchestrator.hosts.transport import Transport
@@ -112,6 +113,19 @@ class Product(Protocol[SnapshotT, AdapterT]):
     def stop_check(self, snapshot: SnapshotT, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
         """Why the batch of ``nodes`` must not stop at this very moment, from a gate snapshot taken just
         before (data whose only available copy is on them, not accepted in ``options``). Pure."""
+        ...
+
+    def window_check(self, snapshot: SnapshotT, plan: Plan, inv: Inventory, candidate: str, window: Sequence[str],
+                     options: RunOptions) -> list[str]:
+        """Why the node ``candidate`` must not join the window of ``window`` (the nodes admitted and not yet
+        recovered) now, from a gate snapshot of its own part taken with ``proof`` (restart/window_run.py);
+        empty when it may. Asked at its admission and again just before its stop. Pure."""
+        ...
+
+    def windowed(self, playbook: Playbook) -> Playbook:
+        """The procedure of a run with several nodes away at once (`--max-unavailable` above 1): what a
+        batch's steps become when other nodes are away beside it. Raises ConfigError where the product
+        refuses a window, saying why."""
         ...
 
     def with_host_capacity(self, inv: Inventory, snapshot: SnapshotT,

@@ -139,6 +139,7 @@ class NodeRecord:
     recovery: dict[str, int] = field(default_factory=dict)
     host_changes: list[HostChange] = field(default_factory=list)  # each knob the run fixed on the node's host
     boot_before: str | None = None  # `restart --reboot`: the host's boot id before its reboot
+    held: list[str] = field(default_factory=list)  # a window's run: the copies it held before its stop
 
 
 def check_field_types(record: object) -> None:

@@ -10,9 +10,11 @@ from typing import Any
 
 from orchestrator.config.discovered import Facts
 from orchestrator.config.model import ClusterSection, Inventory, NodeEntry
+from orchestrator.config.playbook import Playbook
 from orchestrator.errors import ConfigError
 from orchestrator.hosts.capacity import HostCapacity
 from orchestrator.hosts.transport import Transport
+from orchestrator.restart.budget import window_asked
 from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.pending import RunningNode
 from orchestrator.restart.plan import Mode, Plan
@@ -25,6 +27,11 @@ from orchestrator.riak.status import RiakSnapshot, cluster_problems
 
 RIAK_ETC = "/etc/riak"  # where the Riak package keeps riak.conf, advanced.config and vm.args
 RIAK_RELEASE = "/usr/lib/riak/releases/start_erl.data"  # the installed release: "ERTS_VERSION RELEASE_VERSION"
+
+
+NO_WINDOW = ("--max-unavailable above 1 is refused for Riak: two members away at once can take two primaries of "
+             "one preflist, and no rule of this tool proves that safe yet (docs/riak.md). Leave it out: Riak "
+             "restarts one node at a time")
 
 
 class RiakProduct:
@@ -64,6 +71,13 @@ class RiakProduct:
         # Riak keeps n_val replicas and hands a down node's writes to fallbacks: the gate's ring and
         # member checks are all there is to look at, and they were just passed.
         return []
+
+    def window_check(self, snapshot: RiakSnapshot, plan: Plan, inv: Inventory, candidate: str, window: Sequence[str],
+                     options: RunOptions) -> list[str]:
+        return [NO_WINDOW] if window else []  # never asked: `windowed` refuses a window first
+
+    def windowed(self, playbook: Playbook) -> Playbook:
+        raise ConfigError("--max-unavailable", [NO_WINDOW])
 
     def gate(self, snapshot: RiakSnapshot, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
         snap = snapshot
@@ -119,8 +133,6 @@ def unsupported_options(options: RunOptions, inv: Inventory) -> list[str]:
     if options.allow_unavailable:
         said.append("--allow-unavailable is for Elasticsearch and OpenSearch indices: Riak keeps n_val replicas "
                     "and hands a down node's writes to fallbacks, so nothing becomes unavailable. Leave it out")
-    if options.max_unavailable and options.max_unavailable != "1":
-        said.append("--max-unavailable above 1 is refused for Riak: two members away at once can take two "
-                    "primaries of one preflist, and no rule of this tool proves that safe yet (docs/riak.md). "
-                    "Leave it out: Riak restarts one node at a time")
+    if window_asked(options.max_unavailable):
+        said.append(NO_WINDOW)
     return said

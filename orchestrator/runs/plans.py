@@ -16,13 +16,13 @@ from orchestrator.config.model import Inventory
 from orchestrator.errors import ConfigError
 from orchestrator.hosts.transport import Transport
 from orchestrator.paths import write_file_for_the_operator
+from orchestrator.restart.budget import Budget, window_asked
 from orchestrator.restart.durations import with_measured_restarts
 from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.plan import Batch, GateRule, Mode, Plan
 from orchestrator.restart.procedure import TUNING_STEPS
 from orchestrator.runs.host_reads import HostReads
-from orchestrator.runs.target import Target, load_procedure
-from orchestrator.shards.window import Budget
+from orchestrator.runs.target import Target, load_procedure, with_window
 from orchestrator.tuning.apply import profile_summary
 
 # An index or node name, or a shell-style pattern of them (`logs-*`, `es-?`).
@@ -65,19 +65,26 @@ def control_options(nodes: list[str] | None, exclude: list[str] | None, canary: 
 
 
 def budget_option(given: str | None) -> str:
-    """`--max-unavailable`, checked (shards/window.py: Budget), as the run records it ("" when not given)."""
+    """`--max-unavailable`, checked (restart/budget.py: Budget), as the run records it ("" when not given)."""
     if given is None:
         return ""
     Budget.parse(given)
     return given.strip()
 
 
-def refuse_a_window(budget: str) -> None:
-    """A run with a budget above one node: refused before anything, until the engine runs a window."""
-    if budget and budget != "1":
-        raise ConfigError("--max-unavailable", [f"{budget}: this version plans a window (`orchestrate plan "
-                                                "--max-unavailable " + budget + "` shows how far it would reach) "
-                                                "but restarts one node at a time; leave it out, or use --by zone"])
+def windowed(target: Target, given: str | None, by: Mode, pause_between_s: float = 0.0) -> tuple[Target, str]:
+    """The target and the budget of a run: `--max-unavailable`, else the inventory's `max_unavailable`. Above one
+    node, the product's procedure for a window (refused where the product proves none safe), in node mode."""
+    budget = budget_option(given) or target.inv.max_unavailable
+    if not window_asked(budget):
+        return target, budget
+    if by is Mode.ZONE:
+        raise ConfigError("--max-unavailable", [f"{budget}: a window admits nodes one by one on their own proof; "
+                                                "use it with --by node (the default), or leave the budget out"])
+    if pause_between_s:
+        raise ConfigError("--pause-between", ["a window admits a node as soon as one leaves it: a pause between "
+                                              "batches means nothing there; leave one of them out"])
+    return with_window(target), budget
 
 
 def select_nodes(plan: Plan, options: RunOptions) -> Plan:

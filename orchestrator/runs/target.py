@@ -80,6 +80,12 @@ def with_reboots(target: Target) -> Target:
     return replace(target, procedure=resolve(with_reboot(target.procedure.playbook), target.product))
 
 
+def with_window(target: Target) -> Target:
+    """The target with the procedure of a window's run (several nodes away at once): the product's (it refuses
+    a window where it has no rule that proves one safe)."""
+    return replace(target, procedure=resolve(target.product.windowed(target.procedure.playbook), target.product))
+
+
 def with_metrics(target: Target, textfile: Path | None, pushgateway: str | None) -> Target:
     """The target with the command line's metrics outputs over the inventory's (checked as the inventory's)."""
     if textfile is None and pushgateway is None:

@@ -57,6 +57,7 @@ class LoadGenerator:
         self.windows: dict[str, WindowStats] = {"before": WindowStats()}
         self.window = "before"
         self.health_samples: list[tuple[float, str]] = []
+        self.node_counts: list[int] = []  # the nodes in the cluster at each health sample
         self.stop_event = threading.Event()
         self.lock = threading.Lock()
         self.threads: list[threading.Thread] = []
@@ -126,15 +127,18 @@ class LoadGenerator:
 
     def _sample_health(self) -> None:
         while self._running():
-            status = "unreachable"
+            status, nodes = "unreachable", None
             for client in self.clients:
                 try:
-                    status = str(client.request("health", "GET", "/_cluster/health", {"timeout": "1s"})["status"])
+                    health = client.request("health", "GET", "/_cluster/health", {"timeout": "1s"})
+                    status, nodes = str(health["status"]), int(health["number_of_nodes"])
                     break
                 except Exception:
                     continue
             with self.lock:
                 self.health_samples.append((time.time(), status))
+                if nodes is not None:
+                    self.node_counts.append(nodes)
             time.sleep(0.5)
 
     def stop(self) -> None:
@@ -158,4 +162,5 @@ class LoadGenerator:
         statuses = [s for _, s in self.health_samples]
         return {"acknowledged": len(self.acked), "windows": {k: v.summary() for k, v in self.windows.items()},
                 "health_samples": len(statuses), "red_samples": statuses.count("red"),
-                "unreachable_samples": statuses.count("unreachable")}
+                "unreachable_samples": statuses.count("unreachable"),
+                "fewest_nodes": min(self.node_counts, default=None)}

@@ -30,7 +30,7 @@ from orchestrator.shards.answers import (
     not_its_shape,
     parsed,
 )
-from orchestrator.shards.batch_reads import BatchReads
+from orchestrator.shards.batch_reads import BatchReads, in_chunks
 from orchestrator.shards.cluster_facts import ClusterFacts
 from orchestrator.shards.lock_documents import LockDocuments
 from orchestrator.shards.merge_requests import MergeRequests
@@ -272,8 +272,38 @@ class ShardClusterAdapter(BatchReads, LockDocuments, ClusterFacts, MergeRequests
         return self.live_identity(plan, name)
 
     def live_settings(self, wanted: list[tuple[str, str]]) -> list[Any]:
-        persistent, transient = self.cluster_settings()
-        return [(transient if scope == "transient" else persistent).get(key) for scope, key in wanted]
+        persistent, transient = self.cluster_settings() if any(s != INDEX_SCOPE for s, _ in wanted) else ({}, {})
+        per_index = {setting: self.index_settings_of(setting) for setting in
+                     {index_setting_of(key)[1] for scope, key in wanted if scope == INDEX_SCOPE}}
+        return [per_index[index_setting_of(key)[1]].get(index_setting_of(key)[0]) if scope == INDEX_SCOPE
+                else (transient if scope == "transient" else persistent).get(key) for scope, key in wanted]
+
+    def index_settings_of(self, setting: str) -> dict[str, str | None]:
+        """Each open index's own value of ``setting`` (an `index.` key; None: none of its own, its default
+        applies). `_all` expands to the open indices that are not hidden: a system index is not the run's."""
+        what = f"read the indices' {setting}"
+        raw = self._do(what, "GET", "/_all/_settings", {"filter_path": f"*.settings.index.uuid,*.settings.{setting}"})
+        out: dict[str, str | None] = {}
+        for index, body in (raw or {}).items():
+            value: Any = (body or {}).get("settings") if isinstance(body, dict) else None
+            for part_of_key in setting.split("."):
+                value = value.get(part_of_key) if isinstance(value, dict) else None
+            if value is not None and not isinstance(value, str):
+                raise not_its_shape(what, f"{setting} of {str(index)[:80]} is {str(value)[:40]!r}")
+            out[str(index)] = value
+        return out
+
+    def put_index_settings(self, values: dict[str, Any]) -> None:
+        """Index settings as `index_setting_key` names them, one request per setting and value (in chunks of
+        indices that keep the request line short); None puts the default back."""
+        groups: dict[tuple[str, Any], list[str]] = {}
+        for key, value in values.items():
+            index, setting = index_setting_of(key)
+            groups.setdefault((setting, value), []).append(index)
+        for (setting, value), indices in groups.items():
+            for chunk in in_chunks(sorted(indices)):
+                self._do(f"set {setting} of {len(chunk)} indices", "PUT", f"/{part(*chunk)}/_settings",
+                         {"ignore_unavailable": "true"}, body={setting: value})
 
     def health_summary(self) -> dict[str, Any]:
         h = self.health()
@@ -285,10 +315,27 @@ class ShardClusterAdapter(BatchReads, LockDocuments, ClusterFacts, MergeRequests
 
     # --- writes ------------------------------------------------------------------------------
     def put_settings(self, scope: str, values: dict[str, Any]) -> None:
+        if scope == INDEX_SCOPE:
+            self.put_index_settings(values)
+            return
         if scope not in ("persistent", "transient"):
             raise ClusterError(f"cannot write a setting in scope {scope!r}")
         self._do(f"set {', '.join(values)}", "PUT", "/_cluster/settings", body={scope: values})
 
+
+
+# Index settings a run changes are journaled in this scope, each by `index_setting_key` (restart/steps.py).
+INDEX_SCOPE = "index"
+
+
+def index_setting_key(index: str, setting: str) -> str:
+    """An index's setting as one journal key: an index name never holds a slash."""
+    return f"{index}/{setting}"
+
+
+def index_setting_of(key: str) -> tuple[str, str]:
+    index, _, setting = key.partition("/")
+    return index, setting
 
 
 def settled_green(h: dict[str, Any]) -> bool:

@@ -11,9 +11,11 @@ from typing import Any, Generic, TypeVar
 
 from orchestrator.config.loader import read_bytes_of, strict_json
 from orchestrator.config.model import Inventory, ProductSettings
+from orchestrator.config.playbook import Playbook
 from orchestrator.errors import ConfigError
 from orchestrator.hosts.capacity import HostCapacity
 from orchestrator.hosts.transport import Transport
+from orchestrator.restart.budget import Budget, window_asked
 from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.pending import RunningNode
 from orchestrator.restart.plan import Mode, Plan
@@ -25,7 +27,7 @@ from orchestrator.shards.plan import build_plan, match_nodes
 from orchestrator.shards.running import running_nodes
 from orchestrator.shards.snapshot import ClusterSnapshot
 from orchestrator.shards.versions import ELASTICSEARCH_PATHS, UpgradePaths
-from orchestrator.shards.window import Budget, window_notes
+from orchestrator.shards.window import planned_for_a_window, window_check, window_notes, windowed
 from orchestrator.units import human_bytes
 
 MAX_SNAPSHOT_BYTES = 2_000_000_000  # 5,000 nodes and 1,000,000 shard copies take about 150 MB
@@ -52,7 +54,8 @@ class ShardProduct(Generic[ShardAdapterT]):
         ("flush", "stop_service"), ("flush", "wait_for_retention_leases"),
         ("wait_for_retention_leases", "stop_service"), ("wait_for_join", "restore_allocation"),
         ("restore_allocation", "wait_for_recovery"), ("install_version", "upgrade_plugins"),
-        ("upgrade_plugins", "start_service"), ("wait_for_join", "check_version"))
+        ("upgrade_plugins", "start_service"), ("wait_for_join", "check_version"), ("remember_copies", "stop_service"),
+        ("wait_for_join", "wait_for_own_recovery"))
     plan_columns = (Column("shard copies", lambda f: str(int(f.get("shard_copies", 0)))),
                     Column("size", lambda f: human_bytes(int(f.get("bytes", 0)))))
     report_columns = (Column("from peers", lambda f: human_bytes(int(f["bytes_from_peers"]))
@@ -66,8 +69,17 @@ class ShardProduct(Generic[ShardAdapterT]):
                           snapshot_check=options.snapshot_check, paths=self.upgrade_paths)
         if not options.max_unavailable:
             return plan
+        if window_asked(options.max_unavailable):
+            plan = planned_for_a_window(plan, snapshot, inv, bool(options.reboot or options.reboot_nodes))
         return replace(plan, notes=(*plan.notes, *window_notes(snapshot, plan, inv,
                                                                Budget.parse(options.max_unavailable))))
+
+    def window_check(self, snapshot: ClusterSnapshot, plan: Plan, inv: Inventory, candidate: str,
+                     window: Sequence[str], options: RunOptions) -> list[str]:
+        return window_check(snapshot, plan, inv, candidate, window, options)
+
+    def windowed(self, playbook: Playbook) -> Playbook:
+        return windowed(playbook)
 
     def node_logs(self, adapter: ShardAdapterT) -> dict[str, str]:
         return adapter.node_log_files()

@@ -28,8 +28,7 @@ def cluster_problems(snap: ClusterSnapshot, allow_yellow: bool, planned_node_ids
     yellow (every unassigned replica explained by a documented reason) is ready."""
     h = snap.health
     if h.status == "red":
-        return ["cluster health is red: some primary shard has no started copy. Fix that first; "
-                "restarting a node now could lose the last copy of data."]
+        return cluster_red(snap)
     problems = []
     settlement = yellow_settlement(snap, planned_node_ids)
     if h.status == "yellow" and not allow_yellow and not (settlement and settlement.settled):
@@ -40,6 +39,13 @@ def cluster_problems(snap: ClusterSnapshot, allow_yellow: bool, planned_node_ids
         problems.append(f"the cluster is not settled: {h.initializing_shards} shard(s) initializing, "
                         f"{h.relocating_shards} relocating. Wait until recoveries finish.")
     return problems
+
+
+def cluster_red(snap: ClusterSnapshot) -> list[str]:
+    if snap.health.status != "red":
+        return []
+    return ["cluster health is red: some primary shard has no started copy. Fix that first; "
+            "restarting a node now could lose the last copy of data."]
 
 
 def shards_without_other_copy(snap: ClusterSnapshot, node_ids: Iterable[str]) -> list[str]:
@@ -80,11 +86,14 @@ def accepted_unavailable(index: str, patterns: Iterable[str]) -> str | None:
 
 
 def unavailability(snap: ClusterSnapshot, node_ids: list[str], label: str,
-                   accepted: Iterable[str] = (), proof: bool = False) -> tuple[list[str], list[str]]:
+                   accepted: Iterable[str] = (), proof: bool = False,
+                   away: Iterable[str] = ()) -> tuple[list[str], list[str]]:
     """(problems, acknowledgements): shards that stopping these nodes leaves with no started copy,
     as refusals with what to do, and, for indices matching an accepted pattern, as notes. With ``proof``
-    (the last look), every shard these nodes hold must have a started copy elsewhere."""
-    lonely = (held_without_started_copy_elsewhere if proof else shards_without_other_copy)(snap, node_ids)
+    (the last look), every shard these nodes hold must have a started copy elsewhere, and not on the
+    nodes ``away`` (a window's) either."""
+    lonely = (held_without_started_copy_elsewhere(snap, node_ids, away) if proof
+              else shards_without_other_copy(snap, node_ids))
     if not lonely:
         return [], []
     patterns = tuple(accepted)
@@ -108,6 +117,9 @@ def unavailability(snap: ClusterSnapshot, node_ids: list[str], label: str,
     if no_replicas:
         hint = (f"index(es) {', '.join(no_replicas[:5])} have 0 replicas: add a replica "
                 "(index.number_of_replicas: 1) before the restart, or accept it with --allow-unavailable PATTERN")
+    elif proof and set(away):
+        hint = ("their other started copies are on nodes of the window (away, or not yet recovered): it waits "
+                "for them to recover")
     elif waiting:
         hint = ("their other copies are not started (unassigned or recovering: a node away, or a recovery not "
                 "done): wait until the cluster is green, or bring the missing node back")

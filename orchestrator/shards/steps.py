@@ -8,6 +8,7 @@ effect for the key (a transient value wins over a persistent one).
 from __future__ import annotations
 
 import contextlib
+import re
 import shlex
 from typing import Any
 
@@ -17,15 +18,16 @@ from orchestrator.restart.deferral import deferrable_wait, waited_before_s
 from orchestrator.restart.events import Event
 from orchestrator.restart.install import target_version
 from orchestrator.restart.journal import BatchRecord
-from orchestrator.restart.phases import Phase
+from orchestrator.restart.phases import Phase, reached
 from orchestrator.restart.steps import StepFn, for_each_node, per_node, restore_settings, set_all_temporarily
 from orchestrator.retry import Seen, wait_until
-from orchestrator.shards.adapter import ShardClusterAdapter
+from orchestrator.shards.adapter import INDEX_SCOPE, ShardClusterAdapter, index_setting_key
 from orchestrator.shards.leases import LeaseAtRisk, bytes_at_risk, kept_in_its_own_view, leases_at_risk
 from orchestrator.shards.plan import ALLOCATION_ENABLE
 from orchestrator.shards.plugins import require_installable
 from orchestrator.shards.safety import unassigned_beyond_accepted
 from orchestrator.shards.settled import blocking_text, settle
+from orchestrator.shards.window import DELAYED_TIMEOUT, copy_key, own_copies_waiting, shard_of, window_delay_s
 from orchestrator.units import human_bytes, parse_size
 
 
@@ -125,13 +127,17 @@ def wait_for_retention_leases(ctx: RunContext[ShardClusterAdapter], batch: Batch
                    data={"leases_behind": [r.text(names) for r in risks], "bytes_at_risk": bytes_at_risk(risks)}))
 
 
-def wait_for_recovery(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) -> None:
+def recovering(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord, what: str) -> tuple[float, float]:
+    """The batch's joined nodes said recovering; (when the wait starts, and the seconds it waited before it was
+    deferred: a run back from a deferral counts the recovery from when its wait first began)."""
     for name in batch.nodes:
         if ctx.record(name).phase == Phase.JOINED:
-            ctx.set_phase(name, Phase.RECOVERING, f"{name}: waiting for its shards to recover")
-    started = ctx.clock.monotonic()
-    # A run back from a deferral counts the recovery from when its wait first began.
-    earlier_s = waited_before_s(ctx.deferral, "recovery", batch.number)
+            ctx.set_phase(name, Phase.RECOVERING, f"{name}: waiting for {what} to recover")
+    return ctx.clock.monotonic(), waited_before_s(ctx.deferral, "recovery", batch.number)
+
+
+def wait_for_recovery(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) -> None:
+    started, earlier_s = recovering(ctx, batch, "its shards")
     limit = ctx.inv.timeouts.recovery_s
 
     allow_yellow = ctx.options.allow_yellow
@@ -209,7 +215,11 @@ def wait_for_recovery(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) 
                     should_stop=lambda: ctx.abort.requested,
                     hint="Shards are still recovering or cannot be allocated (see `_cluster/allocation/explain`); "
                          "`orchestrate resume` waits again.")
-    elapsed = ctx.clock.monotonic() - started + earlier_s
+    record_recovered(ctx, batch, ctx.clock.monotonic() - started + earlier_s)
+
+
+def record_recovered(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord, elapsed: float) -> None:
+    """The batch's nodes done: how long they recovered, and what was copied from peers and reused."""
     stats = recovery_stats(ctx, batch)
     for name in batch.nodes:
         ctx.timed(name, "recovery", elapsed)
@@ -222,6 +232,82 @@ def wait_for_recovery(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) 
         ctx.journal.recovered(name, figures)
         ctx.set_phase(name, Phase.DONE, f"{name}: done; recovery {elapsed:.1f} s, "
                                         f"{figures['bytes_from_peers']} bytes copied from peers")
+
+
+# --- a window's run: several nodes away at once (issue 57, restart/window_run.py) ------------------------
+TIME_VALUE = re.compile(r"(\d{1,12})(d|h|m|s|ms|micros|nanos)")
+TIME_UNIT_S = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "micros": 1e-6, "nanos": 1e-9}
+
+
+def seconds_of(value: Any) -> float | None:
+    """An Elasticsearch time value ("5m", "90s", "0") in seconds; None when it is not one."""
+    text = str(value).strip()
+    if text in ("0", "-1"):
+        return float(text)
+    found = TIME_VALUE.fullmatch(text)
+    return int(found[1]) * TIME_UNIT_S[found[2]] if found else None
+
+
+def waits_s(value: Any) -> float:
+    """How long an index with this own delayed_timeout (None: none of its own, the default minute) waits."""
+    waits = seconds_of(value) if value is not None else 60.0
+    return waits if waits is not None else 0.0
+
+
+
+
+def delay_allocation(ctx: RunContext[ShardClusterAdapter]) -> None:
+    """A window's run keeps allocation enabled, so that a node back recovers its own copies while others are still
+    away; so that the copies of the nodes away are not copied in full elsewhere meanwhile, each index waits for a
+    node that left at least as long as a node may take to come back (`index.unassigned.node_left.delayed_timeout`,
+    each index's own value journaled and restored exactly; an index that waits longer already is left alone)."""
+    delay = window_delay_s(ctx.inv.timeouts, bool(ctx.options.reboot or ctx.options.reboot_nodes))
+    changes = [(index_setting_key(index, DELAYED_TIMEOUT), INDEX_SCOPE, value, f"{delay}s")
+               for index, value in sorted(ctx.cluster.index_settings_of(DELAYED_TIMEOUT).items())
+               if waits_s(value) < delay]
+    set_all_temporarily(ctx, changes, None)
+
+
+def remember_copies(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) -> None:
+    """Just before a window's node stops: the copies it holds, journaled, so that it leaves the window only once
+    they have recovered (`wait_for_own_recovery`), after a resume too."""
+    held = ctx.cluster.copies_held(batch_node_ids(ctx, batch))
+    ids = {node_id: name for name, node_id in ctx.journal.plan.node_ids.items()}
+    for name in batch.nodes:
+        if not reached(ctx.record(name).phase, Phase.STOPPING):
+            ctx.journal.held_before_stop(name, [copy_key(c.index, c.shard) for c in held
+                                                if ids.get(c.node_id or "") == name])
+
+
+def wait_for_own_recovery(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) -> None:
+    """A window's node leaves the window once the copies it held before its stop have recovered: each STARTED on it
+    again (or placed elsewhere by the cluster, every copy of its shard started). Other nodes of the window may still
+    be away: the cluster's health says nothing of this node, its indices' routing table does."""
+    started, earlier_s = recovering(ctx, batch, "its own copies")
+    node_ids = ctx.journal.plan.node_ids
+    held = {name: ctx.record(name).held for name in batch.nodes}
+    indices = sorted({shard_of(key)[0] for keys in held.values() for key in keys})
+    said = ""
+
+    def recovered(seen: Seen[bool]) -> bool | None:
+        nonlocal said
+        copies = ctx.cluster.shards_of(indices) if indices else []
+        waiting = [f"{name}: {', '.join(w[:5])}" + (f" and {len(w) - 5} more" if len(w) > 5 else "")
+                   for name in batch.nodes if (w := own_copies_waiting(copies, node_ids.get(name, ""), held[name]))]
+        seen.text = "; ".join(waiting) or "every copy recovered"
+        if waiting and seen.text != said:
+            said = seen.text
+            ctx.emit(Event("wait", f"batch {batch.number}: waiting for its own copies to recover ({said})",
+                           batch=batch.number))
+        return None if waiting else True
+
+    deferrable_wait(ctx.deferral, "recovery", batch.number, tuple(batch.nodes), recovered,
+                    what=f"the copies of {', '.join(batch.nodes)} to recover", timeout_s=ctx.inv.timeouts.recovery_s,
+                    interval_s=ctx.inv.timeouts.poll_interval_s, clock=ctx.clock,
+                    should_stop=lambda: ctx.abort.requested,
+                    hint="Shards are still recovering or cannot be allocated (see `_cluster/allocation/explain`); "
+                         "`orchestrate resume` waits again.")
+    record_recovered(ctx, batch, ctx.clock.monotonic() - started + earlier_s)
 
 
 def under_way(rows: list[dict[str, Any]], node: str) -> list[dict[str, Any]]:
@@ -359,7 +445,7 @@ def check_version(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) -> N
         ctx.emit(Event("step", f"{name}: runs {version}", node=name, data={"version": version}))
 
 
-RUN_STEPS = {"raise_recovery_limits": raise_recovery_limits}
+RUN_STEPS = {"raise_recovery_limits": raise_recovery_limits, "delay_allocation": delay_allocation}
 STEPS: dict[str, StepFn[ShardClusterAdapter]] = {
     "restrict_allocation": restrict_allocation,
     "flush": flush,
@@ -368,4 +454,6 @@ STEPS: dict[str, StepFn[ShardClusterAdapter]] = {
     "wait_for_recovery": wait_for_recovery,
     "upgrade_plugins": upgrade_plugins,
     "check_version": check_version,
+    "remember_copies": remember_copies,
+    "wait_for_own_recovery": wait_for_own_recovery,
 }

@@ -9,40 +9,20 @@ the window's zone is still proven shard by shard. A master-eligible node is admi
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
-from orchestrator.config.model import Inventory
+from orchestrator.config.model import Inventory, Timeouts
+from orchestrator.config.playbook import Playbook
 from orchestrator.errors import ConfigError
-from orchestrator.restart.plan import Plan
-from orchestrator.shards.safety import held_without_started_copy_elsewhere
-from orchestrator.shards.snapshot import ClusterSnapshot
-
-BUDGET = re.compile(r"([1-9][0-9]{0,5})(%?)")
-
-
-@dataclass(frozen=True)
-class Budget:
-    """At most ``count`` nodes (or ``percent`` % of the nodes in play, at least 1) away or not yet recovered."""
-
-    count: int = 1
-    percent: bool = False
-
-    @classmethod
-    def parse(cls, text: str, where: str = "--max-unavailable") -> Budget:
-        found = BUDGET.fullmatch(text.strip())
-        if not found or (found[2] and int(found[1]) > 100):
-            raise ConfigError(where, [f"{text[:40]!r}: give a number of nodes (4) or a percentage of them (5%)"])
-        return cls(int(found[1]), bool(found[2]))
-
-    def nodes(self, in_play: int) -> int:
-        """How many nodes may be away at once, of ``in_play``."""
-        return max(1, in_play * self.count // 100) if self.percent else max(1, min(self.count, in_play))
-
-    def __str__(self) -> str:
-        return f"{self.count}%" if self.percent else str(self.count)
+from orchestrator.restart.budget import Budget
+from orchestrator.restart.plan import Batch, Plan, SettingChange
+from orchestrator.restart.records import RunOptions
+from orchestrator.shards.plan import ALLOCATION_ENABLE
+from orchestrator.shards.safety import cluster_red, held_without_started_copy_elsewhere, quorum_problems, unavailability
+from orchestrator.shards.snapshot import ClusterSnapshot, ShardCopy
 
 
 def unproven(snap: ClusterSnapshot, candidate: str, away: Collection[str]) -> list[str]:
@@ -59,16 +39,54 @@ def admission(snap: ClusterSnapshot, candidate: str, away: Collection[str], zone
     elsewhere. Each reason says what it waits for."""
     if len(away) >= room:
         return [f"the window is full ({len(away)} of {room} away)"]
-    if away and (candidate in masters or any(n in masters for n in away)):
-        return ["a master-eligible node is restarted alone: it waits for the window to empty"]
-    zones = {zone_of.get(n) for n in away}
-    if away and zone_of.get(candidate) not in zones:
-        return [f"the window holds zone {', '.join(sorted(str(z) for z in zones))}: one zone at a time"]
+    beside = beside_the_window(candidate, away, zone_of, masters)
+    if beside:
+        return beside
     lonely = unproven(snap, candidate, away)
     if lonely:
         shown = ", ".join(lonely[:5]) + (f" and {len(lonely) - 5} more" if len(lonely) > 5 else "")
         return [f"shard(s) {shown} would have no started copy left: it waits for the window's nodes to recover"]
     return []
+
+
+def beside_the_window(candidate: str, away: Collection[str], zone_of: Mapping[str, str | None],
+                      masters: Collection[str]) -> list[str]:
+    """Why ``candidate`` may not be away beside ``away`` whatever its shards: a master-eligible node is away
+    alone, and the window holds one zone at a time (zones are hints, never proof: the shards still decide)."""
+    if away and (candidate in masters or any(n in masters for n in away)):
+        return ["a master-eligible node is restarted alone: it waits for the window to empty"]
+    zones = {zone_of.get(n) for n in away}
+    if away and zone_of.get(candidate) not in zones:
+        return [f"the window holds zone {', '.join(sorted(str(z) for z in zones))}: one zone at a time"]
+    return []
+
+
+def zones_of(snap: ClusterSnapshot, plan: Plan, inv: Inventory) -> dict[str, str | None]:
+    """Node id -> its zone: the inventory's, else the one the snapshot read of the node."""
+    return {plan.node_ids[e.name]: e.zone or (node.zone if (node := snap.node_by_id(plan.node_ids[e.name])) else None)
+            for e in inv.nodes if e.name in plan.node_ids}
+
+
+def window_check(snap: ClusterSnapshot, plan: Plan, inv: Inventory, candidate: str, window: Collection[str],
+                 options: RunOptions) -> list[str]:
+    """Why ``candidate`` (an inventory name) may not join the window of ``window`` (inventory names, the nodes
+    admitted and not yet recovered) now, from a live snapshot of its shards (`gate_snapshot(proof=True)`): a red
+    cluster, a node outside the window missing, a master-eligible node beside others, another zone, the master
+    quorum, or a shard it holds with no started copy on a node outside the window and itself (indices accepted
+    by --allow-unavailable aside). Empty: it may. Pure; the last look before its stop asks it again."""
+    ids = plan.node_ids
+    node_id, away = ids[candidate], [ids[n] for n in window if n in ids and n != candidate]
+    problems = cluster_red(snap)
+    outside = len(ids) - len(away) - 1  # every node but the window's (and the candidate, which may be stopping)
+    if snap.health.number_of_nodes < outside:
+        missing = f" ({', '.join(snap.absent)} not in it)" if snap.absent else ""
+        problems.append(f"only {snap.health.number_of_nodes} nodes are in the cluster, fewer than the {outside} "
+                        f"outside the window{missing}")
+    beside = beside_the_window(node_id, away, zones_of(snap, plan, inv), {n.id for n in snap.master_eligible})
+    if beside:
+        return problems + beside  # it waits for the window, whatever its shards say now
+    problems += quorum_problems(snap, [*away, node_id], candidate)
+    return problems + unavailability(snap, [node_id], candidate, options.allow_unavailable, proof=True, away=away)[0]
 
 
 @dataclass(frozen=True)
@@ -103,14 +121,102 @@ def window_notes(snap: ClusterSnapshot, plan: Plan, inv: Inventory, budget: Budg
     in_play = [n for b in plan.batches for n in b.nodes]
     room = budget.nodes(len(in_play))
     order = [plan.node_ids[n] for n in in_play if n in plan.node_ids]
-    zone_of = {plan.node_ids[e.name]: e.zone or (node.zone if (node := snap.node_by_id(plan.node_ids[e.name]))
-                                                 else None) for e in inv.nodes if e.name in plan.node_ids}
-    found = reach(snap, order, zone_of, {n.id for n in snap.master_eligible}, room)
+    found = reach(snap, order, zones_of(snap, plan, inv), {n.id for n in snap.master_eligible}, room)
     each = plan.estimate_s / len(in_play) if in_play else 0.0
     windowed = each * max(len(in_play) / max(found.together, 1), 1)
     limits = f"; held below the budget by {', '.join(found.limits)}" if found.limits else ""
     return [f"--max-unavailable {budget}: at most {room} of the {len(in_play)} nodes away at once; from this "
             f"snapshot {found.together} could be away together{limits}",
             f"--max-unavailable {budget}: about {windowed / 60:.0f} min with the window, {plan.estimate_s / 60:.0f} "
-            "min one node at a time; this version plans the window but runs one node at a time "
-            "(`restart --max-unavailable` above 1 is refused; docs/restart-procedure.md, \"The window\")"]
+            "min one node at a time (the window opens 1, 2, 4, ... up to the budget; docs/restart-procedure.md, "
+            "\"The window\")"]
+
+
+DELAYED_TIMEOUT = "index.unassigned.node_left.delayed_timeout"
+WINDOW_DELAY_MARGIN_S = 300.0  # beyond a node's own stop, start and rejoin timeouts: a slow node still finds its copies
+
+
+def window_delay_s(timeouts: Timeouts, reboots: bool) -> int:
+    """How long each index waits for a node of the window before copying its copies elsewhere: as long as a node
+    may take to stop, (reboot,) start and rejoin, and a margin."""
+    t = timeouts
+    return int(t.stop_s + t.start_s + t.join_s + (t.reboot_s if reboots else 0) + WINDOW_DELAY_MARGIN_S)
+
+
+def planned_for_a_window(plan: Plan, snap: ClusterSnapshot, inv: Inventory, reboots: bool) -> Plan:
+    """The plan of a window's run: its nodes grouped by zone, the smallest first (the window holds one zone at a
+    time, so the next nodes in order are of the zone in it), the master-eligible nodes where the plan put them
+    (last, the elected one last); allocation left enabled, each index's delayed_timeout raised for the run
+    instead."""
+    zone_of = zones_of(snap, plan, inv)
+    masters = {n.id for n in snap.master_eligible}
+    zone_sizes = Counter(zone_of.get(plan.node_ids.get(b.nodes[0], "")) for b in plan.batches
+                         if plan.node_ids.get(b.nodes[0], "") not in masters)
+
+    def place(b: Batch) -> tuple[int, int]:
+        # The smallest zone first: the ramp's first node alone costs the least there, and the larger zones then
+        # fill the opened window.
+        node_id = plan.node_ids.get(b.nodes[0], "")
+        return (1, 0) if node_id in masters else (0, zone_sizes[zone_of.get(node_id)])
+
+    ordered = sorted(plan.batches, key=place)  # stable: the plan's order within a zone, and among the masters
+    delay = window_delay_s(inv.timeouts, reboots)
+    settings = [c for c in plan.settings if c.key != ALLOCATION_ENABLE]
+    settings.insert(0, SettingChange(DELAYED_TIMEOUT, "each index", "its own", f"{delay}s", "for the run, by index",
+                                     "allocation stays enabled so that a node back recovers while others are away; "
+                                     "each index waits this long for a node away before copying its copies elsewhere"))
+    return replace(plan, batches=tuple(replace(b, number=i) for i, b in enumerate(ordered, 1)),
+                   settings=tuple(settings))
+
+
+# What a batch's steps become with other nodes away beside it: allocation stays enabled (each index waits for the
+# nodes away instead: delay_allocation), and a node leaves the window once its own copies are back.
+WINDOW_DROPS = ("restrict_allocation", "restore_allocation")
+
+
+def windowed(playbook: Playbook) -> Playbook:
+    """The playbook of a window's run (`--max-unavailable` above 1), shown by `plan` and journaled by the run:
+    restrict_allocation and restore_allocation left out (another node's restore would let the copies of the nodes
+    still away be copied elsewhere; `delay_allocation`, for the run, makes them wait instead), remember_copies
+    just before stop_service, and wait_for_own_recovery for wait_for_recovery (the cluster stays yellow while
+    other nodes are away: the node's own copies say when it may leave the window)."""
+    names = [s.name for s in playbook.steps()]
+    if "wait_for_recovery" not in names and "wait_for_own_recovery" not in names:
+        raise ConfigError(f"playbook {playbook.name}", ["--max-unavailable above 1 needs wait_for_recovery in the "
+                                                        "batch: a node leaves the window once its copies recovered"])
+    batch: list[Any] = []
+    for entry in playbook.batch:
+        if entry in WINDOW_DROPS:
+            continue
+        if entry == "stop_service" and "remember_copies" not in names:
+            batch.append("remember_copies")
+        batch.append("wait_for_own_recovery" if entry == "wait_for_recovery" else entry)
+    before_run = [*playbook.before_run, *([] if "delay_allocation" in playbook.before_run else ["delay_allocation"])]
+    return playbook.model_copy(update={"batch": batch, "before_run": before_run})
+
+
+def copy_key(index: str, shard: int) -> str:
+    """A copy as a window's journal names it: an index name never holds a slash."""
+    return f"{index}/{shard}"
+
+
+def shard_of(key: str) -> tuple[str, int]:
+    index, _, shard = key.rpartition("/")
+    return index, int(shard)
+
+
+def own_copies_waiting(copies: Iterable[ShardCopy], node_id: str, held: Iterable[str]) -> list[str]:
+    """Of the shards ``node_id`` held before its stop (``held``, as `copy_key` names them), those it has not
+    recovered: no STARTED copy on it again, and a copy of the shard still unassigned or recovering (the cluster
+    has not placed it elsewhere either). Empty: the node may leave the window. ``copies``: every copy of those
+    shards' indices, from the routing table. A shard whose index is gone waits for nothing."""
+    by_shard: dict[tuple[str, int], list[ShardCopy]] = {}
+    for c in copies:
+        by_shard.setdefault((c.index, c.shard), []).append(c)
+    waiting = []
+    for key in held:
+        mine = by_shard.get(shard_of(key), [])
+        back = any(c.node_id == node_id and c.state == "STARTED" for c in mine)
+        if mine and not back and not all(c.state == "STARTED" for c in mine):
+            waiting.append("[{}][{}]".format(*shard_of(key)))
+    return sorted(waiting)

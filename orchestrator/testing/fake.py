@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import shlex
 import threading
+import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from typing import Any, ClassVar
 
 from orchestrator.config.discovered import Facts
 from orchestrator.config.model import ClusterSection, Inventory, NodeEntry, ProductSettings
+from orchestrator.config.playbook import Playbook
 from orchestrator.errors import ConfigError
 from orchestrator.hosts.capacity import HostCapacity
 from orchestrator.hosts.transport import CommandResult, Transport
@@ -65,6 +67,7 @@ class FakeSnapshot:
     settings: dict[tuple[str, str], Any]
     zones: dict[str, str | None]
     sole_copies: dict[str, tuple[str, ...]] = field(default_factory=dict)  # node -> indices only it holds
+    copies: dict[str, tuple[str, ...]] = field(default_factory=dict)  # index -> the nodes holding a copy
 
 
 @dataclass
@@ -85,6 +88,12 @@ class FakeCluster:
     stop_ends_after_start_of: dict[str, str] = field(default_factory=dict)
     sole_copies: dict[str, tuple[str, ...]] = field(default_factory=dict)  # node -> indices only it holds
     settings_at_stop: dict[str, dict[tuple[str, str], Any]] = field(default_factory=dict)  # node -> settings then
+    # A window's layout: index -> the nodes holding its copies; the fake records, at each stop, the nodes then
+    # away and each index left with no copy on a node that is up and joined.
+    copies: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    unavailable: list[str] = field(default_factory=list)
+    away_at_stops: list[tuple[str, ...]] = field(default_factory=list)
+    start_takes_s: float = 0.0  # real time a start command takes (a window's nodes then overlap, as real ones do)
     writes: list[dict[str, Any]] = field(default_factory=list)  # each settings request: {key: value}
     _pids: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -125,7 +134,19 @@ class FakeCluster:
         with self._lock:
             down = frozenset(n.name for n in self.nodes.values() if not n.up or n.polls_to_join > 0)
             return FakeSnapshot(down, dict(self.settings), {n.name: n.zone for n in self.nodes.values()},
-                                dict(self.sole_copies))
+                                dict(self.sole_copies), dict(self.copies))
+
+    def away(self) -> set[str]:
+        """The nodes down, or started and not yet joined."""
+        return {n.name for n in self.nodes.values() if not n.up or n.polls_to_join > 0}
+
+    def record_stop(self) -> None:
+        """At a stop: the most nodes away at once, and each index left with no copy on a node up and joined."""
+        with self._lock:
+            away = self.away()
+            self.away_at_stops.append(tuple(sorted(away)))
+            self.unavailable += [f"{index} (its nodes {', '.join(holders)} all away)"
+                                 for index, holders in self.copies.items() if set(holders) <= away]
 
     def gate_snapshot(self, plan: Plan, restarting: Collection[str], proof: bool = False) -> FakeSnapshot:
         return self.snapshot()
@@ -221,6 +242,7 @@ class FakeTransport:
                 self.cluster.stop_barrier.wait(timeout=5)  # raises if the batch's nodes do not stop together
             self.cluster.settings_at_stop[fake.name] = dict(self.cluster.settings)
             fake.up = False
+            self.cluster.record_stop()
             other = self.cluster.stop_ends_after_start_of.get(fake.name)
             if other is not None:
                 with self.cluster._started:
@@ -232,6 +254,7 @@ class FakeTransport:
                 return CommandResult(0, "", "")  # as systemd: starting a running unit does nothing
             if fake.start_fails:
                 return CommandResult(1, "", f"Job for {unit} failed")
+            time.sleep(min(self.cluster.start_takes_s, 1.0))
             fake.up, fake.starts = True, fake.starts + 1
             fake.pid = next(self.cluster._pids)
             fake.polls_to_join = self.cluster.join_polls if fake.rejoins else 1
@@ -329,6 +352,27 @@ class FakeProduct:
         lost = sorted(i for n in nodes for i in sole.get(n, ())
                       if not any(fnmatchcase(i, p) for p in options.allow_unavailable))
         return [f"stopping it leaves index(es) {', '.join(lost)} with no copy."] if lost else []
+
+    def window_check(self, snapshot: FakeSnapshot, plan: Plan, inv: Inventory, candidate: str,
+                     window: Sequence[str], options: RunOptions) -> list[str]:
+        """A node joins a window when no other node is down, one zone at a time, and each index it holds keeps a
+        copy on a node up and outside the window."""
+        gone = {*window, candidate}
+        problems = [f"node(s) not in the cluster: {', '.join(sorted(snapshot.down - gone))}"] \
+            if snapshot.down - gone else []
+        zones = {snapshot.zones.get(n) for n in window if n != candidate}
+        if zones and snapshot.zones.get(candidate) not in zones:
+            problems.append("the window holds another zone: one zone at a time")
+        lonely = sorted(i for i, holders in snapshot.copies.items()
+                        if candidate in holders and not set(holders) - gone - snapshot.down)
+        if lonely:
+            problems.append(f"index(es) {', '.join(lonely)} would have no copy outside the window.")
+        return problems + self.stop_check(snapshot, plan, [candidate], options)
+
+    def windowed(self, playbook: Playbook) -> Playbook:
+        # The held setting is per batch: another batch's release would end it while this one is away.
+        return playbook.model_copy(update={"batch": [e for e in playbook.batch
+                                                     if e not in ("hold_setting", "release_setting")]})
 
     def with_host_capacity(self, inv: Inventory, snapshot: FakeSnapshot,
                            capacity: Mapping[str, HostCapacity]) -> FakeSnapshot:

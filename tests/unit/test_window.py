@@ -1,7 +1,7 @@
 """The window's proof (issue 57), pure and proven as it is written: a node is admitted only when each shard it
 holds keeps a started copy outside the window; masters alone; one zone at a time; the budget as given. A
 property over random layouts: admitting node after node as the proof allows never leaves a shard with no
-started copy. (The engine that runs a window is not yet written: docs/restart-procedure.md, "The window".)"""
+started copy. The engine that runs a window: test_window_run.py."""
 
 from __future__ import annotations
 
@@ -88,10 +88,10 @@ def test_no_window_the_proof_fills_leaves_a_shard_without_a_started_copy(
     assert started_before & held_away <= started_after, "a shard the window holds lost its last started copy"
 
 
-def test_the_plan_of_a_budget_says_its_reach_and_a_run_of_one_is_refused_before_anything(tmp_path: object) -> None:
+def test_the_plan_of_a_budget_says_its_reach_and_a_window_by_zone_is_refused_before_anything(tmp_path: object) -> None:
     """`plan --max-unavailable 4` on twelve nodes of the fake Elasticsearch says how many could be away together
-    and the estimate beside one at a time; `restart --max-unavailable 4` is refused (exit 2) before it reads a
-    cluster; Riak refuses any budget above 1, saying why."""
+    and the estimate beside one at a time, with the window's procedure and the masters last; a window with
+    `--by zone` or `--pause-between` is refused before the cluster is asked; Riak refuses any budget above 1."""
     from dataclasses import replace
     from pathlib import Path
 
@@ -110,15 +110,21 @@ def test_the_plan_of_a_budget_says_its_reach_and_a_run_of_one_is_refused_before_
     with FakeEsServer(cluster) as server:
         config = fake_inventory(Path(str(tmp_path)) / "c.yaml", server.url,
                                 [(n, cluster.by_name[n].ip) for n in sorted(cluster.by_name)])
-        target = open_target(None, config)
+        target, budget = plans.windowed(open_target(None, config), "4", Mode.NODE)
         transport = FakeHostTransport(server.url)
-        plan = plans.make_plan(target, Mode.NODE, replace(RunOptions(), max_unavailable="4"),
+        plan = plans.make_plan(target, Mode.NODE, replace(RunOptions(), max_unavailable=budget),
                                host_transport=lambda: transport)
+        for by, pause, said in ((Mode.ZONE, 0.0, "--by node"), (Mode.NODE, 5.0, "a pause between")):
+            with pytest.raises(ConfigError, match=said):
+                plans.windowed(open_target(None, config), "4", by, pause)
+    steps = [name for name, _ in target.procedure.batch]
+    assert "restrict_allocation" not in steps and steps.index("remember_copies") + 1 == steps.index("stop_service")
+    assert steps[-1] == "wait_for_own_recovery" and "delay_allocation" in target.procedure.playbook.before_run
+    masters = {n for n in cluster.by_name if cluster.by_name[n].is_master}
+    assert {b.nodes[0] for b in plan.batches[-3:]} == masters, "the masters last"
     said = [n for n in plan.notes if n.startswith("--max-unavailable 4")]
     assert len(said) == 2 and "at most 4 of the 12 nodes away at once" in said[0], said
     assert "could be away together" in said[0] and "one node at a time" in said[1]
-    refused = orchestrate("restart", "--cluster", "no-such-cluster", "--max-unavailable", "4", "--yes")
-    assert refused.returncode == 2 and "restarts one node at a time" in refused.stderr + refused.stdout
     bad = orchestrate("plan", "--cluster", "no-such-cluster", "--max-unavailable", "0")
     assert bad.returncode == 2 and "give a number of nodes" in bad.stderr + bad.stdout
     riak = unsupported_options(RunOptions(max_unavailable="2"), inventory(["a"]))

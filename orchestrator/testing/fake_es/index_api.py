@@ -9,7 +9,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from orchestrator.testing.fake_es.cluster_api import flat, nested
-from orchestrator.testing.fake_es.model import STARTED, UNASSIGNED, Copy, FakeCluster, FakeIndex, LockDoc
+from orchestrator.testing.fake_es.model import STARTED, UNASSIGNED, Copy, FakeCluster, FakeIndex, LockDoc, node_id
 from orchestrator.testing.fake_es.nodes_api import copy_stats
 from orchestrator.testing.fake_es.routes import Request, api, cat, error, index_names, no_such_index
 
@@ -210,7 +210,10 @@ def deprecations(cluster: FakeCluster, request: Request, found: re.Match[str]) -
 RESTRICTED = (".security",)
 
 
-@api("GET", INDICES + r"/_settings(?:/(?P<names>[^/]+))?", "GET /{indices}/_settings")
+SOME_INDICES = r"/(?P<indices>_all|[^/_][^/]*)"
+
+
+@api("GET", SOME_INDICES + r"/_settings(?:/(?P<names>[^/]+))?", "GET /{indices}/_settings")
 def index_settings(cluster: FakeCluster, request: Request, found: re.Match[str]) -> Any:
     out = {}
     for index in index_names(cluster, found.group("indices"), request):
@@ -218,11 +221,27 @@ def index_settings(cluster: FakeCluster, request: Request, found: re.Match[str])
             continue
         values = {"index.number_of_shards": str(len(index.shards)), "index.hidden": str(index.hidden).lower(),
                   "index.number_of_replicas": str(len(index.shards[0]) - 1 if index.shards else 0),
+                  "index.uuid": node_id(f"index:{index.name}"), **index.settings,
                   **({"index.auto_expand_replicas": index.auto_expand} if index.auto_expand else {})}
         wanted = (found.group("names") or "").split(",")
         values = {k: v for k, v in values.items() if not found.group("names") or any(fnmatchcase(k, w) for w in wanted)}
         out[index.name] = {"settings": values if request.flag("flat_settings") else nested(values)}
     return out
+
+
+@api("PUT", SOME_INDICES + r"/_settings", "PUT /{indices}/_settings")
+def put_index_settings(cluster: FakeCluster, request: Request, found: re.Match[str]) -> Any:
+    """Dynamic index settings (flat or nested `index.` keys); null puts the default back."""
+    body = flat(request.body) if isinstance(request.body, dict) else {}
+    for index in index_names(cluster, found.group("indices"), request):
+        for key, value in body.items():
+            if not key.startswith("index."):
+                raise error(400, "illegal_argument_exception", f"unknown setting [{key}]")
+            if value is None:
+                index.settings.pop(key, None)
+            else:
+                index.settings[key] = str(value)
+    return {"acknowledged": True}
 
 
 @api("GET", r"/_cat/recovery(?:" + INDICES + ")?", "GET /_cat/recovery")

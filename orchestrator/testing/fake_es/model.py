@@ -17,7 +17,7 @@ import random
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 STARTED, INITIALIZING, UNASSIGNED = "STARTED", "INITIALIZING", "UNASSIGNED"
@@ -90,6 +90,7 @@ class FakeIndex:
     auto_expand: str | None = None
     indexed: int = 0  # documents written to it (its primaries' `indexing.index_total`)
     ids: set[str] | None = None  # the documents bulk requests wrote (their count is its docs')
+    settings: dict[str, str] = field(default_factory=dict)  # its own dynamic settings, as PUT (flat keys)
 
     @property
     def copies(self) -> Iterator[Copy]:
@@ -121,6 +122,10 @@ class FakeCluster:
         # Node ids whose node stats fail (a busy node, a breaker, a timeout): Elasticsearch answers 200 with
         # `_nodes.failed` counting them, and leaves them out of `nodes`.
         self.stats_failing: set[str] = set()
+        # What the fake itself saw at each stop, for tests that must not trust the tool's own account: the nodes
+        # down at once, and each shard left with no started copy.
+        self.down_at_stops: list[int] = []
+        self.without_started_copy: list[str] = []
         self.settings: dict[str, dict[str, Any]] = {"persistent": {}, "transient": {}}
         self.docs: dict[tuple[str, str], LockDoc] = {}
         self.seq_no = 0
@@ -239,7 +244,10 @@ class FakeCluster:
                         others[0].primary, copy.primary = True, False
                 copy.last_node, copy.node = node.id, None
                 self._state(copy, UNASSIGNED)
+                if not any(c.state == STARTED for c in self.indices[copy.index].shards[copy.shard]):
+                    self.without_started_copy.append(f"[{copy.index}][{copy.shard}] at the stop of {name}")
             self.on_node[node.id] = set()
+            self.down_at_stops.append(sum(1 for n in self.nodes.values() if not n.up))
 
     def start(self, name: str) -> None:
         with self.lock:

@@ -1,0 +1,187 @@
+"""The window (issue 57): several nodes away at once, within the run's budget, each admitted on a live proof.
+
+A sliding window, not barriers: a node joins as soon as the window has room and its product proves, from a
+live read of the node's own part of the cluster, that it may be away beside the nodes already in it
+(`Product.window_check`: for the shard products, every copy it holds keeps a STARTED copy on a node outside
+the window). It leaves once its batch is done: back as a new process, its own copies recovered. The window
+opens 1, 2, 4, ... up to the budget (`budget.ramp`), each step only after as many nodes left it clean.
+
+Each node in the window goes through its batch's steps in a thread of its own; this loop alone admits, so
+that every proof sees every node admitted before it. A node is in the window from its admission (its batch
+journaled running) to its batch's end, so the window is the journal's running batches, after a resume too:
+those are taken back first, whatever the room. On a failure, a stop request or a pause, nothing more is
+admitted and the nodes in the window are brought back and recovered first.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import replace
+from typing import Any, Protocol
+
+from orchestrator.errors import Aborted, StoppedAfter, UnsafeToProceed
+from orchestrator.restart.budget import ramp, room_of
+from orchestrator.restart.context import RunContext
+from orchestrator.restart.events import Event
+from orchestrator.restart.journal import BatchRecord, BatchState, Journal
+from orchestrator.restart.lock import pause_request, request_pause
+from orchestrator.units import counted
+
+MAX_LOOKS_PER_TURN = 3  # candidates proven per turn of the loop: each is a live read of its node's part
+
+
+class WindowedEngine(Protocol):
+    """What the window asks of the engine (restart/engine.py), which runs each batch's steps."""
+
+    ctx: RunContext[Any]
+    product: Any
+    stop_after: int
+    at_once: int
+
+    def read_ahead(self, batch: BatchRecord) -> None: ...
+    def wait_until_safe(self, batch: BatchRecord) -> None: ...
+    def begin(self, batch: BatchRecord) -> None: ...
+    def work_through(self, batch: BatchRecord) -> None: ...
+    def honour_pause(self, batch: BatchRecord) -> None: ...
+
+
+def in_the_window(journal: Journal, batch: BatchRecord | None = None) -> list[str]:
+    """The nodes in the window (its running batches'), ``batch``'s own left out."""
+    return [n for b in journal.batches if b.state == BatchState.RUNNING and b is not batch for n in b.nodes]
+
+
+class WindowRun:
+    def __init__(self, engine: WindowedEngine) -> None:
+        # No deferral while nodes are away: each node's waits run in its own thread, and a scheduler's trigger
+        # watches one wait, not a window of them (docs/pipelines.md).
+        engine.ctx = replace(engine.ctx, deferral=None)
+        self.engine = engine
+        self.ctx = engine.ctx
+        self.journal = self.ctx.journal
+        self.room = room_of(self.ctx.options.max_unavailable, sum(len(b.nodes) for b in self.journal.batches))
+        self.under_way: dict[Future[None], BatchRecord] = {}
+        self.failure: BaseException | None = None
+        self.done_here = 0  # batches this invocation finished (for --stop-after)
+        self.refused: dict[int, str] = {}  # why each candidate waits, said once per change
+
+    @property
+    def left_clean(self) -> int:
+        return sum(1 for b in self.journal.batches if b.state == BatchState.DONE)
+
+    def pending(self) -> list[BatchRecord]:
+        return [b for b in self.journal.batches if b.state == BatchState.PENDING]
+
+    def run(self) -> None:
+        ctx = self.ctx
+        ctx.emit(Event("run", f"window: up to {counted(self.room, 'node')} away at once (--max-unavailable "
+                              f"{ctx.options.max_unavailable}), opened 1, 2, 4, ... as nodes leave it clean",
+                       data={"window": self.room}))
+        with ThreadPoolExecutor(max_workers=self.room + len(in_the_window(self.journal)),
+                                thread_name_prefix="window") as pool:
+            self.submit = pool.submit
+            for batch in [b for b in self.journal.batches if b.state == BatchState.RUNNING]:
+                self.launch(batch)  # in the window when the run stopped: its nodes come back first
+            while self.under_way or (self.pending() and not self.stopping()):
+                self.turn()
+        self.finish()
+
+    def stopping(self) -> bool:
+        return (self.failure is not None or self.ctx.abort.requested
+                or bool(self.engine.stop_after and self.done_here >= self.engine.stop_after))
+
+    def turn(self) -> None:
+        """One turn: admit who may join now; else wait for a node to leave the window (or a poll's time)."""
+        if not self.stopping() and self.pending():
+            if pause_request(self.ctx.cluster) is not None:
+                if not self.under_way:  # a pause holds the run with every node back
+                    self.engine.honour_pause(self.pending()[0])
+                    return
+            elif self.admit():
+                return
+        self.wait_for_one()
+
+    def admit(self) -> bool:
+        """Admit the first pending node (in the plan's order, a few looked at) that may join now."""
+        room = ramp(self.room, self.left_clean)
+        self.engine.at_once = room
+        if len(self.under_way) >= room:
+            return False
+        if not self.under_way:
+            # An empty window: the gate of a run one node at a time (healthy samples in a row, a give-up time),
+            # so that a window opens only on a cluster as healthy as a node's restart needs.
+            batch = self.pending()[0]
+            self.engine.read_ahead(batch)
+            self.engine.wait_until_safe(batch)
+            if not self.proven(batch):  # the gate passed, the proof did not: said, as a last look's refusal is
+                raise UnsafeToProceed(f"not starting batch {batch.number} ({batch.label}): "
+                                      f"{self.refused[batch.number]}")
+            self.launch(batch)
+            return True
+        for batch in self.pending()[:MAX_LOOKS_PER_TURN]:
+            if self.proven(batch):
+                self.engine.read_ahead(batch)
+                self.launch(batch)
+                return True
+        return False
+
+    def proven(self, batch: BatchRecord) -> bool:
+        """The product's proof, from a live read of the node's part, that it may join the window now."""
+        ctx = self.ctx
+        # The window as this loop admitted it: a batch done but not yet taken in is still in it here, so that a node
+        # that must wait for an empty window (a master) is admitted only by the empty window's gate, in its order.
+        window = [n for b in self.under_way.values() for n in b.nodes]
+        snapshot = ctx.cluster.gate_snapshot(self.journal.plan, batch.nodes, proof=True)
+        problems: list[str] = []
+        for name in batch.nodes:
+            problems += self.engine.product.window_check(snapshot, self.journal.plan, ctx.inv, name, window,
+                                                         ctx.options)
+        said = " ".join(problems)
+        if problems and self.refused.get(batch.number) != said:
+            self.refused[batch.number] = said
+            ctx.emit(Event("wait", f"batch {batch.number} ({batch.label}) waits to join the window of "
+                                   f"{', '.join(window) or 'no node'}: {said}", batch=batch.number))
+        return not problems
+
+    def launch(self, batch: BatchRecord) -> None:
+        self.engine.begin(batch)  # journaled running: in the window from now, for every later proof
+        self.under_way[self.submit(self.through, batch)] = batch
+
+    def through(self, batch: BatchRecord) -> None:
+        self.engine.work_through(batch)
+
+    def wait_for_one(self) -> None:
+        """Until a node leaves the window (or a poll's time passes): its end taken in."""
+        if not self.under_way:
+            self.ctx.clock.sleep(max(self.ctx.inv.timeouts.poll_interval_s, 1.0))
+            return
+        finished, _ = wait(list(self.under_way), timeout=max(self.ctx.inv.timeouts.poll_interval_s, 1.0),
+                           return_when=FIRST_COMPLETED)
+        for future in finished:
+            batch = self.under_way.pop(future)
+            error = future.exception()
+            if error is None:
+                self.left(batch)
+            elif self.failure is None or (isinstance(self.failure, Aborted) and not isinstance(error, Aborted)):
+                self.failure = error  # the first failure, before any stop it caused
+                if self.under_way:
+                    self.ctx.emit(Event("warning", f"batch {batch.number} ({batch.label}) failed: nothing more is "
+                                                   f"admitted; bringing back {', '.join(in_the_window(self.journal))} "
+                                                   "first", batch=batch.number))
+
+    def left(self, batch: BatchRecord) -> None:
+        """A node left the window clean: the canary's pause after the first, the count for --stop-after."""
+        self.done_here += 1
+        if self.ctx.options.canary and batch.number == 1 and self.pending():
+            request_pause(self.ctx.cluster, f"canary: batch 1 ({batch.label}) is done; check it before the rest")
+
+    def finish(self) -> None:
+        """After the window drained: the first failure, the stop asked, or --stop-after's end."""
+        if self.failure is not None:
+            raise self.failure
+        if self.ctx.abort.requested:
+            raise Aborted(f"stopped by the operator ({self.ctx.abort.reason}) at a safe point: every node of the "
+                          "window back")
+        left = len(self.pending())
+        if left and self.engine.stop_after and self.done_here >= self.engine.stop_after:
+            raise StoppedAfter(f"stopped after {counted(self.done_here, 'batch')} as asked (--stop-after "
+                               f"{self.engine.stop_after}); {counted(left, 'batch')} left")

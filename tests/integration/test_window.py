@@ -1,0 +1,86 @@
+"""The window (issue 57) on real nodes: several nodes away at once within `--max-unavailable`, each admitted on a
+live per-shard proof, under a steady write load; SIGKILLed with two nodes in the window, then resumed.
+
+On the "zones" group's sandbox (6 nodes in 2 zones, 3 of them master-eligible and holding data, Elasticsearch 8):
+the window holds one zone at a time, masters alone, so its widest moment is the two data nodes of zone-2 (which
+allocation awareness keeps from sharing a shard). What shows it is the cluster's own account, sampled every
+0.5 s by the load's health watcher: never red, and at some moment two nodes fewer than six.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from orchestrator.sandbox.load import LoadGenerator
+from orchestrator.sandbox.rest import access_of
+from tests.helpers import REPO, assert_no_traceback, json_lines, orchestrate
+from tests.integration.conftest import SIX_NODES_TWO_ZONES, SandboxManager
+from tests.integration.test_restart import end_background_run, prepared, read_events_until, settings, starts_logged
+
+DELAYED = "index.unassigned.node_left.delayed_timeout"
+
+
+def delays(es: Any) -> dict[str, str | None]:
+    """Each sample index's own delayed_timeout (None: none of its own)."""
+    raw = es.indices.get_settings(index="sample-*", name=DELAYED, flat_settings=True)
+    return {index: body["settings"].get(DELAYED) for index, body in raw.items()}
+
+
+def two_away(events: list[dict[str, Any]]) -> bool:
+    """Two batches in the window and one of their nodes stopped: the moment to kill the run."""
+    begun = {e["batch"] for e in events if e.get("event") == "batch" and "/" in str(e.get("message", "")).split(":")[0]}
+    done = {e["batch"] for e in events if e.get("event") == "batch" and (e.get("data") or {}).get("state") == "done"}
+    stopped = {e["node"] for e in events if e.get("event") == "phase" and e.get("phase") == "stopped"}
+    started = {e["node"] for e in events if e.get("event") == "phase" and e.get("phase") == "starting"}
+    return len(begun - done) >= 2 and bool(stopped - started)
+
+
+@pytest.mark.sandbox_shape("zones")
+def test_a_window_of_three_under_writes_is_never_red_and_killed_with_two_nodes_in_it_resumes_once_each(
+        sandboxes: SandboxManager) -> None:
+    info, es = prepared(sandboxes, SIX_NODES_TWO_ZONES)
+    es.indices.put_settings(index="sample-2", settings={DELAYED: "2m"})  # an index's own value, to be kept
+    before_settings, before_delays, before_starts = settings(es), delays(es), starts_logged(info)
+    plan = orchestrate("plan", "--cluster", "sandbox", "--max-unavailable", "3", "--json", timeout=300)
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    planned = json.loads(plan.stdout)
+    assert [b["nodes"][0] for b in planned["batches"]][:3] == ["es-5", "es-4", "es-6"], "the smallest zone first"
+    assert any(s["key"] == DELAYED for s in planned["settings"]), planned["settings"]
+    load = LoadGenerator(info["endpoints"], index="load-window", duration_s=900, max_docs=200_000,
+                         access=access_of(info))
+    load.start_then_mark("during")
+    try:
+        run = subprocess.Popen([sys.executable, "-m", "orchestrator", "restart", "--cluster", "sandbox",
+                                "--max-unavailable", "3", "--yes", "--json"], cwd=REPO, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            seen: list[dict[str, Any]] = []
+            read_events_until(run, lambda e: seen.append(e) or two_away(seen), 600)
+        finally:
+            end_background_run(run, signal.SIGKILL, 30)
+        resumed = orchestrate("resume", "--cluster", "sandbox", "--json", timeout=900)
+        load.mark("after")
+        time.sleep(3)
+    finally:
+        load.stop()
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert_no_traceback(resumed)
+    summary = json_lines(resumed.stdout)[-1]
+    report = load.report()
+    print(f"load during the window's run: {json.dumps(report)}")
+    assert summary["result"] == "succeeded", summary
+    assert load.missing_acknowledged() == [], "an acknowledged document was lost"
+    assert report["red_samples"] == 0 and report["windows"]["during"]["index_ok"] > 0, report
+    assert report["fewest_nodes"] is not None and report["fewest_nodes"] <= 4, "two nodes were away together"
+    assert starts_logged(sandboxes.status()) == {k: v + 1 for k, v in before_starts.items()}, "each node once"
+    assert es.cluster.health(wait_for_status="green", timeout="60s")["status"] == "green"
+    assert settings(es) == before_settings, "every cluster setting as before"
+    assert delays(es) == before_delays, "each index's delayed_timeout as before (sample-2's own 2m kept)"
+    es.indices.put_settings(index="sample-2", settings={DELAYED: None})

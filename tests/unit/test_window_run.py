@@ -1,0 +1,198 @@
+"""The window's engine (issue 57) over the fake cluster: several nodes away at once, each admitted on the product's
+proof, the window opened 1, 2, 4, ... and never beyond the budget; killed anywhere and resumed, no node restarts
+twice. The fake itself records, at every stop, the nodes away and any index left with no copy on a node up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from orchestrator.errors import Aborted
+from orchestrator.restart import journal as journals
+from orchestrator.restart.budget import ramp, room_of, window_asked
+from orchestrator.restart.journal import BatchRecord, Journal, NodeRecord, RunOptions, RunSpec, RunState, UndoState
+from orchestrator.restart.plan import Mode
+from orchestrator.testing.fake import LIMIT, PRODUCT, FakeCluster
+from tests.unit.test_engine import ORIGINAL, PLAYBOOK, inventory, killed_here, run, state_dir
+
+WINDOWED = PRODUCT.windowed(PLAYBOOK)
+
+
+def window_journal(names: list[str], cluster: FakeCluster, budget: str, zones: list[str] | None = None,
+                   **options: object) -> Journal:
+    inv = inventory(names, zones)
+    opts = RunOptions(max_unavailable=budget, **options)  # type: ignore[arg-type]
+    plan = PRODUCT.plan(inv, cluster.snapshot(), Mode.NODE, opts, ())
+    spec = RunSpec(mode=Mode.NODE, options=opts, playbook=WINDOWED.model_dump(mode="json"), inventory_path="-",
+                   inventory=inv.model_dump(mode="json"), plan=plan)
+    return journals.create(Journal(
+        run_id=journals.new_run_id(), cluster="fake", spec=spec,
+        batches=[BatchRecord(b.number, b.label, list(b.nodes)) for b in plan.batches],
+        nodes={n: NodeRecord(n, b.number) for b in plan.batches for n in b.nodes}))
+
+
+def layout(names: list[str], seed: int) -> dict[str, tuple[str, ...]]:
+    """Two copies of each of a dozen indices on nodes picked by ``seed``; ``pair`` on the first two nodes."""
+    out = {"pair": (names[0], names[1])}
+    for i in range(12):
+        first = (seed * 7 + i * 5) % len(names)
+        second = (first + 1 + (seed + i) % (len(names) - 1)) % len(names)
+        out[f"i{i}"] = (names[first], names[second])
+    return out
+
+
+def assert_window_kept(cluster: FakeCluster, journal: Journal, room: int) -> None:
+    assert journal.state is RunState.SUCCEEDED, journal.message
+    assert {n.name: n.starts for n in cluster.nodes.values()} == dict.fromkeys(cluster.nodes, 1), \
+        "every node restarted exactly once"
+    assert cluster.unavailable == [], "no index ever had every copy away"
+    assert max(len(away) for away in cluster.away_at_stops) <= room, cluster.away_at_stops
+    assert cluster.settings == ORIGINAL and all(u.state is UndoState.RESTORED for u in journal.undo)
+
+
+def test_the_budget_and_its_ramp() -> None:
+    assert [ramp(8, done) for done in range(9)] == [1, 2, 2, 4, 4, 4, 4, 8, 8]
+    assert ramp(3, 100) == 3 and ramp(1, 100) == 1
+    assert room_of("", 300) == 1 and room_of("4", 300) == 4 and room_of("5%", 3000) == 150
+    assert not window_asked("") and not window_asked("1") and window_asked("2") and window_asked("5%")
+
+
+def test_several_nodes_are_away_at_once_never_all_copies_of_an_index_and_never_beyond_the_budget() -> None:
+    names = [f"n{i}" for i in range(1, 9)]
+    with state_dir():
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), copies=layout(names, 3), start_takes_s=0.05)
+        journal = window_journal(names, cluster, "3")
+        run(inventory(names), cluster, journal)
+        assert_window_kept(cluster, journal, 3)
+        assert max(len(away) for away in cluster.away_at_stops) == 3, "the window filled up to its budget"
+        assert not any({"n1", "n2"} <= set(away) for away in cluster.away_at_stops), "pair's two nodes never together"
+        assert "hold_setting" not in journal.spec.playbook["batch"], "no per-batch setting another batch would end"
+
+
+def test_the_window_opens_one_then_two_then_four() -> None:
+    names = [f"n{i}" for i in range(1, 11)]
+    with state_dir():
+        # No copies: only the budget and the ramp hold the window.
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), start_takes_s=0.05)
+        journal = window_journal(names, cluster, "4")
+        run(inventory(names), cluster, journal)
+        assert_window_kept(cluster, journal, 4)
+        sizes = [len(away) for away in cluster.away_at_stops]
+        assert sizes[0] == 1 and max(sizes[:2]) <= 2 and max(sizes[:4]) <= 3, sizes
+
+
+def test_one_zone_at_a_time() -> None:
+    names = [f"n{i}" for i in range(1, 10)]
+    zones = [f"z{i % 3}" for i in range(9)]
+    with state_dir():
+        cluster = FakeCluster.of(names, zones, settings=dict(ORIGINAL), copies=layout(names, 5))
+        journal = window_journal(names, cluster, "3", zones)
+        run(inventory(names, zones), cluster, journal)
+        assert_window_kept(cluster, journal, 3)
+        zone_of = dict(zip(names, zones, strict=True))
+        assert all(len({zone_of[n] for n in away}) == 1 for away in cluster.away_at_stops), cluster.away_at_stops
+
+
+def test_a_canary_pauses_after_the_first_node_alone() -> None:
+    names = [f"n{i}" for i in range(1, 6)]
+    with state_dir():
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL))
+        journal = window_journal(names, cluster, "3", canary=True)
+        engine_stops_at_pause(cluster, journal, names)
+
+
+def engine_stops_at_pause(cluster: FakeCluster, journal: Journal, names: list[str]) -> None:
+    """The canary's pause holds the run with every node back: here a stop request ends it there."""
+    import threading
+
+    from tests.unit.test_engine import engine
+
+    events: list = []
+    eng = engine(inventory(names), cluster, journal, events)
+    paused = threading.Event()
+
+    def watch() -> None:
+        for _ in range(500):
+            if journal.paused:
+                paused.set()
+                eng.ctx.abort.request("test")
+                return
+            threading.Event().wait(0.01)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    with pytest.raises(Aborted, match="stopped"):
+        eng.run()
+    watcher.join()
+    assert paused.is_set(), "the canary paused the run"
+    assert [n.starts for n in cluster.nodes.values()] == [1, 0, 0, 0, 0], "the first node alone, then the pause"
+    assert cluster.settings == ORIGINAL
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nodes=st.integers(4, 8), budget=st.integers(2, 4), seed=st.integers(0, 50),
+       where=st.floats(min_value=0, max_value=1, exclude_max=True))
+def test_killed_anywhere_with_nodes_in_the_window_then_resumed_no_node_restarts_twice(
+        nodes: int, budget: int, seed: int, where: float) -> None:
+    names = [f"n{i}" for i in range(1, nodes + 1)]
+    with state_dir():
+        whole = FakeCluster.of(names, settings=dict(ORIGINAL), copies=layout(names, seed))
+        run(inventory(names), whole, window_journal(names, whole, str(budget)))
+        total = whole.operations
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), copies=layout(names, seed))
+        journal = window_journal(names, cluster, str(budget))
+        cluster.crash_at = 1 + int(where * total)
+        with killed_here(cluster, journal):
+            run(inventory(names), cluster, journal)
+        resumed = Journal.load(journal.path)  # type: ignore[arg-type]
+        assert resumed.state is RunState.RUNNING, "killed: no end was journaled"
+        run(inventory(names), cluster, resumed)
+        assert_window_kept(cluster, resumed, budget)
+        assert cluster.settings.get(("cluster", LIMIT)) is None or cluster.settings == ORIGINAL
+
+
+def test_a_window_through_the_shard_adapter_keeps_a_started_copy_of_every_shard_and_restores_every_setting(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Elasticsearch procedure of a window (allocation left enabled, each index waiting for the nodes away,
+    a node leaving once its own copies are started again), through the real adapter and client against the fake
+    Elasticsearch: 3 dedicated masters and 9 data nodes, a budget of 4. The fake records, at every stop, the nodes
+    down and any shard left without a started copy."""
+    from orchestrator.runs import plans
+    from orchestrator.runs import restart as runs
+    from orchestrator.runs.target import open_target
+    from orchestrator.shards.adapter import INDEX_SCOPE
+    from orchestrator.testing.fake_es.hosts import AnsweringHosts, FakeHostTransport, fake_inventory
+    from orchestrator.testing.fake_es.model import FakeCluster as FakeEs
+    from orchestrator.testing.fake_es.server import FakeEsServer
+
+    monkeypatch.setenv("ORCHESTRATOR_STATE", str(tmp_path / "state"))
+    cluster = FakeEs.generate(12, copies_per_node=8)
+    pids = {n: cluster.by_name[n].pid for n in cluster.by_name}
+    masters = {n for n in cluster.by_name if cluster.by_name[n].is_master}
+    with FakeEsServer(cluster) as server:
+        config = fake_inventory(tmp_path / "c.yaml", server.url,
+                                [(n, cluster.by_name[n].ip) for n in sorted(cluster.by_name)],
+                                timeouts={"poll_interval_s": 0.05, "recovery_s": 60, "unhealthy_s": 60})
+        target, budget = plans.windowed(open_target(None, config), "4", Mode.NODE)
+        transport = FakeHostTransport(server.url)
+        options = RunOptions(max_unavailable=budget)
+        plan = plans.make_plan(target, Mode.NODE, options, host_transport=lambda: transport)
+        journal = runs.start(target, plan, options, lambda e: None, early=AnsweringHosts(transport))  # type: ignore[arg-type]
+        assert journal.state is RunState.SUCCEEDED, journal.message
+        assert cluster.without_started_copy == [], cluster.without_started_copy
+        assert max(cluster.down_at_stops) <= 4, cluster.down_at_stops
+        spans = [(b.started or 0, b.finished or 0) for b in journal.batches]
+        assert max(sum(1 for s, f in spans if s <= start < f) for start, _ in spans) >= 2, "nodes went together"
+        assert all(cluster.by_name[n].pid == pids[n] + 10_000 for n in pids), "each node restarted exactly once"
+        stops = [name for name, command in transport.commands if "systemctl stop" in command]
+        assert stops[-3:] and set(stops[-3:]) == masters, "the masters last, each alone"
+        index_undo = [u for u in journal.undo if u.scope == INDEX_SCOPE]
+        assert len(index_undo) == len([i for i in cluster.indices.values() if not i.hidden]) > 0
+        assert all(u.state is UndoState.RESTORED and u.applied == "900s" for u in index_undo)
+        assert all(i.settings == {} for i in cluster.indices.values()), "each index's delay put back to its own"
+        assert cluster.settings["persistent"] == {} and cluster.settings["transient"] == {}
+        recovered = [r.recovery for r in journal.nodes.values()]
+        assert all(r.get("bytes_from_peers", 0) == 0 for r in recovered), "no copy was copied in full from a peer"
