@@ -124,9 +124,10 @@ def restart(cluster: str | None = None, *, config: str | Path | None = None, by:
             exclude: Sequence[str] = (), pause_between_s: float = 0, stop_after: int = 0, reboot: bool = False,
             canary: bool = False, on_event: EventCallback | None = None, cancel: Cancel | None = None,
             cluster_keys: Mapping[str, Any] | None = None, defer: bool = False, origin: str = "",
-            tune: bool = True) -> RunResult:
+            tune: bool = True, max_unavailable: str | None = None) -> RunResult:
     """A rolling restart, as `orchestrate restart --yes` (``reboot``: `--reboot`, each host rebooted;
-    ``canary``: `--canary`; ``tune=False``: `--no-tune`, the hosts' tuning left alone): refused
+    ``canary``: `--canary`; ``tune=False``: `--no-tune`, the hosts' tuning left alone; ``max_unavailable``:
+    `--max-unavailable`, the window, the inventory's `max_unavailable` when not given): refused
     (`PreflightFailed`, nothing changed) when the plan is unsafe. ``on_event`` receives every event, in the
     calling thread.
 
@@ -136,9 +137,12 @@ def restart(cluster: str | None = None, *, config: str | Path | None = None, by:
     task, recorded in the journal (`run_of` finds the run again on a retry)."""
     from dataclasses import replace
 
-    target = _target(cluster, config, reboot=reboot, cluster_keys=cluster_keys, tune=tune)
+    from orchestrator.runs import plans
+
+    target, budget = plans.windowed(_target(cluster, config, reboot=reboot, cluster_keys=cluster_keys, tune=tune),
+                                    max_unavailable, _mode(by), pause_between_s)
     options = replace(_options(target, allow_yellow, allow_unavailable, nodes, exclude, canary=canary,
-                               pause_between_s=pause_between_s), reboot=reboot, tune=tune)
+                               pause_between_s=pause_between_s), reboot=reboot, tune=tune, max_unavailable=budget)
     return _start(target, by, options, stop_after, on_event, cancel, defer, origin)
 
 
@@ -146,15 +150,19 @@ def upgrade(cluster: str | None = None, *, to: str, config: str | Path | None = 
             snapshot_check: bool = True, allow_yellow: bool = False, allow_unavailable: Sequence[str] = (),
             nodes: Sequence[str] = (), exclude: Sequence[str] = (), stop_after: int = 0, canary: bool = False,
             on_event: EventCallback | None = None, cancel: Cancel | None = None,
-            cluster_keys: Mapping[str, Any] | None = None, defer: bool = False, origin: str = "") -> RunResult:
+            cluster_keys: Mapping[str, Any] | None = None, defer: bool = False, origin: str = "",
+            max_unavailable: str | None = None) -> RunResult:
     """A rolling upgrade to ``to``, as `orchestrate upgrade --to VERSION --yes` (docs/upgrade.md): refused
     (`PreflightFailed`, nothing changed) on an unsupported path, without a recent snapshot (unless
-    ``snapshot_check=False``), or when the plan is unsafe."""
+    ``snapshot_check=False``), or when the plan is unsafe. ``max_unavailable``: as in `restart`."""
+    from dataclasses import replace
+
     from orchestrator.runs import plans
 
-    target = _target(cluster, config, upgrade=True, cluster_keys=cluster_keys)
-    options = plans.upgrade_options(_options(target, allow_yellow, allow_unavailable, nodes, exclude, canary=canary),
-                                    to, snapshot_check)
+    target, budget = plans.windowed(_target(cluster, config, upgrade=True, cluster_keys=cluster_keys),
+                                    max_unavailable, _mode(by))
+    options = plans.upgrade_options(replace(_options(target, allow_yellow, allow_unavailable, nodes, exclude,
+                                                     canary=canary), max_unavailable=budget), to, snapshot_check)
     return _start(target, by, options, stop_after, on_event, cancel, defer, origin)
 
 

@@ -138,7 +138,9 @@ class RollingRestartOperator(ClusterOperator):
     fails saying what the run leaves in force, instead of waiting for ever. A retried task (a worker
     killed mid-run, a failure fixed) resumes its own run from the journal: no node is restarted twice,
     no setting left changed. ``stop_after``: the task succeeds after that many batches, its run stopped
-    (a later task resumes it). ``tune=False``: `--no-tune`, the hosts' tuning left alone."""
+    (a later task resumes it). ``tune=False``: `--no-tune`, the hosts' tuning left alone. ``max_unavailable``:
+    `--max-unavailable`, several nodes away at once (the inventory's `max_unavailable` when not given); while
+    nodes are in the window the run does not defer: the task holds its worker slot."""
 
     template_fields: Sequence[str] = (*ClusterOperator.template_fields, "nodes", "exclude", "upgrade_to")
 
@@ -146,8 +148,9 @@ class RollingRestartOperator(ClusterOperator):
                  canary: bool = False, stop_after: int = 0, allow_yellow: bool = False,
                  allow_unavailable: Sequence[str] = (), reboot: bool = False, upgrade_to: str | None = None,
                  snapshot_check: bool = True, deferrable: bool | None = None, poll_interval_s: float | None = None,
-                 tune: bool = True, **kwargs: Any) -> None:
+                 tune: bool = True, max_unavailable: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.max_unavailable = max_unavailable
         self.by, self.nodes, self.exclude, self.canary = by, list(nodes), list(exclude), canary
         self.stop_after, self.allow_yellow, self.allow_unavailable = stop_after, allow_yellow, list(allow_unavailable)
         self.reboot, self.upgrade_to, self.snapshot_check, self.tune = reboot, upgrade_to, snapshot_check, tune
@@ -184,7 +187,7 @@ class RollingRestartOperator(ClusterOperator):
         common = {**where, "by": self.by, "nodes": self.nodes, "exclude": self.exclude, "canary": self.canary,
                   "stop_after": self.stop_after, "allow_yellow": self.allow_yellow,
                   "allow_unavailable": self.allow_unavailable, "on_event": self.said, "cancel": self.cancel,
-                  "defer": self.deferrable, "origin": origin}
+                  "defer": self.deferrable, "origin": origin, "max_unavailable": self.max_unavailable}
         if self.upgrade_to:
             return api.upgrade(**common, to=self.upgrade_to, snapshot_check=self.snapshot_check)
         return api.restart(**common, reboot=self.reboot, tune=self.tune)

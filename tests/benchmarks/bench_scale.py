@@ -64,9 +64,11 @@ class Batches:
 class FakeServer:
     """The fake Elasticsearch in its own process (ended by its PID)."""
 
-    def __init__(self, nodes: int, copies_per_node: int, zones: int) -> None:
+    def __init__(self, nodes: int, copies_per_node: int, zones: int,
+                 restart_s: tuple[float, float] | None = None) -> None:
         self.proc = subprocess.Popen([sys.executable, "-m", "orchestrator.testing.fake_es", "--nodes", str(nodes),
-                                      "--copies-per-node", str(copies_per_node), "--zones", str(zones)],
+                                      "--copies-per-node", str(copies_per_node), "--zones", str(zones),
+                                      *(("--restart-s", *map(str, restart_s)) if restart_s else ())],
                                      stdout=subprocess.PIPE, text=True, cwd=REPO)
         assert self.proc.stdout is not None
         self.info = json.loads(self.proc.stdout.readline())
@@ -84,13 +86,13 @@ class FakeServer:
         self.proc.wait(timeout=30)
 
 
-def inventory(where: Path, name: str, url: str, nodes: list[dict[str, Any]]) -> Path:
+def inventory(where: Path, name: str, url: str, nodes: list[dict[str, Any]], poll_interval_s: float = 0.05) -> Path:
     path = where / f"{name}.yaml"
     path.write_text(yaml.safe_dump({
         "cluster": {"name": name, "endpoints": [url], "request_timeout_s": 120},
         "ssh": {"user": "root", "known_hosts": "/dev/null"},  # never opened: the hosts are fake
         "nodes": nodes,
-        "timeouts": {"poll_interval_s": 0.05, "join_s": 120, "recovery_s": 600}}))
+        "timeouts": {"poll_interval_s": poll_interval_s, "join_s": 120, "recovery_s": 600}}))
     return path
 
 

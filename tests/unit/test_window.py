@@ -129,3 +129,20 @@ def test_the_plan_of_a_budget_says_its_reach_and_a_window_by_zone_is_refused_bef
     assert bad.returncode == 2 and "give a number of nodes" in bad.stderr + bad.stdout
     riak = unsupported_options(RunOptions(max_unavailable="2"), inventory(["a"]))
     assert riak and "preflist" in riak[0]
+
+
+def test_a_node_leaves_the_window_once_each_copy_it_held_is_started_on_it_or_placed_elsewhere() -> None:
+    """`wait_for_own_recovery`'s verdict: the node's copies from before its stop, read from the routing table."""
+    from orchestrator.shards.steps import seconds_of, waits_s
+    from orchestrator.shards.window import copy_key, own_copies_waiting
+
+    held = [copy_key("a", 0), copy_key("b", 1), copy_key("gone", 0)]
+    back = [ShardCopy("a", 0, False, "STARTED", "n1", 0), ShardCopy("a", 0, True, "STARTED", "n2", 0),
+            ShardCopy("b", 1, True, "STARTED", "n3", 0), ShardCopy("b", 1, False, "INITIALIZING", "n1", 0)]
+    assert own_copies_waiting(back, "n1", held) == ["[b][1]"], "a copy still recovering onto it keeps it in"
+    unassigned = [*back[:3], ShardCopy("b", 1, False, "UNASSIGNED", None, 0)]
+    assert own_copies_waiting(unassigned, "n1", held) == ["[b][1]"], "a copy not yet given back keeps it in"
+    elsewhere = [*back[:3], ShardCopy("b", 1, False, "STARTED", "n4", 0)]
+    assert own_copies_waiting(elsewhere, "n1", held) == [], "placed elsewhere and started: nothing to wait for"
+    assert seconds_of("5m") == 300 and seconds_of("90s") == 90 and seconds_of("1.5h") is None
+    assert waits_s(None) == 60 and waits_s("2h") == 7200 and waits_s("nonsense") == 0

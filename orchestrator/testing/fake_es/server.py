@@ -124,6 +124,8 @@ class FakeEsServer(ThreadingHTTPServer):
         # cluster answers.
         self.tamper: dict[str, Callable[[FakeCluster], Any]] = {}
         self.forge: dict[str, Callable[[Any], Any]] = {}  # label -> the real answer (filtered) changed
+        # (least, most) real seconds a started node takes to be back (drawn per start); None: at once.
+        self.restart_s: tuple[float, float] | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -133,6 +135,13 @@ class FakeEsServer(ThreadingHTTPServer):
     def control(self, method: str, what: str) -> tuple[int, Any]:
         """What the fake host transport and a benchmark ask: stop/NAME, start/NAME, active/NAME, counts."""
         verb, _, name = what.partition("/")
+        if verb == "start" and method == "POST" and name in self.cluster.by_name and self.restart_s is not None:
+            with self.cluster.lock:
+                after_s = self.cluster.random.uniform(*self.restart_s)
+            timer = threading.Timer(after_s, self.cluster.start, [name])
+            timer.daemon = True
+            timer.start()
+            return 200, {"ok": True, "back_in_s": after_s}
         if verb in ("stop", "start") and method == "POST" and name in self.cluster.by_name:
             (self.cluster.stop if verb == "stop" else self.cluster.start)(name)
             return 200, {"ok": True}
