@@ -28,7 +28,7 @@ from orchestrator.restart.phases import Phase, reached
 from orchestrator.restart.procedure import Procedure
 from orchestrator.restart.product import Product, RunStepFn, SnapshotT
 from orchestrator.restart.steps import PER_NODE, StepFn
-from orchestrator.restart.window_run import WindowRun, in_the_window
+from orchestrator.restart.window_run import NotNow, WindowRun, in_the_window
 from orchestrator.retry import Seen
 from orchestrator.units import counted
 
@@ -319,16 +319,21 @@ class Engine(Generic[SnapshotT, AdapterT]):
         ctx = self.ctx
         if not self.product.checks_before_stop or self.any_node_stopping(batch):
             return  # a node is already stopping or down (a resumed run): bring it back, do not refuse now
+        windowed = window_asked(ctx.options.max_unavailable)
+        window = in_the_window(ctx.journal, batch)  # before the read: a node that left since was away in it
         snapshot = ctx.cluster.gate_snapshot(ctx.journal.plan, batch.nodes, proof=True)
-        if window_asked(ctx.options.max_unavailable):  # the window's proof: the other nodes in it are away too
-            problems = self.product.window_check(snapshot, ctx.journal.plan, ctx.inv, batch.nodes[0],
-                                                 in_the_window(ctx.journal, batch), ctx.options)
+        if windowed:  # the window's proof: the other nodes in it are away too
+            problems = self.product.window_check(snapshot, ctx.journal.plan, ctx.inv, batch.nodes[0], window,
+                                                 ctx.options)
         else:
             problems = self.product.stop_check(snapshot, ctx.journal.plan, batch.nodes, ctx.options)
         if not problems:
             return
         steps.restore_settings(ctx, batch=batch.number)
         ctx.journal.reopen_batch(batch)
+        if windowed:  # the window changed since its admission: it waits to be proven again, as before it
+            raise NotNow(f"batch {batch.number} ({batch.label}) goes back to wait, nothing stopped: "
+                         f"{' '.join(problems)}")
         raise UnsafeToProceed(f"not stopping batch {batch.number} ({batch.label}): {' '.join(problems)} Nothing was "
                               "stopped and the batch's own settings are restored. Fix it (add a replica), or accept "
                               "it with `orchestrate resume --allow-unavailable PATTERN`.")

@@ -30,6 +30,11 @@ from orchestrator.units import counted
 MAX_LOOKS_PER_TURN = 3  # candidates proven per turn of the loop: each is a live read of its node's part
 
 
+class NotNow(Exception):
+    """A window's last look refused the stop (the window changed since the node's admission): the batch is back
+    to pending, nothing of it stopped, and waits to be proven again."""
+
+
 class WindowedEngine(Protocol):
     """What the window asks of the engine (restart/engine.py), which runs each batch's steps."""
 
@@ -66,10 +71,15 @@ class WindowRun:
 
     @property
     def left_clean(self) -> int:
-        return sum(1 for b in self.journal.batches if b.state == BatchState.DONE)
+        """Batches done and taken in (a batch whose thread has not yet been heard from is still in the window:
+        its end may ask a canary's pause)."""
+        taken = {b.number for b in self.under_way.values()}
+        return sum(1 for b in self.journal.batches if b.state == BatchState.DONE and b.number not in taken)
 
     def pending(self) -> list[BatchRecord]:
-        return [b for b in self.journal.batches if b.state == BatchState.PENDING]
+        """The batches not yet admitted (one sent back by its last look is, once its thread has ended)."""
+        taken = {b.number for b in self.under_way.values()}
+        return [b for b in self.journal.batches if b.state == BatchState.PENDING and b.number not in taken]
 
     def run(self) -> None:
         ctx = self.ctx
@@ -161,6 +171,8 @@ class WindowRun:
             error = future.exception()
             if error is None:
                 self.left(batch)
+            elif isinstance(error, NotNow):
+                self.ctx.emit(Event("wait", str(error), batch=batch.number))
             elif self.failure is None or (isinstance(self.failure, Aborted) and not isinstance(error, Aborted)):
                 self.failure = error  # the first failure, before any stop it caused
                 if self.under_way:

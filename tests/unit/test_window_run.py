@@ -13,7 +13,16 @@ from hypothesis import strategies as st
 from orchestrator.errors import Aborted
 from orchestrator.restart import journal as journals
 from orchestrator.restart.budget import ramp, room_of, window_asked
-from orchestrator.restart.journal import BatchRecord, Journal, NodeRecord, RunOptions, RunSpec, RunState, UndoState
+from orchestrator.restart.journal import (
+    BatchRecord,
+    BatchState,
+    Journal,
+    NodeRecord,
+    RunOptions,
+    RunSpec,
+    RunState,
+    UndoState,
+)
 from orchestrator.restart.plan import Mode
 from orchestrator.testing.fake import LIMIT, PRODUCT, FakeCluster
 from tests.unit.test_engine import ORIGINAL, PLAYBOOK, inventory, killed_here, run, state_dir
@@ -196,3 +205,26 @@ def test_a_window_through_the_shard_adapter_keeps_a_started_copy_of_every_shard_
         assert cluster.settings["persistent"] == {} and cluster.settings["transient"] == {}
         recovered = [r.recovery for r in journal.nodes.values()]
         assert all(r.get("bytes_from_peers", 0) == 0 for r in recovered), "no copy was copied in full from a peer"
+
+
+def test_a_last_look_that_finds_the_window_changed_sends_the_batch_back_to_wait_with_nothing_stopped() -> None:
+    """Its admission proved it; since then a node holding the other copy of one of its indices joined the window.
+    The last look refuses the stop, the batch is pending again (not a failed run), and nothing of it stopped."""
+    from orchestrator.restart.window_run import NotNow
+    from tests.unit.test_engine import engine
+
+    names = ["n1", "n2", "n3", "n4"]
+    with state_dir():
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), copies={"late": ("n2", "n3")})
+        journal = window_journal(names, cluster, "3")
+        eng = engine(inventory(names), cluster, journal, [])
+        in_window, candidate = journal.batches[1], journal.batches[2]  # n2 away, n3 to stop
+        journal.begin_batch(in_window)
+        journal.begin_batch(candidate)
+        with pytest.raises(NotNow, match="late"):
+            eng.check_before_stop(candidate)
+        assert candidate.state is BatchState.PENDING and candidate.steps_done == []
+        assert all(n.starts == 0 and n.up for n in cluster.nodes.values()), "nothing stopped"
+        journal.end_batch(in_window)  # n2 back: n3's last look passes
+        journal.begin_batch(candidate)
+        eng.check_before_stop(candidate)
