@@ -122,6 +122,11 @@ class Product(Protocol[SnapshotT, AdapterT]):
         empty when it may. Asked at its admission and again just before its stop. Pure."""
         ...
 
+    def window_partners(self, snapshot: SnapshotT, plan: Plan, candidate: str) -> frozenset[str]:
+        """The nodes (inventory names) that hold a copy of what ``candidate`` holds, from the snapshot its proof
+        read: a hint only (the window tries first the nodes none of whose partners is in it); the proof decides."""
+        ...
+
     def windowed(self, playbook: Playbook) -> Playbook:
         """The procedure of a run with several nodes away at once (`--max-unavailable` above 1): what a
         batch's steps become when other nodes are away beside it. Raises ConfigError where the product

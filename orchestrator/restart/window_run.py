@@ -15,6 +15,7 @@ admitted and the nodes in the window are brought back and recovered first.
 
 from __future__ import annotations
 
+import itertools
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import Any, Protocol
@@ -68,6 +69,12 @@ class WindowRun:
         self.failure: BaseException | None = None
         self.done_here = 0  # batches this invocation finished (for --stop-after)
         self.refused: dict[int, str] = {}  # why each candidate waits, said once per change
+        # What spares reads: the window's version (one more at each admission and each leave), the version each
+        # candidate was last refused at (not proven again until the window changes), and the nodes each one
+        # shares data with, from its last proof (not proven again while one of them is in the window).
+        self.version = 0
+        self.refused_at: dict[int, int] = {}
+        self.partners: dict[int, frozenset[str]] = {}
 
     @property
     def left_clean(self) -> int:
@@ -127,11 +134,15 @@ class WindowRun:
                                       f"{self.refused[batch.number]}")
             self.launch(batch)
             return True
-        for batch in self.pending()[:MAX_LOOKS_PER_TURN]:
+        window = {n for b in self.under_way.values() for n in b.nodes}
+        worth = (b for b in self.pending()
+                 if self.refused_at.get(b.number) != self.version and not self.partners.get(b.number, set()) & window)
+        for batch in itertools.islice(worth, MAX_LOOKS_PER_TURN):
             if self.proven(batch):
                 self.engine.read_ahead(batch)
                 self.launch(batch)
                 return True
+            self.refused_at[batch.number] = self.version
         return False
 
     def proven(self, batch: BatchRecord) -> bool:
@@ -145,6 +156,7 @@ class WindowRun:
         for name in batch.nodes:
             problems += self.engine.product.window_check(snapshot, self.journal.plan, ctx.inv, name, window,
                                                          ctx.options)
+            self.partners[batch.number] = self.engine.product.window_partners(snapshot, self.journal.plan, name)
         said = " ".join(problems)
         if problems and self.refused.get(batch.number) != said:
             self.refused[batch.number] = said
@@ -153,6 +165,7 @@ class WindowRun:
         return not problems
 
     def launch(self, batch: BatchRecord) -> None:
+        self.version += 1
         self.engine.begin(batch)  # journaled running: in the window from now, for every later proof
         self.under_way[self.submit(self.through, batch)] = batch
 
@@ -168,6 +181,7 @@ class WindowRun:
                            return_when=FIRST_COMPLETED)
         for future in finished:
             batch = self.under_way.pop(future)
+            self.version += 1
             error = future.exception()
             if error is None:
                 self.left(batch)

@@ -76,6 +76,9 @@ class RiakProduct:
                      options: RunOptions) -> list[str]:
         return [NO_WINDOW] if window else []  # never asked: `windowed` refuses a window first
 
+    def window_partners(self, snapshot: RiakSnapshot, plan: Plan, candidate: str) -> frozenset[str]:
+        return frozenset()
+
     def windowed(self, playbook: Playbook) -> Playbook:
         raise ConfigError("--max-unavailable", [NO_WINDOW])
 

@@ -78,6 +78,13 @@ class ShardProduct(Generic[ShardAdapterT]):
                      window: Sequence[str], options: RunOptions) -> list[str]:
         return window_check(snapshot, plan, inv, candidate, window, options)
 
+    def window_partners(self, snapshot: ClusterSnapshot, plan: Plan, candidate: str) -> frozenset[str]:
+        node_id = plan.node_ids.get(candidate)
+        names = {i: name for name, i in plan.node_ids.items()}
+        mine = {(c.index, c.shard) for c in snapshot.shards if c.node_id == node_id}
+        return frozenset(names[c.node_id] for c in snapshot.shards
+                         if (c.index, c.shard) in mine and c.node_id in names and c.node_id != node_id)
+
     def windowed(self, playbook: Playbook) -> Playbook:
         return windowed(playbook)
 

@@ -369,6 +369,10 @@ class FakeProduct:
             problems.append(f"index(es) {', '.join(lonely)} would have no copy outside the window.")
         return problems + self.stop_check(snapshot, plan, [candidate], options)
 
+    def window_partners(self, snapshot: FakeSnapshot, plan: Plan, candidate: str) -> frozenset[str]:
+        return frozenset(n for holders in snapshot.copies.values() if candidate in holders for n in holders) - {
+            candidate}
+
     def windowed(self, playbook: Playbook) -> Playbook:
         # The held setting is per batch: another batch's release would end it while this one is away.
         return playbook.model_copy(update={"batch": [e for e in playbook.batch
