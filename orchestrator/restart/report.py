@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.restart.journal import Journal, NodeRecord, RunState, UndoState
+from orchestrator.restart.journal import Journal, NodeRecord, RunState, UndoRecord, UndoState
 from orchestrator.restart.phases import Phase
 from orchestrator.restart.product import Column
 from orchestrator.units import human_bytes, human_duration
@@ -140,11 +140,7 @@ def model(journal: Journal, columns: Sequence[Column] = ()) -> dict[str, Any]:
     recovery = [{"name": name, "y": 20 + i * ROW_HEIGHT, "peers_w": round(p / most * 600, 1),
                  "reused_w": round(u / most * 600, 1), "label": f"{human_bytes(p)} copied, {human_bytes(u)} reused"}
                 for i, (name, p, u) in enumerate(peers_reused)]
-    settings = [{"key": u.key, "scope": u.scope, "before": "unset" if u.before is None else str(u.before),
-                 "during": str(u.applied), "batch": u.batch or "run",
-                 "restored": u.state is UndoState.RESTORED,
-                 "state": {"restored": "restored", "applied": "STILL SET", "intended": "maybe set"}[u.state.value]}
-                for u in journal.undo]
+    settings = settings_rows(journal)
     ratio = t["reuse_ratio"]
     summary = [
         ("result", journal.state.value),
@@ -170,6 +166,32 @@ def model(journal: Journal, columns: Sequence[Column] = ()) -> dict[str, Any]:
         "width": LABEL_WIDTH + TIMELINE_WIDTH + 40, "height": 60 + len(rows) * ROW_HEIGHT,
         "recovery_height": 30 + len(recovery) * ROW_HEIGHT, "label_width": LABEL_WIDTH,
     }
+
+
+STATE_SAID = {"restored": "restored", "applied": "STILL SET", "intended": "maybe set"}
+
+
+def settings_rows(journal: Journal) -> list[dict[str, Any]]:
+    """One row per setting the run changed: a setting set again after a stop and a resume is one row (its first
+    value before, its last state), and a setting of many objects (an undo key `OBJECT/KEY`, as an index's own
+    setting) is one row that counts them."""
+    groups: dict[tuple[str, str], list[UndoRecord]] = {}
+    for u in journal.undo:
+        owner, _, key = u.key.rpartition("/")
+        groups.setdefault((key if owner else u.key, u.scope), []).append(u)
+    rows = []
+    for (key, scope), records in groups.items():
+        owners = {u.key for u in records}
+        first, last = records[0], records[-1]
+        open_ = [u for u in records if u.state is not UndoState.RESTORED]
+        state = open_[-1].state.value if open_ else "restored"
+        rows.append({"key": key, "scope": scope if len(owners) == 1 else f"{scope} ({len(owners)})",
+                     "before": "unset" if first.before is None else ("each its own" if len(owners) > 1
+                                                                      else str(first.before)),
+                     "during": str(last.applied), "batch": last.batch or "run", "restored": not open_,
+                     "state": STATE_SAID[state] + (f" (set {len(records)} times)" if len(owners) == 1 < len(records)
+                                                   else "")})
+    return rows
 
 
 def not_persisted(journal: Journal) -> list[dict[str, str]]:

@@ -89,3 +89,22 @@ def test_short_phases_are_shown_to_the_tenth_ticks_are_round_and_labels_stay_in_
     assert mark["anchor"] == "end" and mark["label_x"] < LABEL_WIDTH + TIMELINE_WIDTH
     page = html(journal, ELASTICSEARCH.report_columns)
     assert 'id="history"' in page and "inventory changed: ssh.user" in page and page.count("<tr><td") >= 3
+
+
+def test_a_setting_set_again_on_resume_is_one_row_and_an_index_setting_of_many_indices_is_one_row() -> None:
+    """Issue 60: the recovery limits were listed twice after a stop and a resume; a window's run changes one
+    setting of every index (issue 57): one row that counts them, not one per index."""
+    journal = finished_journal()
+    journal.undo = [
+        UndoRecord(1, "indices.recovery.max_bytes_per_sec", "persistent", None, "128mb", UndoState.RESTORED),
+        UndoRecord(2, "indices.recovery.max_bytes_per_sec", "persistent", None, "128mb", UndoState.RESTORED),
+        *(UndoRecord(3 + i, f"logs-{i}/index.unassigned.node_left.delayed_timeout", "index", None, "900s",
+                     UndoState.RESTORED) for i in range(40)),
+        UndoRecord(50, "logs-x/index.unassigned.node_left.delayed_timeout", "index", "2m", "900s", UndoState.APPLIED),
+    ]
+    rows = {r["key"]: r for r in model(journal)["settings"]}
+    assert list(rows) == ["indices.recovery.max_bytes_per_sec", "index.unassigned.node_left.delayed_timeout"]
+    assert rows["indices.recovery.max_bytes_per_sec"]["state"] == "restored (set 2 times)"
+    index_row = rows["index.unassigned.node_left.delayed_timeout"]
+    assert index_row["scope"] == "index (41)" and index_row["state"] == "STILL SET" and not index_row["restored"]
+    assert html(journal).count("delayed_timeout") == 1
