@@ -282,16 +282,21 @@ def remember_copies(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) ->
 def wait_for_own_recovery(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) -> None:
     """A window's node leaves the window once the copies it held before its stop have recovered: each STARTED on it
     again (or placed elsewhere by the cluster, every copy of its shard started). Other nodes of the window may still
-    be away: the cluster's health says nothing of this node, its indices' routing table does."""
+    be away: the cluster's health says nothing of this node. Each look reads what the elected master assigns the
+    node (a copy there that is not started yet is still recovering), and the routing table only of the indices of
+    the copies it does not assign the node at all (placed elsewhere, or not yet given back)."""
     started, earlier_s = recovering(ctx, batch, "its own copies")
     node_ids = ctx.journal.plan.node_ids
     held = {name: ctx.record(name).held for name in batch.nodes}
-    indices = sorted({shard_of(key)[0] for keys in held.values() for key in keys})
     said = ""
 
     def recovered(seen: Seen[bool]) -> bool | None:
         nonlocal said
-        copies = ctx.cluster.shards_of(indices) if indices else []
+        on_them = ctx.cluster.assigned_to([node_ids[n] for n in batch.nodes if n in node_ids])
+        assigned = {(c.node_id, c.index, c.shard) for c in on_them}
+        not_on_it = {shard_of(key)[0] for name in batch.nodes for key in held[name]
+                     if (node_ids.get(name), *shard_of(key)) not in assigned}
+        copies = [*on_them, *(ctx.cluster.shards_of(sorted(not_on_it)) if not_on_it else [])]
         waiting = [f"{name}: {', '.join(w[:5])}" + (f" and {len(w) - 5} more" if len(w) > 5 else "")
                    for name in batch.nodes if (w := own_copies_waiting(copies, node_ids.get(name, ""), held[name]))]
         seen.text = "; ".join(waiting) or "every copy recovered"

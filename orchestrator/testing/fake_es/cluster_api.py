@@ -136,8 +136,8 @@ def put_settings(cluster: FakeCluster, request: Request, found: re.Match[str]) -
 @api("GET", r"/_cluster/state/(?P<metrics>[^/]+)(?:/(?P<indices>[^/]+))?", "GET /_cluster/state")
 def state(cluster: FakeCluster, request: Request, found: re.Match[str]) -> Any:
     metrics = found.group("metrics").split(",")
-    if "routing_table" in metrics:
-        cluster.tick()  # a real cluster allocates on its own; the fake, as it is watched (health, routing table)
+    if "routing_table" in metrics or "routing_nodes" in metrics:
+        cluster.tick()  # a real cluster allocates on its own; the fake, as it is watched (health, routing)
     out: dict[str, Any] = {"cluster_name": cluster.name, "cluster_uuid": cluster.uuid}
     if "master_node" in metrics or "_all" in metrics:
         master = cluster.elected_master()
