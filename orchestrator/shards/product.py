@@ -70,7 +70,8 @@ class ShardProduct(Generic[ShardAdapterT]):
         if not options.max_unavailable:
             return plan
         if window_asked(options.max_unavailable):
-            plan = planned_for_a_window(plan, snapshot, inv, bool(options.reboot or options.reboot_nodes))
+            plan = planned_for_a_window(plan, snapshot, inv, bool(options.reboot or options.reboot_nodes),
+                                        keep_order=bool(options.upgrade_to))
         return replace(plan, notes=(*plan.notes, *window_notes(snapshot, plan, inv,
                                                                Budget.parse(options.max_unavailable))))
 

@@ -159,23 +159,27 @@ def window_delay_s(timeouts: Timeouts, reboots: bool) -> int:
     return int(t.stop_s + t.start_s + t.join_s + (t.reboot_s if reboots else 0) + WINDOW_DELAY_MARGIN_S)
 
 
-def planned_for_a_window(plan: Plan, snap: ClusterSnapshot, inv: Inventory, reboots: bool) -> Plan:
+def planned_for_a_window(plan: Plan, snap: ClusterSnapshot, inv: Inventory, reboots: bool,
+                         keep_order: bool = False) -> Plan:
     """The plan of a window's run: its nodes grouped by zone, the smallest first (the window holds one zone at a
     time, so the next nodes in order are of the zone in it), the master-eligible nodes where the plan put them
     (last, the elected one last); allocation left enabled, each index's delayed_timeout raised for the run
-    instead."""
+    instead. ``keep_order``: an upgrade's (data tiers, then the rest, the masters last) is kept as it is."""
     zone_of = zones_of(snap, plan, inv)
     masters = {n.id for n in snap.master_eligible}
     zone_sizes = Counter(zone_of.get(plan.node_ids.get(b.nodes[0], "")) for b in plan.batches
                          if plan.node_ids.get(b.nodes[0], "") not in masters)
+    first_seen = {zone: i for i, zone in enumerate(zone_sizes)}  # Counter keeps the order zones were first seen
 
-    def place(b: Batch) -> tuple[int, int]:
+    def place(b: Batch) -> tuple[int, int, int]:
         # The smallest zone first: the ramp's first node alone costs the least there, and the larger zones then
-        # fill the opened window.
+        # fill the opened window; zones of one size in the plan's order, each whole.
         node_id = plan.node_ids.get(b.nodes[0], "")
-        return (1, 0) if node_id in masters else (0, zone_sizes[zone_of.get(node_id)])
+        zone = zone_of.get(node_id)
+        return (1, 0, 0) if node_id in masters else (0, zone_sizes[zone], first_seen[zone])
 
-    ordered = sorted(plan.batches, key=place)  # stable: the plan's order within a zone, and among the masters
+    # Stable: the plan's order within a zone, and among the masters.
+    ordered = list(plan.batches) if keep_order else sorted(plan.batches, key=place)
     delay = window_delay_s(inv.timeouts, reboots)
     settings = [c for c in plan.settings if c.key != ALLOCATION_ENABLE]
     settings.insert(0, SettingChange(DELAYED_TIMEOUT, "each index", "its own", f"{delay}s", "for the run, by index",
