@@ -321,7 +321,8 @@ class Engine(Generic[SnapshotT, AdapterT]):
             return  # a node is already stopping or down (a resumed run): bring it back, do not refuse now
         windowed = window_asked(ctx.options.max_unavailable)
         window = in_the_window(ctx.journal, batch)  # before the read: a node that left since was away in it
-        snapshot = ctx.cluster.gate_snapshot(ctx.journal.plan, batch.nodes, proof=True)
+        snapshot = (ctx.cluster.gate_snapshot(ctx.journal.plan, batch.nodes, proof=True, window=True) if windowed
+                    else ctx.cluster.gate_snapshot(ctx.journal.plan, batch.nodes, proof=True))
         if windowed:  # the window's proof: the other nodes in it are away too
             problems = self.product.window_check(snapshot, ctx.journal.plan, ctx.inv, batch.nodes[0], window,
                                                  ctx.options)

@@ -158,7 +158,8 @@ class RiakAdapter:
         return up, out.strip().splitlines()[-1] if out.strip() else f"exit {rc}"
 
     # --- what the restart engine asks of every product (restart/adapter.py) -----------------------
-    def gate_snapshot(self, plan: Plan, restarting: Collection[str], proof: bool = False) -> RiakSnapshot:
+    def gate_snapshot(self, plan: Plan, restarting: Collection[str], proof: bool = False,
+                      window: bool = False) -> RiakSnapshot:
         return self.snapshot(avoid=set(restarting))
 
     def live_identity(self, plan: Plan, name: str) -> str | None:

@@ -145,7 +145,7 @@ class ShardClusterAdapter(BatchReads, LockDocuments, ClusterFacts, MergeRequests
         return snapshot_of(h, tuple(nodes), master, tuple(shards), unassigned, persistent=persistent,
                            transient=transient, has_shutdown_api=shutdowns is not None, preflight=preflight)
 
-    def batch_snapshot(self, node_ids: Sequence[str], proof: bool = False) -> ClusterSnapshot:
+    def batch_snapshot(self, node_ids: Sequence[str], proof: bool = False, explain: bool = True) -> ClusterSnapshot:
         """What a batch's gate and last look decide from, bounded by the batch: health, the elected master,
         the master-eligible nodes (its `nodes`: the quorum), and as `shards` every copy of each shard the
         batch's nodes hold, so that the plan's checks (shards/safety.py) answer for the batch exactly as
@@ -159,7 +159,8 @@ class ShardClusterAdapter(BatchReads, LockDocuments, ClusterFacts, MergeRequests
         - otherwise, with ``proof`` (the last look before a stop: each copy is shown on the node that holds
           it), and for an index whose settings the user may not read, every copy of the index from the
           routing table, those on a node the cluster does not list left out.
-        A yellow with nothing moving has its unassigned copies explained (those of its indices not green)."""
+        A yellow with nothing moving has its unassigned copies explained (those of its indices not green), unless
+        ``explain`` is False (a window's proof, which a yellow the window makes does not concern)."""
         h, masters, master, held, assigned = read_together(
             self.health, self.master_eligible, self.master_id, lambda: self.copies_held(node_ids, proof),
             lambda: self.assigned_to(node_ids) if proof else [])
@@ -179,7 +180,7 @@ class ShardClusterAdapter(BatchReads, LockDocuments, ClusterFacts, MergeRequests
         routed = {(c.index, c.shard, c.node_id) for c in listed}
         unlisted = [c for c in held if c.index not in replicas and (c.index, c.shard, c.node_id) not in routed]
         shards = [*proved, *elsewhere(proved, replicas), *listed, *unlisted]
-        unassigned = self.explain_unassigned(self.unassigned_copies()) if settling(h) else ()
+        unassigned = self.explain_unassigned(self.unassigned_copies()) if explain and settling(h) else ()
         return snapshot_of(h, tuple(masters), master, tuple(shards), unassigned)
 
     def listed_copies(self, indices: Collection[str]) -> list[ShardCopy]:
@@ -238,8 +239,10 @@ class ShardClusterAdapter(BatchReads, LockDocuments, ClusterFacts, MergeRequests
         return tuple(out)
 
     # --- what the restart engine asks of every product (restart/adapter.py) -------------------
-    def gate_snapshot(self, plan: Plan, restarting: Collection[str], proof: bool = False) -> ClusterSnapshot:
-        snap = self.batch_snapshot([plan.node_ids[n] for n in restarting if n in plan.node_ids], proof)
+    def gate_snapshot(self, plan: Plan, restarting: Collection[str], proof: bool = False,
+                      window: bool = False) -> ClusterSnapshot:
+        snap = self.batch_snapshot([plan.node_ids[n] for n in restarting if n in plan.node_ids], proof,
+                                   explain=not window)
         if snap.health.number_of_nodes < len(plan.node_ids):  # a node away: which, for the operator
             snap = replace(snap, absent=tuple(self.absent(plan)))
         return snap

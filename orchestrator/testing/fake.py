@@ -148,7 +148,8 @@ class FakeCluster:
             self.unavailable += [f"{index} (its nodes {', '.join(holders)} all away)"
                                  for index, holders in self.copies.items() if set(holders) <= away]
 
-    def gate_snapshot(self, plan: Plan, restarting: Collection[str], proof: bool = False) -> FakeSnapshot:
+    def gate_snapshot(self, plan: Plan, restarting: Collection[str], proof: bool = False,
+                      window: bool = False) -> FakeSnapshot:
         return self.snapshot()
 
     def live_identity(self, plan: Plan, name: str) -> str | None:

@@ -61,7 +61,8 @@ class ToyCluster:
         self.calls += 1
         return ToySnapshot({n: self.pid(n) for n in self.names}, self._settings())
 
-    def gate_snapshot(self, plan: Plan, restarting: Collection[str], proof: bool = False) -> ToySnapshot:
+    def gate_snapshot(self, plan: Plan, restarting: Collection[str], proof: bool = False,
+                      window: bool = False) -> ToySnapshot:
         return self.snapshot()
 
     def live_identity(self, plan: Plan, name: str) -> str | None:
