@@ -16,6 +16,7 @@ from typing import Any
 
 from orchestrator.config.discovered import Facts
 from orchestrator.config.model import ClusterSection, Inventory, ProductSettings, settings_of
+from orchestrator.config.playbook import Playbook
 from orchestrator.errors import ConfigError, UnsafeToProceed
 from orchestrator.hosts.capacity import HostCapacity
 from orchestrator.hosts.transport import Transport
@@ -173,6 +174,17 @@ class ToyProduct:
 
     def stop_check(self, snapshot: ToySnapshot, plan: Plan, nodes: Sequence[str], options: RunOptions) -> list[str]:
         return []
+
+    # A product with no rule that proves several nodes away safe refuses a window, saying why.
+    def window_check(self, snapshot: ToySnapshot, plan: Plan, inv: Inventory, candidate: str,
+                     window: Sequence[str], options: RunOptions) -> list[str]:
+        return ["the toy restarts one node at a time"] if window else []
+
+    def window_partners(self, snapshot: ToySnapshot, plan: Plan, candidate: str) -> frozenset[str]:
+        return frozenset()
+
+    def windowed(self, playbook: Playbook) -> Playbook:
+        raise ConfigError("--max-unavailable", ["the toy restarts one node at a time: leave it out"])
 
     def with_host_capacity(self, inv: Inventory, snapshot: ToySnapshot,
                            capacity: Mapping[str, HostCapacity]) -> ToySnapshot:
