@@ -325,7 +325,9 @@ def test_the_elected_master_restarted_by_someone_else_mid_batch(sandboxes: Sandb
     assert "Traceback" not in said
     if rc != 0:
         assert rc in (4, 6) and restarted[0] in said, said[-2000:]
-        es.cluster.health(wait_for_nodes="3", timeout="120s")
+        # As an operator would: the master back and every primary active (the security index too: without it
+        # the native users' credentials are refused) before the resume.
+        es.cluster.health(wait_for_nodes="3", wait_for_status="yellow", timeout="120s")
         resumed = orchestrate("resume", "--cluster", "sandbox", "--yes", timeout=900)
         assert resumed.returncode == 0, resumed.stderr[-2000:]
     one_node_down_at_a_time(journal_of_last_run(info))
