@@ -85,10 +85,10 @@ def inventory(names: list[str], zones: list[str] | None = None, join_s: float = 
 
 
 def new_journal(inv: Inventory, cluster: FakeCluster, mode: Mode = Mode.NODE,
-                options: RunOptions | None = None) -> Journal:
+                options: RunOptions | None = None, playbook: Playbook = PLAYBOOK) -> Journal:
     options = options or RunOptions()
     plan = PRODUCT.plan(inv, cluster.snapshot(), mode, options, ())
-    spec = RunSpec(mode=mode, options=options, playbook=PLAYBOOK.model_dump(mode="json"), inventory_path="-",
+    spec = RunSpec(mode=mode, options=options, playbook=playbook.model_dump(mode="json"), inventory_path="-",
                    inventory=inv.model_dump(mode="json"), plan=plan)
     return journals.create(Journal(
         run_id=journals.new_run_id(), cluster="fake", spec=spec,

@@ -11,36 +11,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.errors import Aborted
-from orchestrator.restart import journal as journals
 from orchestrator.restart.budget import ramp, room_of, window_asked
-from orchestrator.restart.journal import (
-    BatchRecord,
-    BatchState,
-    Journal,
-    NodeRecord,
-    RunOptions,
-    RunSpec,
-    RunState,
-    UndoState,
-)
+from orchestrator.restart.journal import BatchState, Journal, RunOptions, RunState, UndoState
 from orchestrator.restart.plan import Mode
 from orchestrator.testing.fake import LIMIT, PRODUCT, FakeCluster
-from tests.unit.test_engine import ORIGINAL, PLAYBOOK, inventory, killed_here, run, state_dir
+from tests.unit.test_engine import ORIGINAL, PLAYBOOK, inventory, killed_here, new_journal, run, state_dir
 
 WINDOWED = PRODUCT.windowed(PLAYBOOK)
 
 
 def window_journal(names: list[str], cluster: FakeCluster, budget: str, zones: list[str] | None = None,
                    **options: object) -> Journal:
-    inv = inventory(names, zones)
-    opts = RunOptions(max_unavailable=budget, **options)  # type: ignore[arg-type]
-    plan = PRODUCT.plan(inv, cluster.snapshot(), Mode.NODE, opts, ())
-    spec = RunSpec(mode=Mode.NODE, options=opts, playbook=WINDOWED.model_dump(mode="json"), inventory_path="-",
-                   inventory=inv.model_dump(mode="json"), plan=plan)
-    return journals.create(Journal(
-        run_id=journals.new_run_id(), cluster="fake", spec=spec,
-        batches=[BatchRecord(b.number, b.label, list(b.nodes)) for b in plan.batches],
-        nodes={n: NodeRecord(n, b.number) for b in plan.batches for n in b.nodes}))
+    """A run's journal with the window's procedure and ``budget``."""
+    return new_journal(inventory(names, zones), cluster, options=RunOptions(max_unavailable=budget, **options),  # type: ignore[arg-type]
+                       playbook=WINDOWED)
 
 
 def layout(names: list[str], seed: int) -> dict[str, tuple[str, ...]]:
