@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Generic
 
 from orchestrator.config.hooks import HookPoint
-from orchestrator.errors import Aborted, OrchestratorError, StoppedAfter, UnsafeToProceed
+from orchestrator.errors import Aborted, ClusterError, OrchestratorError, StoppedAfter, UnsafeToProceed
 from orchestrator.restart import steps
 from orchestrator.restart.adapter import AdapterT
 from orchestrator.restart.budget import window_asked
@@ -321,12 +321,15 @@ class Engine(Generic[SnapshotT, AdapterT]):
             return  # a node is already stopping or down (a resumed run): bring it back, do not refuse now
         windowed = window_asked(ctx.options.max_unavailable)
         window = in_the_window(ctx.journal, batch)  # before the read: a node that left since was away in it
-        snapshot = (ctx.cluster.gate_snapshot(ctx.journal.plan, batch.nodes, proof=True, window=True) if windowed
-                    else ctx.cluster.gate_snapshot(ctx.journal.plan, batch.nodes, proof=True))
         if windowed:  # the window's proof: the other nodes in it are away too
-            problems = self.product.window_check(snapshot, ctx.journal.plan, ctx.inv, batch.nodes[0], window,
-                                                 ctx.options)
+            try:
+                snapshot = ctx.cluster.gate_snapshot(ctx.journal.plan, batch.nodes, proof=True, window=True)
+                problems = self.product.window_check(snapshot, ctx.journal.plan, ctx.inv, batch.nodes[0], window,
+                                                     ctx.options)
+            except ClusterError as exc:  # no proof, either way: the batch waits to be proven again, nothing stopped
+                problems = [f"its last look could not be read ({exc})."]
         else:
+            snapshot = ctx.cluster.gate_snapshot(ctx.journal.plan, batch.nodes, proof=True)
             problems = self.product.stop_check(snapshot, ctx.journal.plan, batch.nodes, ctx.options)
         if not problems:
             return

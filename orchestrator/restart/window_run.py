@@ -20,7 +20,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import Any, Protocol
 
-from orchestrator.errors import Aborted, StoppedAfter, UnsafeToProceed
+from orchestrator.errors import Aborted, ClusterError, StoppedAfter, UnsafeToProceed
 from orchestrator.restart.budget import ramp, room_of
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
@@ -129,7 +129,12 @@ class WindowRun:
             batch = self.pending()[0]
             self.engine.read_ahead(batch)
             self.engine.wait_until_safe(batch)
-            if not self.proven(batch):  # the gate passed, the proof did not: said, as a last look's refusal is
+            try:
+                proven = self.proven(batch)
+            except ClusterError as exc:  # with nobody away, as a last look's failed read: the run stops here
+                raise UnsafeToProceed(f"not starting batch {batch.number} ({batch.label}): its proof could not "
+                                      f"be read: {exc}") from exc
+            if not proven:  # the gate passed, the proof did not: said, as a last look's refusal is
                 raise UnsafeToProceed(f"not starting batch {batch.number} ({batch.label}): "
                                       f"{self.refused[batch.number]}")
             self.launch(batch)
@@ -138,7 +143,16 @@ class WindowRun:
         worth = (b for b in self.pending()
                  if self.refused_at.get(b.number) != self.version and not self.partners.get(b.number, set()) & window)
         for batch in itertools.islice(worth, MAX_LOOKS_PER_TURN):
-            if self.proven(batch):
+            try:
+                proven = self.proven(batch)
+            except ClusterError as exc:
+                # A read that failed proves nothing, either way: the node is not admitted now, and is asked again
+                # at the next turn (not refused until the window changes). The nodes away carry on meanwhile.
+                self.ctx.emit(Event("wait", f"batch {batch.number} ({batch.label}) not admitted now: its proof "
+                                            f"could not be read ({exc}); asked again in a moment",
+                                    batch=batch.number))
+                return False
+            if proven:
                 self.engine.read_ahead(batch)
                 self.launch(batch)
                 return True

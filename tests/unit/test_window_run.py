@@ -212,3 +212,31 @@ def test_a_last_look_that_finds_the_window_changed_sends_the_batch_back_to_wait_
         journal.end_batch(in_window)  # n2 back: n3's last look passes
         journal.begin_batch(candidate)
         eng.check_before_stop(candidate)
+
+
+def test_a_proof_that_cannot_be_read_while_nodes_are_away_admits_nobody_then_and_the_run_goes_on() -> None:
+    """A failed read proves nothing: the candidate is not admitted at that turn, the nodes away come back as
+    planned, the candidate is asked again, and the run finishes with every node restarted once."""
+    from orchestrator.errors import ClusterUnreachable
+    from orchestrator.testing.fake import FakeSnapshot
+
+    names = [f"n{i}" for i in range(1, 7)]
+    with state_dir():
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), copies=layout(names, 2), start_takes_s=0.05)
+        journal = window_journal(names, cluster, "3")
+        real, failed = cluster.gate_snapshot, []
+
+        def flaky(plan, restarting, proof=False, window=False) -> FakeSnapshot:  # type: ignore[no-untyped-def]
+            if proof and cluster.away() and len(failed) < 3:  # the first three proofs read with nodes away
+                failed.append(tuple(restarting))
+                raise ClusterUnreachable("the elected master did not answer in 10 s")
+            return real(plan, restarting, proof, window)
+
+        cluster.gate_snapshot = flaky  # type: ignore[method-assign]
+        events = run(inventory(names), cluster, journal)
+        assert len(failed) == 3, "proofs were read while nodes were away, and three of them failed"
+        assert_window_kept(cluster, journal, 3)
+        said = [e.message for e in events if "could not be read" in e.message]
+        # Both reads of a proof: an admission's ("asked again") and a stop's last look ("goes back to wait").
+        assert any("asked again" in m for m in said) and any("goes back to wait, nothing stopped" in m for m in said)
+        assert all("asked again" in m or "goes back to wait, nothing stopped" in m for m in said), said
