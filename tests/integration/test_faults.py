@@ -3,7 +3,6 @@ unreachable for 20 s while SSH works, SSH alone dropped while the node serves, s
 
 from __future__ import annotations
 
-import itertools
 import json
 import signal
 import subprocess
@@ -18,6 +17,7 @@ import yaml
 
 from tests.helpers import REPO, assert_no_traceback, json_lines, orchestrate
 from tests.integration.conftest import SandboxManager, Shape
+from tests.integration.node_logs import assert_one_node_away_at_a_time, away_since, marks, overlapping
 from tests.integration.test_restart import (
     ALLOC,
     doc_counts,
@@ -239,19 +239,6 @@ class DroppedReplies:
         self.lifted_at = self.lifted_at or time.monotonic()
 
 
-def journal_of_last_run(info: dict[str, Any]) -> dict[str, Any]:
-    status = json.loads(orchestrate("status", "--cluster", "sandbox", "--json").stdout)
-    return dict(json.loads(Path(status["run"]["journal"]).read_text()))
-
-
-def one_node_down_at_a_time(run: dict[str, Any]) -> None:
-    """In plan order, each node stopped only once the one before was done (from the run's own journal)."""
-    order = [n for b in run["spec"]["plan"]["batches"] for n in b["nodes"]]
-    for earlier, later in itertools.pairwise(order):
-        stopped, done = run["nodes"][later]["started_at"].get("stopping"), run["nodes"][earlier]["started_at"]["done"]
-        assert stopped is None or stopped > done, f"{later} stopped before {earlier} was done"
-
-
 def test_the_cluster_unreachable_over_http_for_20_s_while_ssh_works(sandboxes: SandboxManager, tmp_path: Path) -> None:
     """Every node's HTTP replies dropped for 20 s once the first node is stopped (SSH and the cluster's own
     transport untouched): the run ends within its timeouts, succeeded or failing with the cause named, no
@@ -259,6 +246,7 @@ def test_the_cluster_unreachable_over_http_for_20_s_while_ssh_works(sandboxes: S
     back, each node started once more."""
     info, es = prepared(sandboxes, Shape())
     before_docs, before_settings, before_starts = doc_counts(es), settings(es), starts_logged(info)
+    before_marks = marks(info)
     path = inventory_with(tmp_path, info, lambda inv: None)
     first = json.loads(orchestrate("plan", "--config", str(path), "--json").stdout)["batches"][0]["nodes"][0]
     cut = DroppedReplies(["es-1", "es-2", "es-3"], 9200, for_s=20)
@@ -270,7 +258,7 @@ def test_the_cluster_unreachable_over_http_for_20_s_while_ssh_works(sandboxes: S
         assert rc in (4, 6) and ("did not answer" in said or "unreachable" in said.lower()), said[-2000:]
         resumed = orchestrate("resume", "--cluster", "sandbox", "--yes", timeout=900)
         assert resumed.returncode == 0, resumed.stderr[-2000:]
-    one_node_down_at_a_time(journal_of_last_run(info))
+    assert_one_node_away_at_a_time(away_since(info, before_marks))
     assert es.cluster.health(wait_for_status="green", timeout="60s")["status"] == "green"
     assert doc_counts(es) == before_docs and settings(es) == before_settings
     assert {n: c - before_starts[n] for n, c in starts_logged(info).items()} == {"es-1": 1, "es-2": 1, "es-3": 1}
@@ -281,7 +269,7 @@ def test_ssh_dropped_on_the_next_host_while_its_node_serves(sandboxes: SandboxMa
     stopped: the run never takes that node down, ends naming it within the SSH timeouts, and a resume
     once SSH is back finishes: green, every setting back, each node started once more."""
     info, es = prepared(sandboxes, Shape())
-    before_settings, before_starts = settings(es), starts_logged(info)
+    before_settings, before_starts, before_marks = settings(es), starts_logged(info), marks(info)
 
     def quick_ssh(inv: dict[str, Any]) -> None:
         inv["ssh"]["command_timeout_s"] = 15
@@ -299,7 +287,7 @@ def test_ssh_dropped_on_the_next_host_while_its_node_serves(sandboxes: SandboxMa
     assert es.cluster.health(wait_for_nodes="3", timeout="60s")["number_of_nodes"] == 3
     resumed = orchestrate("resume", "--cluster", "sandbox", "--yes", timeout=900)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    one_node_down_at_a_time(journal_of_last_run(info))
+    assert_one_node_away_at_a_time(away_since(info, before_marks))
     assert es.cluster.health(wait_for_status="green", timeout="60s")["status"] == "green"
     assert settings(es) == before_settings
     assert {n: c - before_starts[n] for n, c in starts_logged(info).items()} == {"es-1": 1, "es-2": 1, "es-3": 1}
@@ -311,6 +299,7 @@ def test_the_elected_master_restarted_by_someone_else_mid_batch(sandboxes: Sandb
     node it lost, and a resume finishes: green, every document there, every setting back."""
     info, es = prepared(sandboxes, Shape())
     before_docs, before_settings, before_starts = doc_counts(es), settings(es), starts_logged(info)
+    before_marks = marks(info)
     path = inventory_with(tmp_path, info, lambda inv: None)
     first = json.loads(orchestrate("plan", "--config", str(path), "--json").stdout)["batches"][0]["nodes"][0]
     restarted: list[str] = []
@@ -330,7 +319,11 @@ def test_the_elected_master_restarted_by_someone_else_mid_batch(sandboxes: Sandb
         es.cluster.health(wait_for_nodes="3", wait_for_status="yellow", timeout="120s")
         resumed = orchestrate("resume", "--cluster", "sandbox", "--yes", timeout=900)
         assert resumed.returncode == 0, resumed.stderr[-2000:]
-    one_node_down_at_a_time(journal_of_last_run(info))
+    # By the nodes' own logs: the hand restart came while the first node was down; apart from it, one at a time.
+    away = away_since(info, before_marks)
+    by_hand = next(a for a in away if a.node == restarted[0])
+    assert by_hand in {x for pair in overlapping(away) for x in pair if first in (pair[0].node, pair[1].node)}, away
+    assert_one_node_away_at_a_time([a for a in away if a is not by_hand])
     assert es.cluster.health(wait_for_status="green", timeout="60s")["status"] == "green"
     assert doc_counts(es) == before_docs and settings(es) == before_settings
     starts = {n: c - before_starts[n] for n, c in starts_logged(info).items()}

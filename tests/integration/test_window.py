@@ -9,15 +9,11 @@ allocation awareness keeps from sharing a shard). What shows it is the cluster's
 
 from __future__ import annotations
 
-import itertools
 import json
-import re
 import signal
 import subprocess
 import sys
 import time
-from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +22,7 @@ from orchestrator.sandbox.load import LoadGenerator
 from orchestrator.sandbox.rest import access_of
 from tests.helpers import REPO, assert_no_traceback, json_lines, orchestrate
 from tests.integration.conftest import SIX_NODES_TWO_ZONES, SandboxManager
+from tests.integration.node_logs import away_since, marks, overlapping
 from tests.integration.test_restart import end_background_run, prepared, read_events_until, settings, starts_logged
 
 DELAYED = "index.unassigned.node_left.delayed_timeout"
@@ -35,24 +32,6 @@ def delays(es: Any) -> dict[str, str | None]:
     """Each sample index's own delayed_timeout (None: none of its own)."""
     raw = es.indices.get_settings(index="sample-*", name=DELAYED, flat_settings=True)
     return {index: body["settings"].get(DELAYED) for index, body in raw.items()}
-
-
-def away_as_logged(info: dict[str, Any]) -> dict[str, tuple[datetime, datetime, str, str]]:
-    """Each node's last time away, from its own log: from its "stopping ..." line to the "started" line after
-    it, with the roles and the zone that line names (`m` among the roles: master-eligible)."""
-    out = {}
-    for n in info["nodes"]:
-        log = Path(info["inventory"]).parent / "hosts" / n["name"] / "node" / "logs" / "sandbox.log"
-        lines = log.read_text().splitlines()
-        stop = max(i for i, line in enumerate(lines) if line.endswith("] stopping ..."))
-        started = next(line for line in lines[stop:] if "] started {" in line)
-        roles, zone = re.search(r"\}\{([a-z]+)\}\{[^}]*\}\{[^}]*\}\{zone=([\w-]+)\}", started).groups()  # type: ignore[union-attr]
-        out[n["name"]] = (logged_at(lines[stop]), logged_at(started), roles, zone)
-    return out
-
-
-def logged_at(line: str) -> datetime:
-    return datetime.strptime(line[1:24], "%Y-%m-%dT%H:%M:%S,%f")
 
 
 def two_away(events: list[dict[str, Any]]) -> bool:
@@ -70,6 +49,7 @@ def test_a_window_of_three_under_writes_is_never_red_and_killed_with_two_nodes_i
     info, es = prepared(sandboxes, SIX_NODES_TWO_ZONES)
     es.indices.put_settings(index="sample-2", settings={DELAYED: "2m"})  # an index's own value, to be kept
     before_settings, before_delays, before_starts = settings(es), delays(es), starts_logged(info)
+    before_marks = marks(info)
     plan = orchestrate("plan", "--cluster", "sandbox", "--max-unavailable", "3", "--json", timeout=300)
     assert plan.returncode == 0, plan.stderr[-2000:]
     planned = json.loads(plan.stdout)
@@ -102,14 +82,14 @@ def test_a_window_of_three_under_writes_is_never_red_and_killed_with_two_nodes_i
     assert report["red_samples"] == 0 and report["windows"]["during"]["index_ok"] > 0, report
     assert report["fewest_nodes"] is not None and report["fewest_nodes"] <= 4, "two nodes were away together"
     assert starts_logged(sandboxes.status()) == {k: v + 1 for k, v in before_starts.items()}, "each node once"
-    # The nodes' own account of when each was away (the sandbox is stopped only after the group's tests): a
-    # master-eligible node never beside another node, never two zones at once, and two nodes at once at some time.
-    away = away_as_logged(sandboxes.status())
-    overlapping = [(a, b) for a, b in itertools.combinations(sorted(away), 2)
-                   if away[a][0] < away[b][1] and away[b][0] < away[a][1]]
-    assert overlapping, f"no two nodes were down at once: {away}"
-    assert not [p for p in overlapping if any("m" in away[n][2] for n in p)], f"a master beside another: {overlapping}"
-    assert all(away[a][3] == away[b][3] for a, b in overlapping), f"two zones away at once: {overlapping}"
+    # The nodes' own account of when each was away: once each, a master-eligible node never beside another node,
+    # never two zones at once, and two nodes down together at some time.
+    away = away_since(sandboxes.status(), before_marks)
+    assert sorted(a.node for a in away) == sorted(before_starts), f"each node away once, by its log: {away}"
+    together = overlapping(away)
+    assert together, f"no two nodes were down at once: {away}"
+    assert not [p for p in together if "m" in p[0].roles + p[1].roles], f"a master beside another: {together}"
+    assert all(a.zone == b.zone for a, b in together), f"two zones away at once: {together}"
     assert es.cluster.health(wait_for_status="green", timeout="60s")["status"] == "green"
     assert settings(es) == before_settings, "every cluster setting as before"
     assert delays(es) == before_delays, "each index's delayed_timeout as before (sample-2's own 2m kept)"
