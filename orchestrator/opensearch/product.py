@@ -1,5 +1,5 @@
 """OpenSearch as a product plug-in of the restart engine (see restart/product.py): the shared shard model
-(shards/) over opensearch-py, with weighted routing in zone mode (opensearch/routing.py) and rolling
+(shards/) over opensearch-py, with weighted routing in zone mode and windows (opensearch/routing.py) and rolling
 upgrades along OpenSearch's own paths."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from orchestrator.config.model import ClusterSection, Inventory
 from orchestrator.errors import ConfigError
 from orchestrator.opensearch import routing
 from orchestrator.opensearch.adapter import OpenSearchAdapter, weights_key
+from orchestrator.restart.budget import window_asked
 from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.plan import Mode, Plan
 from orchestrator.restart.product import Product
@@ -37,12 +38,16 @@ class OpenSearchProduct(ShardProduct[OpenSearchAdapter]):
     def plan(self, inv: Inventory, snapshot: ClusterSnapshot, mode: Mode, options: RunOptions,
              tuning: tuple[str, ...]) -> Plan:
         plan = super().plan(inv, snapshot, mode, options, tuning)
-        if mode != Mode.ZONE:
-            return plan
         attribute = inv.cluster.awareness_attribute
-        return replace(plan, notes=(*plan.notes, f"searches are weighed away from each {attribute} while it restarts "
-                                                 f"({weights_key(attribute)}: weight 0 for it, the others kept), "
-                                                 "and the weights from before the run are put back exactly"))
+        if mode == Mode.ZONE:
+            away = f"each {attribute} while it restarts"
+        elif window_asked(options.max_unavailable):
+            away = f"the {attribute} of the window's nodes while any of them is away"
+        else:
+            return plan
+        return replace(plan, notes=(*plan.notes, f"searches are weighed away from {away} ({weights_key(attribute)}: "
+                                                 "weight 0 for it, the others kept), and the weights from before the "
+                                                 "run are put back exactly"))
 
     def discover(self, section: ClusterSection) -> Facts:
         from orchestrator.opensearch.connect import OpenSearchRest

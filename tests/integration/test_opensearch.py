@@ -109,10 +109,26 @@ def test_node_mode_then_zone_mode_under_writes_restore_settings_and_routing_weig
     assert not any("routing/awareness" in e.get("message", "") for e in events), "node mode leaves weights alone"
     assert settings(rest) == before and weights(rest) is None
 
+    # A window (of one node here: the shape's three nodes are master-eligible, each admitted alone) weighs its
+    # node's zone away while it is away, recovers it from its own copies, and puts the weights and each index's
+    # delayed_timeout back.
+    proc = orchestrate("restart", "--cluster", "sandbox", "--nodes", "es-2", "--max-unavailable", "2", "--yes",
+                       "--json", timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    undo = [e for e in json_lines(proc.stdout) if e.get("event") == "undo"]
+    shifted = [e for e in undo if "routing/awareness/zone/weights" in e["message"]]
+    assert [e["message"].startswith("set ") for e in shifted] == [True, False], [e["message"] for e in shifted]
+    zone = next(n["zone"] for n in info["nodes"] if n["name"] == "es-2")
+    assert {z for z, w in shifted[0]["data"]["value"].items() if float(w) == 0} == {zone}
+    delayed = [e["message"].split(" ")[0] for e in undo if "node_left.delayed_timeout" in e["message"]]
+    assert delayed and delayed.count("set") == delayed.count("restored"), delayed
+    assert settings(rest) == before and weights(rest) is None
+
     # Zone mode, with weights an operator set (zone-2 takes twice the searches): each zone weighed to 0
     # while it restarts, the others kept, and the operator's weights back at the end.
     theirs = {"zone-1": "1.0", "zone-2": "2.0", "zone-3": "1.0"}
-    rest.request("weights", "PUT", WEIGHTS, body={"weights": theirs, "_version": -1})
+    version = rest.request("weights", "GET", WEIGHTS).get("_version", -1)  # the window's run set and removed some
+    rest.request("weights", "PUT", WEIGHTS, body={"weights": theirs, "_version": version})
     summary, events = restart_under_writes(info, rest, "zone")
     shifted = [e for e in events if e.get("event") == "undo" and "routing/awareness/zone/weights" in e["message"]]
     assert [e["message"].startswith("set ") for e in shifted] == [True, False] * 3, [e["message"] for e in shifted]
@@ -123,7 +139,8 @@ def test_node_mode_then_zone_mode_under_writes_restore_settings_and_routing_weig
             {z: w for z, w in theirs.items() if z not in zone}
     assert weights(rest) == theirs
     assert settings(rest) == before
-    assert starts_logged(sandboxes.status()) == {k: v + (2 if k == "es-1" else 1) for k, v in before_starts.items()}
+    assert starts_logged(sandboxes.status()) == {k: v + (2 if k in ("es-1", "es-2") else 1)
+                                                 for k, v in before_starts.items()}
     report = orchestrate("report", "--cluster", "sandbox", "--html", str(tmp_path / "report.html"))
     assert report.returncode == 0, report.stderr[-2000:]
     assert "from peers" in report.stdout and "es-3" in (tmp_path / "report.html").read_text()

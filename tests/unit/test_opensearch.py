@@ -206,6 +206,12 @@ def test_an_opensearch_plan_is_the_shared_one_and_says_it_is_opensearch() -> Non
     said = [n for n in plans["opensearch"].notes if "weighed away" in n]
     assert len(said) == 1 and "_cluster/routing/awareness/zone/weights" in said[0]
     assert not any("weighed away" in n for n in plans["elasticsearch"].notes)
+    # A window's plan says it too; one node at a time, nothing is weighed.
+    raw["cluster"]["product"] = "opensearch"
+    windowed, single = (products.get("opensearch").plan(Inventory.model_validate(raw), snap, Mode.NODE,
+                                                        RunOptions(max_unavailable=budget), ()) for budget in ("2", ""))
+    assert [n for n in windowed.notes if "weighed away from the zone of the window's nodes" in n]
+    assert not any("weighed away" in n for n in single.notes)
 
 
 def test_discovery_recognises_an_opensearch_cluster_and_writes_its_product(server: tuple[str, type[Answering]]) -> None:
@@ -237,3 +243,44 @@ def test_the_sandbox_assembles_opensearch_2_and_3_each_with_what_it_needs() -> N
                for a in ("<artifactId>opensearch</artifactId>", "transport-netty4-client", "plugin-classloader"))
     with pytest.raises(SandboxError, match=r"2\.x and 3\.x"):
         ensure_opensearch_home("1.3.20")
+
+
+def test_a_window_weighs_its_zone_away_until_its_last_node_is_back_and_keeps_it_through_a_refused_last_look(
+        tmp_path: Path) -> None:
+    """Two nodes of zone-1 in the window: the zone's weight is 0 from the first one's batch until the second is
+    back (the first, back before it, leaves the weights alone), then exactly as before; one undo record, the run's,
+    so a batch's own undo (a last look's refusal) never puts the weights back under another node away."""
+    from orchestrator.restart.journal import BatchRecord, Journal, NodeRecord, RunOptions
+    from tests.unit.journals import spec_of
+
+    before = {"zone-1": "1.0", "zone-2": "2.0", "zone-3": "1.0"}
+    cluster = RoutingCluster(dict(before))
+    plan = plan_of([[n] for n in "abcdef"], product="opensearch", mode=Mode.NODE)
+    journal = Journal(run_id="r1", cluster=plan.cluster, spec=spec_of(plan, RunOptions(max_unavailable="2")),
+                      batches=[BatchRecord(b.number, b.label, list(b.nodes)) for b in plan.batches],
+                      nodes={n: NodeRecord(n, b.number) for b in plan.batches for n in b.nodes},
+                      path=tmp_path / "journal.json")
+    events: list[Event] = []
+    ctx = RunContext(inv=inventory(list("abcdef")), cluster=OpenSearchAdapter(cluster),  # type: ignore[arg-type]
+                     transport=LocalTransport(), service=None, journal=journal,  # type: ignore[arg-type]
+                     emit=events.append)
+    a, b, c = journal.batches[:3]
+    journal.begin_batch(a)
+    weigh_away_searches(ctx, a)
+    journal.begin_batch(b)
+    weigh_away_searches(ctx, b)
+    assert cluster.weights == {**before, "zone-1": "0.0"} and len(cluster.writes) == 1, cluster.writes
+    restore_settings(ctx, batch=a.number)  # what a refused last look of a does: its own records only
+    assert cluster.weights == {**before, "zone-1": "0.0"}, "the window's weights are the run's, not a's"
+    restore_search_weights(ctx, a)  # a back, b still away
+    assert cluster.weights == {**before, "zone-1": "0.0"} and "kept while b" in events[-1].message
+    journal.end_batch(a)
+    restore_search_weights(ctx, b)  # the last of the window back
+    assert cluster.weights == before
+    journal.end_batch(b)
+    journal.begin_batch(c)
+    weigh_away_searches(ctx, c)
+    assert cluster.weights == {**before, "zone-2": "0.0"}
+    restore_settings(ctx)  # the run's end
+    assert cluster.weights == before
+    assert [(u.before, u.batch) for u in journal.undo if u.scope == WEIGHTS_SCOPE] == [(before, None), (before, None)]
