@@ -87,6 +87,7 @@ class RunView:
         self.live: Live | None = None
         self.lock = threading.Lock()
         self.waiting = ""
+        self.searches = ""  # what searchers see now (restart/search_watch.py), in the title
         self.run_id: str | None = None  # from the run's first event, stamped on every line after it
 
     def __enter__(self) -> RunView:
@@ -114,7 +115,9 @@ class RunView:
                 self.eta_s = event.eta_s
             self.last_message = event.message
             # What the run waits for (blocking shards and why), shown under the table until it moves on.
-            if event.kind == "wait":
+            if event.kind == "search":
+                self.searches = event.message
+            elif event.kind == "wait":
                 self.waiting = event.message
             elif event.kind in ("phase", "batch", "step", "run"):
                 self.waiting = ""
@@ -135,7 +138,8 @@ class RunView:
         from rich.text import Text
 
         table = Table(title=f"elapsed {human_duration(time.monotonic() - self.started)}  ETA "
-                            f"{human_duration(self.eta_s)}", title_justify="left", show_edge=False,
+                            f"{human_duration(self.eta_s)}" + (f"  {self.searches}" if self.searches else ""),
+                      title_justify="left", show_edge=False,
                       caption=Text(self.waiting[:500]) if self.waiting else None, caption_justify="left")
         for col in ("node", "batch", "phase", "in phase", "waiting on"):
             table.add_column(col)

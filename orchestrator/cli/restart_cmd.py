@@ -6,10 +6,11 @@ Each command parses its options, calls one function of `orchestrator.runs`, and 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -18,7 +19,7 @@ from orchestrator.cli.render import RunView, plan_table, report_table, summary_l
 from orchestrator.errors import ConfigError, JournalError, PreflightFailed, UnsafeToProceed
 from orchestrator.paths import known_clusters
 from orchestrator.restart.plan import Mode
-from orchestrator.units import counted
+from orchestrator.units import counted, human_duration
 
 # What a command does is imported when it runs, inside its function: the shell runs `orchestrate` for each
 # TAB of completion, which needs only the options (tests/unit/test_cli_help.py checks what it imports).
@@ -341,6 +342,8 @@ def status(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool =
         shown_plainly(f"run {run['run_id']}: {run['state']}, {done}/{counted(len(run['batches']), 'batch')} done"
                       + (f" - {run['message']}" if run["message"] else ""))
         shown_plainly(f"journal: {run['journal']}")
+        for line in search_lines(run.get("search")):
+            shown_plainly(line)
     if info["pause"]:
         shown_plainly(f"PAUSE asked ({str(info['pause'].get('reason'))[:300]}); `orchestrate continue --cluster "
                       f"{info['cluster']}` removes it")
@@ -349,6 +352,21 @@ def status(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool =
     for s in info["temporary_settings"]:
         shown_plainly(f"temporary setting still pending: {s['scope']} {s['key']}={s['live']} "
                       f"(restore to {s['restore_to'] if s['restore_to'] is not None else 'unset'})")
+
+
+def search_lines(search: dict[str, Any] | None) -> list[str]:
+    """What searchers saw, as `status` says it: the baseline before the first stop and the last interval."""
+    from orchestrator.restart.search_figures import SearchSample
+
+    if not search:
+        return []
+    baseline, latest = search.get("baseline"), search.get("latest")
+    lines = [f"searches before the first stop: {SearchSample.from_json(baseline).text()}" if baseline
+             else "searches before the first stop: not measured (no search then, or the watch began later)"]
+    if latest and not latest.get("baseline"):
+        ago = human_duration(max(time.time() - float(latest["at"]), 0))
+        lines.append(f"searches, {ago} ago: {SearchSample.from_json(latest).text()}")
+    return lines
 
 
 def unlock(cluster: str = ClusterOpt, config: Path = ConfigOpt,

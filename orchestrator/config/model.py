@@ -255,6 +255,14 @@ class MetricsSection(Model):
     job: str = Field("orchestrator", pattern=r"^[A-Za-z0-9_-]{1,64}$")
 
 
+class SearchSection(Model):
+    """What searchers see, watched through a run (docs/restart-procedure.md, "Searches"): every node's search
+    counters read every ``interval_s`` (one light read of the nodes' stats), the baseline before the first
+    stop, then continuously: events, `status`, the report and the metrics. 0 turns the watch off."""
+
+    interval_s: float = Field(10, ge=0, le=3600)
+
+
 class Inventory(Model):
     cluster: ClusterSection
     ssh: SshSection = SshSection(known_hosts=Path("~/.ssh/known_hosts").expanduser())
@@ -267,6 +275,7 @@ class Inventory(Model):
     product_settings: dict[str, Any] = Field(default_factory=dict)
     tuning: TuningSection = TuningSection()
     metrics: MetricsSection = MetricsSection()
+    search: SearchSection = SearchSection()
     upgrade: UpgradeSection = UpgradeSection()
     playbook: str | None = Field(None, pattern=r"^[A-Za-z0-9_./-]+$")  # None: the product's own procedure
     allow_yellow: bool = False

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from typing_extensions import TypeVar
 
 from orchestrator.restart.plan import Plan
+from orchestrator.restart.search_figures import SearchCounters
 
 SnapshotT_co = TypeVar("SnapshotT_co", covariant=True)
 
@@ -60,6 +61,11 @@ class ClusterAdapter(Protocol[SnapshotT_co]):
 
     def health_summary(self) -> dict[str, Any]:
         """A few figures for `status`: at least `status` and `number_of_nodes`, and a one-line `text`."""
+        ...
+
+    def search_counters(self) -> dict[str, SearchCounters] | None:
+        """Each serving node's search totals since its start (restart/search_figures.py), or None for a product
+        without search figures: what searchers see, watched through a run."""
         ...
 
     def create_lock(self, index: str, doc_id: str, body: dict[str, Any]) -> bool: ...

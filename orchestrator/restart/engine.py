@@ -27,6 +27,7 @@ from orchestrator.restart.lock import pause_request, request_pause
 from orchestrator.restart.phases import Phase, reached
 from orchestrator.restart.procedure import Procedure
 from orchestrator.restart.product import Product, RunStepFn, SnapshotT
+from orchestrator.restart.search_watch import SearchWatch
 from orchestrator.restart.steps import PER_NODE, StepFn
 from orchestrator.restart.window_run import NotNow, WindowRun, in_the_window
 from orchestrator.retry import Seen
@@ -63,6 +64,11 @@ class Engine(Generic[SnapshotT, AdapterT]):
         ctx, journal = self.ctx, self.ctx.journal
         back_from_deferral = journal.state is RunState.DEFERRED
         journal.set_state(RunState.RUNNING)
+        with SearchWatch(ctx, ctx.inv.search.interval_s):  # what searchers see, on a thread of its own
+            self.run_watched(back_from_deferral)
+
+    def run_watched(self, back_from_deferral: bool) -> None:
+        ctx, journal = self.ctx, self.ctx.journal
         try:
             if not back_from_deferral:  # the same run going on, not a new start: its hooks ran
                 self.hooks(HookPoint.BEFORE_RUN)

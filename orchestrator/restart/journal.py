@@ -72,6 +72,8 @@ class Journal:
     history: list[HistoryEntry] = field(default_factory=list)  # each end and each resume, oldest first
     waiting: dict[str, Any] | None = None  # while deferred: the wait left to the trigger (deferral.Wait)
     origin: str = ""  # who started the run, when a scheduler did: its task's key (finds the run on a retry)
+    # What searchers see (restart/search_watch.py): {"baseline": sample or None, "latest": sample}, as JSON
+    search: dict[str, Any] = field(default_factory=dict)
     format: int = FORMAT_VERSION
     path: Path | None = field(default=None, compare=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, compare=False, repr=False)
@@ -155,6 +157,10 @@ class Journal:
     def save_hook_values(self, values: dict[str, str]) -> None:
         with self.change():
             self.hook_values.update(values)
+
+    def record_search(self, latest: dict[str, Any], baseline: dict[str, Any] | None) -> None:
+        with self.change():
+            self.search = {"baseline": baseline, "latest": latest}
 
     def set_paused(self, reason: str | None) -> None:
         with self.change():
@@ -287,7 +293,7 @@ class Journal:
         return {"state": self.state.value, "created": self.created, "updated": self.updated, "finished": self.finished,
                 "message": self.message, "run_setup_done": self.run_setup_done, "preludes_done": self.preludes_done,
                 "cluster_calls": self.cluster_calls, "paused": self.paused, "hook_values": self.hook_values,
-                "waiting": self.waiting, "origin": self.origin}
+                "waiting": self.waiting, "origin": self.origin, "search": self.search}
 
     def to_text(self) -> str:
         """The whole journal, as its base file holds it. The spec, most of it, is encoded once (again only
@@ -369,7 +375,8 @@ class Journal:
                 hook_values={str(k): str(v) for k, v in dict(raw.get("hook_values", {})).items()},
                 history=[HistoryEntry(**h) for h in raw.get("history", [])],
                 waiting=None if raw.get("waiting") is None else Wait.from_json(raw["waiting"]).to_json(),
-                origin=str(raw.get("origin") or ""))
+                origin=str(raw.get("origin") or ""),
+                search={k: v for k, v in dict(raw.get("search") or {}).items() if k in ("baseline", "latest")})
             journal.check_consistent()
             if journal.run_id != path.stem:
                 raise ValueError(f"it holds run {str(journal.run_id)[:40]!r}, not the run its name says")

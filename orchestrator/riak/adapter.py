@@ -188,6 +188,10 @@ class RiakAdapter:
         limits = self.limits() if wanted else {}
         return [limits.get(scope) if key == "transfer_limit" else None for scope, key in wanted]
 
+    def search_counters(self) -> None:
+        """Riak has no search figures of the kind watched through a run (restart/search_figures.py)."""
+        return None
+
     def health_summary(self) -> dict[str, Any]:
         snap = self.snapshot()
         problems = cluster_problems(snap)

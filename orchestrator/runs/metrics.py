@@ -67,6 +67,14 @@ def registry_of(journal: Journal, last_success_at: float | None = None) -> Any:
                 recovered.labels(**cluster, node=name, source=source).set(record.recovery[key])
     gauge("orchestrator_cluster_calls", "requests the latest run made to the cluster").labels(**cluster).set(
         journal.cluster_calls)
+    searches = gauge("orchestrator_search_query_milliseconds", "mean time of a search query on the nodes: before "
+                     "the run's first stop (baseline), over the last interval (latest), and on the slowest node "
+                     "then (slowest_node)", ("which",))
+    for which, field, sample in (("baseline", "mean_ms", journal.search.get("baseline")),
+                                 ("latest", "mean_ms", journal.search.get("latest")),
+                                 ("slowest_node", "worst_ms", journal.search.get("latest"))):
+        if sample and sample.get(field) is not None:
+            searches.labels(**cluster, which=which).set(sample[field])
     return registry
 
 

@@ -45,7 +45,8 @@ def status(target: Target) -> dict[str, Any]:
                       "journal": str(last.path), "created": last.created, "finished": last.finished,
                       "batches": [{"number": b.number, "label": b.label, "state": b.state, "steps_done": b.steps_done}
                                   for b in last.batches],
-                      "nodes": {n: {"phase": r.phase, "restarted": r.restarted} for n, r in last.nodes.items()}}
+                      "nodes": {n: {"phase": r.phase, "restarted": r.restarted} for n, r in last.nodes.items()},
+                      "search": last.search or None}
         pending = last.pending_undo()
         live = target.cluster.live_settings([(u.scope, u.key) for u in pending])
         out["temporary_settings"] = [{"key": u.key, "scope": u.scope, "live": value, "restore_to": u.before}
@@ -76,6 +77,7 @@ def summary(journal: Journal) -> dict[str, Any]:
         "cluster_calls": journal.cluster_calls,
         **({"forcemerge": journal.prelude_reports.get("forcemerge")} if "forcemerge" in journal.spec.prelude else {}),
         **({"waiting": journal.waiting} if journal.waiting else {}),
+        **({"search": journal.search} if journal.search else {}),  # the baseline and the last figures seen
         # The temporary settings the run has not restored yet: what a stopped, failed or deferred run leaves.
         "in_force": [{"scope": u.scope, "key": u.key, "restore_to": u.before} for u in journal.pending_undo()],
     }

@@ -17,11 +17,13 @@ from typing import Any
 
 from orchestrator.errors import ClusterError, ClusterUnreachable, OrchestratorError, PreflightFailed
 from orchestrator.restart.plan import Plan
+from orchestrator.restart.search_figures import SearchCounters
 from orchestrator.shards import privileges
 from orchestrator.shards.answers import (
     Blocks,
     BlocksState,
     NodesMemory,
+    NodesSearch,
     RunningSnapshot,
     RunningSnapshots,
     State,
@@ -78,6 +80,19 @@ class ShardClusterAdapter(BatchReads, LockDocuments, ClusterFacts, MergeRequests
         raw = parsed(NodesMemory, self._do(what, "GET", "/_nodes/stats/os",
                                            {"filter_path": "nodes.*.os.mem.total_in_bytes"}), what)
         return {node_id: n.os.mem.total_in_bytes for node_id, n in raw.nodes.items() if n.os.mem.total_in_bytes}
+
+    def search_counters(self) -> dict[str, SearchCounters] | None:
+        """node name -> its search totals since its start (restart/search_figures.py): one light read of every
+        node's stats, only the four figures (`filter_path`). A node that does not answer is left out: it is
+        away, and the figures count the nodes that serve."""
+        what = "read the nodes' search figures"
+        raw = parsed(NodesSearch, self._do(what, "GET", "/_nodes/stats/indices,thread_pool/search", {
+            "filter_path": "nodes.*.name,nodes.*.indices.search.query_total,nodes.*.indices.search."
+                           "query_time_in_millis,nodes.*.thread_pool.search.queue,nodes.*.thread_pool.search.rejected"}),
+                     what)
+        return {n.name: SearchCounters(n.indices.search.query_total, n.indices.search.query_time_in_millis,
+                                       n.thread_pool.search.queue, n.thread_pool.search.rejected)
+                for n in raw.nodes.values()}
 
     def master_id(self) -> str | None:
         what = "find elected master"

@@ -184,6 +184,34 @@ class NodesMemory(Answer):
     nodes: dict[str, NodeStatsOs] = {}
 
 
+class SearchTotals(Answer):
+    query_total: int = Field(0, ge=0)
+    query_time_in_millis: int = Field(0, ge=0)
+
+
+class IndicesSearch(Answer):
+    search: SearchTotals = SearchTotals()
+
+
+class SearchPool(Answer):
+    queue: int = Field(0, ge=0)
+    rejected: int = Field(0, ge=0)
+
+
+class ThreadPools(Answer):
+    search: SearchPool = SearchPool()
+
+
+class NodeSearchStats(Answer):
+    name: str
+    indices: IndicesSearch = IndicesSearch()
+    thread_pool: ThreadPools = ThreadPools()
+
+
+class NodesSearch(Answer):
+    nodes: dict[str, NodeSearchStats] = {}
+
+
 # What a batch's nodes hold, read three times a batch (node stats at level=shards, a copy per shard of theirs):
 # checked as typed dictionaries, in one pass in pydantic's core, not a model per copy (a third of a batch's CPU
 # on a large cluster: docs/benchmarks.md, `bench_scale`). A field a copy lacks is absent: readers use `.get`.

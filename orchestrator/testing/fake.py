@@ -24,6 +24,7 @@ from orchestrator.restart.journal import BatchRecord, RunOptions
 from orchestrator.restart.pending import RunningNode
 from orchestrator.restart.plan import Batch, Mode, Plan, SettingChange
 from orchestrator.restart.product import Column, Product, RunStepFn, not_discoverable
+from orchestrator.restart.search_figures import SearchCounters
 from orchestrator.restart.steps import StepFn, restore_settings, set_temporarily
 from orchestrator.retry import Clock
 
@@ -95,6 +96,10 @@ class FakeCluster:
     away_at_stops: list[tuple[str, ...]] = field(default_factory=list)
     start_takes_s: float = 0.0  # real time a start command takes (a window's nodes then overlap, as real ones do)
     writes: list[dict[str, Any]] = field(default_factory=list)  # each settings request: {key: value}
+    # Searches: each read of the counters, every node up has run 10 more queries of this many ms each, times
+    # one more for each node away (the nodes left serve them all); a node's counters start again at its start.
+    search_ms: float | None = None  # None: no search figures, as a product without them
+    search_totals: dict[tuple[str, int], tuple[int, float]] = field(default_factory=dict)
     _pids: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _started: threading.Condition = field(default_factory=threading.Condition)
@@ -184,6 +189,20 @@ class FakeCluster:
 
     def live_settings(self, wanted: list[tuple[str, str]]) -> list[Any]:
         return [self.settings.get(w) for w in wanted]
+
+    def search_counters(self) -> dict[str, SearchCounters] | None:
+        if self.search_ms is None:
+            return None
+        with self._lock:
+            self.calls += 1
+            up = [n for n in self.nodes.values() if n.up and n.polls_to_join == 0]
+            each_ms = self.search_ms * (1 + len(self.nodes) - len(up))
+            out = {}
+            for n in up:
+                queries, ms = self.search_totals.get((n.name, n.pid), (0, 0.0))
+                self.search_totals[(n.name, n.pid)] = queries + 10, ms + 10 * each_ms
+                out[n.name] = SearchCounters(queries + 10, int(ms + 10 * each_ms), 0, 0)
+            return out
 
     def health_summary(self) -> dict[str, Any]:
         up = sum(1 for n in self.nodes.values() if n.up)

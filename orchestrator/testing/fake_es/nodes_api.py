@@ -111,10 +111,15 @@ def node_stats(cluster: FakeCluster, request: Request, found: re.Match[str]) -> 
                                  "host": node.ip, "ip": node.ip, "roles": list(node.roles)}
         if metrics & {"os", "_all"}:
             stats["os"] = {"mem": {"total_in_bytes": MEMORY, "free_in_bytes": MEMORY // 4}}
+        if metrics & {"thread_pool", "_all"}:  # the fake runs no search: its counters stay at zero
+            stats["thread_pool"] = {"search": {"threads": 0, "queue": 0, "active": 0, "rejected": 0, "largest": 0,
+                                               "completed": 0}}
         if metrics & {"indices", "_all"}:
             held = cluster.on_node[node.id]
             stats["indices"] = {"docs": {"count": sum(c.docs for c in held), "deleted": 0},
-                                "store": {"size_in_bytes": sum(c.size for c in held)}}
+                                "store": {"size_in_bytes": sum(c.size for c in held)},
+                                "search": {"open_contexts": 0, "query_total": 0, "query_time_in_millis": 0,
+                                           "query_current": 0, "fetch_total": 0, "fetch_time_in_millis": 0}}
             if shards:
                 # What the filter drops is not built (a copy of an index on every node lists a lease per node).
                 wanted = request.params.get("filter_path", "")

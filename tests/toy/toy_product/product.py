@@ -87,6 +87,9 @@ class ToyCluster:
         settings = self._settings()
         return [settings.get(f"{scope}:{key}") for scope, key in wanted]
 
+    def search_counters(self) -> None:
+        return None  # the toy serves no searches
+
     def health_summary(self) -> dict[str, Any]:
         up = sum(1 for n in self.names if self.pid(n) is not None)
         return {"status": "green" if up == len(self.names) else "degraded", "number_of_nodes": up,

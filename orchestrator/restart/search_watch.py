@@ -1,0 +1,88 @@
+"""What searchers see, watched through a run (issue 59): a thread of its own reads every node's search counters
+(one light read, restart/search_figures.py) every `search.interval_s` and says what it saw: a `search` event
+(the live view's title, `--json`, the audit log) and the journal's latest figures and baseline (`status`, the
+report, the metrics).
+
+The baseline is what searchers saw before the run's first stop: the interval from the run's start is closed
+the moment a node of the run is seen stopping (looked at every second), whatever its length. A run resumed
+after a stop keeps the baseline it measured, or has none. A read that fails is said once and the interval goes
+on to the next read: the watch never fails a run, and never slows it (it reads on its own thread).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from orchestrator.errors import OrchestratorError
+from orchestrator.restart.context import RunContext
+from orchestrator.restart.events import Event
+from orchestrator.restart.phases import Phase
+from orchestrator.restart.search_figures import SearchCounters, SearchSample, baseline_of, sample_between
+
+LOOK_S = 1.0  # how often the watch looks for the run's first stop (in memory: no read)
+
+
+class SearchWatch:
+    def __init__(self, ctx: RunContext, interval_s: float) -> None:
+        self.ctx = ctx
+        self.interval_s = interval_s
+        self.done = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.baseline_samples: list[SearchSample] = []
+        known = ctx.journal.search.get("baseline")
+        self.baseline: dict[str, Any] | None = known if isinstance(known, dict) else None
+        self.failed_said = False
+
+    def __enter__(self) -> SearchWatch:
+        if self.interval_s > 0:
+            first = self.read()
+            if first is not None:  # a product without search figures: nothing to watch
+                self.thread = threading.Thread(target=self.watch, args=(first,), name="search-watch", daemon=True)
+                self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        if self.thread is not None:
+            self.thread.join(timeout=30)  # a read under way ends within its client timeout
+
+    def any_stopped(self) -> bool:
+        return any(n.phase is not Phase.PENDING for n in self.ctx.journal.nodes.values())
+
+    def read(self) -> dict[str, SearchCounters] | None:
+        try:
+            return self.ctx.cluster.search_counters()
+        except OrchestratorError as exc:
+            if not self.failed_said:
+                self.failed_said = True
+                self.ctx.emit(Event("warning", f"search figures not read ({exc}); the run goes on, and they are "
+                                               "read again at the next interval"))
+            return {}
+
+    def watch(self, before: dict[str, SearchCounters]) -> None:
+        began = due = time.monotonic()
+        due += self.interval_s
+        measuring_baseline = self.baseline is None and not self.any_stopped()
+        while not self.done.wait(min(LOOK_S, self.interval_s)):
+            stopped = measuring_baseline and self.any_stopped()
+            if time.monotonic() < due and not stopped:
+                continue
+            after = self.read()
+            now = time.monotonic()
+            due = now + self.interval_s
+            if after:  # a failed read makes no sample: the next one spans both intervals
+                sample = sample_between(before, after, time.time(), now - began, baseline=measuring_baseline)
+                if measuring_baseline:
+                    self.baseline_samples.append(sample)
+                    found = baseline_of(self.baseline_samples)
+                    self.baseline = found.to_json() if found else None
+                self.said(sample)
+                before, began = after, now
+            measuring_baseline = measuring_baseline and not stopped
+
+    def said(self, sample: SearchSample) -> None:
+        label = "baseline" if sample.baseline else "searches"
+        self.ctx.emit(Event("search", f"{label}: {sample.text()}", data=sample.to_json()))
+        self.ctx.journal.record_search(sample.to_json(), self.baseline)

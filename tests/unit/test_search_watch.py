@@ -1,0 +1,171 @@
+"""What searchers see, watched through a run (issue 59): the figures from two readings of the nodes' counters, the
+baseline closed at the run's first stop, the watch's thread over the fake cluster, and where the figures go
+(the journal, `status`, the metrics)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from orchestrator.errors import ClusterUnreachable
+from orchestrator.restart.events import Event
+from orchestrator.restart.journal import Journal
+from orchestrator.restart.phases import Phase
+from orchestrator.restart.search_figures import SearchCounters, SearchSample, baseline_of, sample_between
+from orchestrator.restart.search_watch import SearchWatch
+from orchestrator.testing.fake import FakeCluster
+from tests.unit.test_engine import ORIGINAL, engine, inventory, new_journal, state_dir
+
+
+def counters(queries: int, ms: int, queue: int = 0, rejected: int = 0) -> SearchCounters:
+    return SearchCounters(queries, ms, queue, rejected)
+
+
+def test_the_figures_of_an_interval_count_the_nodes_that_served_it_throughout() -> None:
+    before = {"a": counters(100, 1000, rejected=2), "b": counters(50, 500), "c": counters(900, 9000),
+              "gone": counters(10, 10)}
+    after = {"a": counters(120, 1100, queue=3, rejected=5), "b": counters(60, 800, queue=1),
+             "c": counters(4, 40),  # restarted meanwhile: counts from zero again, left out
+             "new": counters(7, 70)}  # not in the first reading: left out
+    sample = sample_between(before, after, at=1000.0, seconds=10)
+    assert (sample.nodes, sample.queries) == (2, 30)
+    assert sample.mean_ms == round(400 / 30, 3), "every query of the nodes counted, over all their queries"
+    assert (sample.worst_node, sample.worst_ms) == ("b", 30.0), "b: 300 ms over 10 queries; a: 100 over 20"
+    assert (sample.queue, sample.rejected) == (4 + 0 + 0, 3), "queued now on every node; rejected in the interval"
+    assert "3.0 queries/s, 13.3 ms each, slowest b 30.0 ms, 4 queued, 3 rejected" == sample.text()
+
+
+def test_a_node_with_a_few_queries_is_not_called_the_slowest_and_no_query_is_no_figure() -> None:
+    sample = sample_between({"a": counters(0, 0), "b": counters(0, 0)}, {"a": counters(4, 4000), "b": counters(5, 50)},
+                            at=0.0, seconds=5)
+    assert sample.worst_node == "b" and sample.mean_ms == round(4050 / 9, 3)
+    idle = sample_between({"a": counters(5, 5)}, {"a": counters(5, 5)}, at=0.0, seconds=10)
+    assert idle.mean_ms is None and idle.worst_node is None and idle.text() == "no search in the last 10 s"
+
+
+def test_the_baseline_weighs_its_samples_by_their_queries_and_is_none_without_a_query() -> None:
+    def sample(queries: int, mean: float | None, baseline: bool = True) -> SearchSample:
+        return SearchSample(at=0.0, seconds=10, nodes=3, queries=queries, mean_ms=mean, worst_ms=mean, worst_node="a",
+                            queue=0, rejected=1, baseline=baseline)
+
+    found = baseline_of([sample(10, 2.0), sample(30, 4.0), sample(0, None), sample(1000, 50.0, baseline=False)])
+    assert found is not None and found.mean_ms == 3.5 and found.queries == 40 and found.seconds == 30
+    assert found.rejected == 3 and found.baseline, "the idle interval's time and rejections count too"
+    assert baseline_of([sample(0, None)]) is None and baseline_of([sample(9, 1.0, baseline=False)]) is None
+    assert SearchSample.from_json(found.to_json()) == found
+
+
+def until(condition: Callable[[], bool], what: str, within_s: float = 10) -> None:
+    deadline = time.monotonic() + within_s
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {within_s} s: {what}"
+        time.sleep(0.01)
+
+
+def searches(events: list[Event]) -> list[SearchSample]:
+    return [SearchSample.from_json(e.data) for e in list(events) if e.kind == "search"]
+
+
+def test_the_watch_measures_a_baseline_until_the_first_stop_then_the_searches_as_nodes_are_away() -> None:
+    names = ["a", "b", "c", "d"]
+    with state_dir():
+        inv = inventory(names)
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), search_ms=2.0)
+        journal = new_journal(inv, cluster)
+        events: list[Event] = []
+        ctx = engine(inv, cluster, journal, events).ctx
+        with SearchWatch(ctx, 0.05):
+            until(lambda: len(searches(events)) >= 2, "two samples before any stop")
+            journal.set_phase("a", Phase.STOPPING)  # the run's first stop: the baseline's interval closes
+            seen = len(searches(events))
+            until(lambda: len(searches(events)) > seen, "the baseline's last sample")
+            cluster.nodes["a"].up = False
+            until(lambda: any(s.nodes == 3 for s in searches(events)), "a sample with a away")
+        samples = searches(events)
+        baseline = [s for s in samples if s.baseline]
+        after = [s for s in samples if not s.baseline]
+        assert len(baseline) >= 3 and samples[:len(baseline)] == baseline, "the baseline first, then no more of it"
+        assert all(s.mean_ms == 2.0 and s.nodes == 4 for s in baseline), baseline
+        assert after and after[-1].mean_ms == 4.0 and after[-1].nodes == 3, "one node away: the others twice as slow"
+        assert journal.search["baseline"]["mean_ms"] == 2.0 and journal.search["baseline"]["queries"] > 0
+        assert journal.search["latest"] == after[-1].to_json()
+        assert not [e for e in events if e.kind == "warning"]
+
+
+def test_a_read_that_fails_is_said_once_and_makes_no_figure_and_a_product_without_figures_is_not_watched() -> None:
+    names = ["a", "b"]
+    with state_dir():
+        inv = inventory(names)
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), search_ms=1.0)
+        events: list[Event] = []
+        ctx = engine(inv, cluster, new_journal(inv, cluster), events).ctx
+        real, failing = cluster.search_counters, threading.Event()
+
+        def flaky() -> dict[str, SearchCounters] | None:
+            if failing.is_set():
+                raise ClusterUnreachable("no node answered")
+            return real()
+
+        cluster.search_counters = flaky  # type: ignore[method-assign]
+        with SearchWatch(ctx, 0.05):
+            until(lambda: len(searches(events)) >= 1, "a first sample")
+            failing.set()
+            until(lambda: cluster.calls >= 0 and sum(e.kind == "warning" for e in events) == 1, "the failure said")
+            time.sleep(0.3)  # several failed reads
+            count = len(searches(events))
+            failing.clear()
+            until(lambda: len(searches(events)) > count, "samples again")
+        assert sum(e.kind == "warning" for e in events) == 1, "said once"
+        assert all(s.nodes == 2 and s.queries > 0 for s in searches(events)), "no empty figure from a failed read"
+
+        silent = FakeCluster.of(names, settings=dict(ORIGINAL))  # search_ms None: no figures
+        quiet: list[Event] = []
+        with SearchWatch(engine(inv, silent, new_journal(inv, silent), quiet).ctx, 0.05) as watch:
+            time.sleep(0.2)
+        assert watch.thread is None and quiet == []
+
+
+def test_a_run_carries_the_watch_and_status_and_the_metrics_say_what_it_saw() -> None:
+    from orchestrator.cli.restart_cmd import search_lines
+    from orchestrator.config.model import SearchSection
+    from orchestrator.restart import journal as journals
+    from orchestrator.runs.metrics import registry_of
+
+    names = ["a", "b", "c"]
+    with state_dir():
+        inv = inventory(names).model_copy(update={"search": SearchSection(interval_s=0.05)})
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), search_ms=3.0, start_takes_s=0.3)
+        journal = new_journal(inv, cluster)
+        events: list[Event] = []
+        engine(inv, cluster, journal, events).run()
+        assert searches(events), "the run watched the searches"
+        assert journal.path is not None
+        read_back: Journal = journals.load_run("fake", journal.path)
+        # The fake adds its queries at each read: the baseline's last read may come just after the first stop, with
+        # a node away (twice the time); the watch's own test holds the figures exactly.
+        baseline = read_back.search["baseline"]["mean_ms"]
+        assert read_back.search == journal.search and baseline in (3.0, 6.0), read_back.search
+        lines = search_lines(read_back.search)
+        assert lines[0].startswith("searches before the first stop: ") and f"{baseline:.1f} ms each" in lines[0], lines
+        metrics = {(m.name, s.labels.get("which")): s.value for m in registry_of(read_back).collect() for s in m.samples}
+        assert metrics[("orchestrator_search_query_milliseconds", "baseline")] == baseline
+        assert ("orchestrator_search_query_milliseconds", "latest") in metrics
+        assert search_lines({}) == [] and "not measured" in search_lines({"baseline": None, "latest": None})[0]
+
+
+def test_the_shard_adapter_reads_every_serving_node_s_counters_in_one_light_request() -> None:
+    from orchestrator.es.connect import ElasticsearchRest
+    from orchestrator.shards.adapter import ShardClusterAdapter
+    from orchestrator.shards.connection import Connection
+    from orchestrator.testing.fake_es.model import FakeCluster as FakeEs
+    from orchestrator.testing.fake_es.server import FakeEsServer
+
+    cluster = FakeEs.generate(4, copies_per_node=2)
+    cluster.stop("es-2")  # away: not among the nodes that serve
+    with FakeEsServer(cluster) as server:
+        adapter = ShardClusterAdapter(ElasticsearchRest(Connection((server.url,))))
+        before = adapter.calls
+        found = adapter.search_counters()
+        assert adapter.calls - before == 1, "one request"
+    assert found == {n: SearchCounters(0, 0, 0, 0) for n in ("es-1", "es-3", "es-4")}, found
