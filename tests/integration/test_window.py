@@ -75,6 +75,11 @@ def test_a_window_of_three_under_writes_is_never_red_and_killed_with_two_nodes_i
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert_no_traceback(resumed)
     summary = json_lines(resumed.stdout)[-1]
+    # What searchers saw, read from the nodes' own counters through both runs: the baseline the first run measured
+    # before its first stop (kept by the journal for the resume), then the load's searches interval by interval.
+    searched = [e["data"] for e in json_lines(resumed.stdout) if e.get("event") == "search"]
+    assert searched and max(s["queries"] for s in searched) > 0, searched
+    assert summary["search"]["baseline"]["queries"] > 0 and summary["search"]["baseline"]["mean_ms"] >= 0, summary
     report = load.report()
     print(f"load during the window's run: {json.dumps(report)}")
     assert summary["result"] == "succeeded", summary
