@@ -82,6 +82,7 @@ class RunView:
         self.nodes: dict[str, dict[str, Any]] = {n: {"phase": "pending", "since": None, "batch": None}
                                                  for n in (nodes or [])}
         self.eta_s: float | None = None
+        self.eta_at = 0.0  # when eta_s was said: the ETA shown counts down from it until the next one
         self.last_message = ""
         self.started = time.monotonic()
         self.live: Live | None = None
@@ -112,7 +113,7 @@ class RunView:
                 elif event.kind == "wait":  # what the node's phase waits on (recovery progress, say)
                     state["detail"] = event.message.removeprefix(f"{event.node}: ")
             if event.eta_s is not None:
-                self.eta_s = event.eta_s
+                self.eta_s, self.eta_at = event.eta_s, time.monotonic()
             self.last_message = event.message
             # What the run waits for (blocking shards and why), shown under the table until it moves on.
             if event.kind == "search":
@@ -133,12 +134,16 @@ class RunView:
         elif event.kind in ("warning", "run", "batch", "undo"):
             terminal.err.print(terminal_safe(event.message), markup=False)
 
+    def eta_now(self) -> float | None:
+        """The last ETA said, less the time since (never below zero): it moves between batches' ends."""
+        return None if self.eta_s is None else max(self.eta_s - (time.monotonic() - self.eta_at), 0.0)
+
     def render(self) -> Table:
         from rich.table import Table
         from rich.text import Text
 
         table = Table(title=f"elapsed {human_duration(time.monotonic() - self.started)}  ETA "
-                            f"{human_duration(self.eta_s)}" + (f"  {self.searches}" if self.searches else ""),
+                            f"{human_duration(self.eta_now())}" + (f"  {self.searches}" if self.searches else ""),
                       title_justify="left", show_edge=False,
                       caption=Text(self.waiting[:500]) if self.waiting else None, caption_justify="left")
         for col in ("node", "batch", "phase", "in phase", "waiting on"):

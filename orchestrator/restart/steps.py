@@ -224,8 +224,17 @@ def wait_for_join(ctx: RunContext, batch: BatchRecord) -> None:
             return
         started = ctx.clock.monotonic()
         started_again = False
+        said = ""
 
         def joined(seen: Seen[str]) -> str | None:
+            identity = look(seen)
+            nonlocal said
+            if identity is None and seen.text != said:  # the live view's "waiting on", once per change
+                said = seen.text
+                ctx.emit(Event("wait", f"{name}: waiting to rejoin: {said}", node=name))
+            return identity
+
+        def look(seen: Seen[str]) -> str | None:
             nonlocal started_again
             left = ctx.inv.timeouts.join_s - (ctx.clock.monotonic() - started)
             # A deferring run looks without a server-side wait (the wait is its trigger's to do), unless

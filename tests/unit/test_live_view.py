@@ -1,0 +1,47 @@
+"""The live view (issue 60's stumbles): its ETA moves between batches' ends, its "waiting on" column says what a
+node's rejoin waits for, and its title says what searchers see."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from orchestrator.cli.render import RunView
+from orchestrator.restart.events import Event
+from orchestrator.testing.fake import FakeCluster
+from tests.unit.test_engine import ORIGINAL, inventory, new_journal, run, state_dir
+
+
+def shown(view: RunView) -> str:
+    console = Console(width=200, record=True)
+    console.print(view.render())
+    return console.export_text()
+
+
+def test_the_eta_counts_down_from_the_last_one_said_and_the_title_says_what_searchers_see() -> None:
+    view = RunView(as_json=False, nodes=["es-1"])
+    view.live_mode = False  # what is rendered, not where: no terminal here
+    view(Event("batch", "batch 1/3: es-1 (es-1)", eta_s=600))
+    view.eta_at -= 120  # two minutes later, no batch ended meanwhile
+    assert "ETA 8m" in shown(view), shown(view)
+    view.eta_at -= 3600
+    assert "ETA 0s" in shown(view) or "ETA 0.0s" in shown(view), shown(view)  # never below zero
+    view(Event("search", "searches: 12.0 queries/s, 3.1 ms each, 0 queued", data={}))
+    assert "ETA 0s searches: 12.0 queries/s, 3.1 ms each" in " ".join(shown(view).split())
+
+
+def test_a_rejoin_says_what_it_waits_for_in_the_node_s_row() -> None:
+    names = ["a", "b"]
+    with state_dir():
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), join_polls=3)
+        # Still booting at the end of each look's server-side wait: three looks miss before it joins.
+        cluster.await_identity = lambda plan, name, timeout_s: cluster.live_identity(plan, name)  # type: ignore[method-assign]
+        events = run(inventory(names), cluster, new_journal(inventory(names), cluster))
+        waits = [e for e in events if e.kind == "wait" and "waiting to rejoin" in e.message]
+        assert {e.node for e in waits} == {"a", "b"}, [e.message for e in events]
+        assert waits[0].message == "a: waiting to rejoin: a is not in the cluster yet", waits[0].message
+        view = RunView(as_json=False, nodes=names)
+        view.live_mode = False
+        view(Event("phase", "a: joining", node="a", phase="joining"))
+        view(waits[0])
+        row = next(line for line in shown(view).splitlines() if line.strip().startswith("a "))
+        assert row.rstrip().endswith("waiting to rejoin: a is not in the cluster yet"), row
