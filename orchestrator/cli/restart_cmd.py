@@ -342,6 +342,8 @@ def status(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool =
         shown_plainly(f"run {run['run_id']}: {run['state']}, {done}/{counted(len(run['batches']), 'batch')} done"
                       + (f" - {run['message']}" if run["message"] else ""))
         shown_plainly(f"journal: {run['journal']}")
+        if away := away_line(run["nodes"]):
+            shown_plainly(away)
         for line in search_lines(run.get("search")):
             shown_plainly(line)
     if info["pause"]:
@@ -352,6 +354,13 @@ def status(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool =
     for s in info["temporary_settings"]:
         shown_plainly(f"temporary setting still pending: {s['scope']} {s['key']}={s['live']} "
                       f"(restore to {s['restore_to'] if s['restore_to'] is not None else 'unset'})")
+
+
+def away_line(nodes: dict[str, dict[str, Any]]) -> str:
+    """The nodes between their stop and the end of their recovery, each with its phase (a window's several at
+    once): what `status` says they wait for. Empty when none is."""
+    away = [f"{name} ({node['phase']})" for name, node in nodes.items() if node["phase"] not in ("pending", "done")]
+    return f"away now: {', '.join(away)}" if away else ""
 
 
 def search_lines(search: dict[str, Any] | None) -> list[str]:

@@ -1,5 +1,5 @@
 """The live view (issue 60's stumbles): its ETA moves between batches' ends, its "waiting on" column says what a
-node's rejoin waits for, and its title says what searchers see."""
+node's rejoin waits for, and its title says what searchers see; `status` names the nodes away (a window's several)."""
 
 from __future__ import annotations
 
@@ -45,3 +45,11 @@ def test_a_rejoin_says_what_it_waits_for_in_the_node_s_row() -> None:
         view(waits[0])
         row = next(line for line in shown(view).splitlines() if line.strip().startswith("a "))
         assert row.rstrip().endswith("waiting to rejoin: a is not in the cluster yet"), row
+
+
+def test_status_says_which_nodes_are_away_and_in_which_phase() -> None:
+    from orchestrator.cli.restart_cmd import away_line
+
+    nodes = {"a": {"phase": "done"}, "b": {"phase": "recovering"}, "c": {"phase": "stopped"}, "d": {"phase": "pending"}}
+    assert away_line(nodes) == "away now: b (recovering), c (stopped)"
+    assert away_line({"a": {"phase": "done"}, "d": {"phase": "pending"}}) == ""
