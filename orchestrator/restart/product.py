@@ -127,6 +127,12 @@ class Product(Protocol[SnapshotT, AdapterT]):
         read: a hint only (the window tries first the nodes none of whose partners is in it); the proof decides."""
         ...
 
+    def window_notes(self, snapshot: SnapshotT, plan: Plan, inv: Inventory, options: RunOptions) -> tuple[str, ...]:
+        """What the plan says of a window's budget, from the plan as a run takes it (the nodes chosen, the
+        estimates measured): how many nodes could be away together and what holds them back, and the estimate
+        beside one at a time. () for a product that refuses a window. Pure."""
+        ...
+
     def windowed(self, playbook: Playbook) -> Playbook:
         """The procedure of a run with several nodes away at once (`--max-unavailable` above 1): what a
         batch's steps become when other nodes are away beside it. Raises ConfigError where the product

@@ -79,6 +79,9 @@ class RiakProduct:
     def window_partners(self, snapshot: RiakSnapshot, plan: Plan, candidate: str) -> frozenset[str]:
         return frozenset()
 
+    def window_notes(self, snapshot: RiakSnapshot, plan: Plan, inv: Inventory, options: RunOptions) -> tuple[str, ...]:
+        return ()  # never asked: `windowed` refuses a window first
+
     def windowed(self, playbook: Playbook) -> Playbook:
         raise ConfigError("--max-unavailable", [NO_WINDOW])
 

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from orchestrator import products
 from orchestrator.config.inventory import load_inventory
@@ -21,6 +22,7 @@ from orchestrator.restart.durations import with_measured_restarts
 from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.plan import Batch, GateRule, Mode, Plan
 from orchestrator.restart.procedure import TUNING_STEPS
+from orchestrator.restart.product import Product
 from orchestrator.runs.host_reads import HostReads
 from orchestrator.runs.target import Target, load_procedure, with_window
 from orchestrator.tuning.apply import profile_summary
@@ -127,7 +129,16 @@ def make_plan(target: Target, mode: Mode, options: RunOptions, save_snapshot: Pa
             tuning = profile_summary(target.inv, options.tune)
             plan = target.product.plan(target.inv, snapshot, mode, options, tuning)
         plan = with_measured_restarts(plan, hosts.last_restarts(plan))
-    return finished(plan, target.inv, options)
+    return with_window_notes(target.product, snapshot, finished(plan, target.inv, options), target.inv, options)
+
+
+def with_window_notes(product: Product[Any, Any], snapshot: Any, plan: Plan, inv: Inventory,
+                      options: RunOptions) -> Plan:
+    """A window's notes, said of the plan as the run takes it: the nodes chosen (`--nodes`), the estimates
+    measured from the nodes' own logs."""
+    if not window_asked(options.max_unavailable):
+        return plan
+    return replace(plan, notes=(*plan.notes, *product.window_notes(snapshot, plan, inv, options)))
 
 
 def finished(plan: Plan, inv: Inventory, options: RunOptions) -> Plan:
@@ -213,5 +224,6 @@ def plan_from_file(cluster: str | None, config: Path | None, snapshot: Path, mod
         if held is not None:
             held.append(snap)
         tuning = profile_summary(inv, options.tune)
-        plan = finished(product.plan(inv, snap, mode, options, tuning), inv, options)
+        plan = with_window_notes(product, snap, finished(product.plan(inv, snap, mode, options, tuning), inv, options),
+                                 inv, options)
     return plan, [name for name, _ in procedure.batch if options.tune or name not in TUNING_STEPS]

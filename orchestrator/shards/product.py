@@ -67,13 +67,14 @@ class ShardProduct(Generic[ShardAdapterT]):
         plan = build_plan(inv, snapshot, mode, tuning=tuning, allow_yellow=options.allow_yellow,
                           allow_unavailable=options.allow_unavailable, upgrade_to=options.upgrade_to,
                           snapshot_check=options.snapshot_check, paths=self.upgrade_paths)
-        if not options.max_unavailable:
-            return plan
         if window_asked(options.max_unavailable):
             plan = planned_for_a_window(plan, snapshot, inv, bool(options.reboot or options.reboot_nodes),
                                         keep_order=bool(options.upgrade_to))
-        return replace(plan, notes=(*plan.notes, *window_notes(snapshot, plan, inv,
-                                                               Budget.parse(options.max_unavailable))))
+        return plan
+
+    def window_notes(self, snapshot: ClusterSnapshot, plan: Plan, inv: Inventory,
+                     options: RunOptions) -> tuple[str, ...]:
+        return tuple(window_notes(snapshot, plan, inv, Budget.parse(options.max_unavailable)))
 
     def window_check(self, snapshot: ClusterSnapshot, plan: Plan, inv: Inventory, candidate: str,
                      window: Sequence[str], options: RunOptions) -> list[str]:

@@ -393,6 +393,10 @@ class FakeProduct:
         return frozenset(n for holders in snapshot.copies.values() if candidate in holders for n in holders) - {
             candidate}
 
+    def window_notes(self, snapshot: FakeSnapshot, plan: Plan, inv: Inventory,
+                     options: RunOptions) -> tuple[str, ...]:
+        return ()
+
     def windowed(self, playbook: Playbook) -> Playbook:
         # The held setting is per batch: another batch's release would end it while this one is away.
         return playbook.model_copy(update={"batch": [e for e in playbook.batch

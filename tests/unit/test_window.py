@@ -114,6 +114,9 @@ def test_the_plan_of_a_budget_says_its_reach_and_a_window_by_zone_is_refused_bef
         transport = FakeHostTransport(server.url)
         plan = plans.make_plan(target, Mode.NODE, replace(RunOptions(), max_unavailable=budget),
                                host_transport=lambda: transport)
+        chosen = sorted(n for n in cluster.by_name if not cluster.by_name[n].is_master)[:6]
+        some = plans.make_plan(target, Mode.NODE, replace(RunOptions(), max_unavailable=budget, nodes=tuple(chosen)),
+                               host_transport=lambda: transport)
         for by, pause, said in ((Mode.ZONE, 0.0, "--by node"), (Mode.NODE, 5.0, "a pause between")):
             with pytest.raises(ConfigError, match=said):
                 plans.windowed(open_target(None, config), "4", by, pause)
@@ -125,6 +128,11 @@ def test_the_plan_of_a_budget_says_its_reach_and_a_window_by_zone_is_refused_bef
     said = [n for n in plan.notes if n.startswith("--max-unavailable 4")]
     assert len(said) == 2 and "at most 4 of the 12 nodes away at once" in said[0], said
     assert "could be away together" in said[0] and "one node at a time" in said[1]
+    assert f"{plan.estimate_s / 60:.0f} min one node at a time" in said[1], (plan.estimate_s, said[1])
+    # Said of the plan as the run takes it: the nodes chosen, their estimate.
+    some_said = [n for n in some.notes if n.startswith("--max-unavailable 4")]
+    assert len(some.batches) == 6 and "at most 4 of the 6 nodes away at once" in some_said[0], some_said
+    assert f"{some.estimate_s / 60:.0f} min one node at a time" in some_said[1], (some.estimate_s, some_said[1])
     bad = orchestrate("plan", "--cluster", "no-such-cluster", "--max-unavailable", "0")
     assert bad.returncode == 2 and "give a number of nodes" in bad.stderr + bad.stdout
     riak = unsupported_options(RunOptions(max_unavailable="2"), inventory(["a"]))

@@ -186,6 +186,9 @@ class ToyProduct:
     def window_partners(self, snapshot: ToySnapshot, plan: Plan, candidate: str) -> frozenset[str]:
         return frozenset()
 
+    def window_notes(self, snapshot: ToySnapshot, plan: Plan, inv: Inventory, options: RunOptions) -> tuple[str, ...]:
+        return ()
+
     def windowed(self, playbook: Playbook) -> Playbook:
         raise ConfigError("--max-unavailable", ["the toy restarts one node at a time: leave it out"])
 
