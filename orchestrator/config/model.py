@@ -258,9 +258,32 @@ class MetricsSection(Model):
 class SearchSection(Model):
     """What searchers see, watched through a run (docs/restart-procedure.md, "Searches"): every node's search
     counters read every ``interval_s`` (one light read of the nodes' stats), the baseline before the first
-    stop, then continuously: events, `status`, the report and the metrics. 0 turns the watch off."""
+    stop, then continuously: events, `status`, the report and the metrics. 0 turns the watch off.
+
+    ``latency_budget`` ("" : none): what the slowest node's query time may reach while the run goes on, as a
+    factor of its baseline (``2x``) or in milliseconds (``50ms``). Over it for ``sustain_s``, the recovery rate
+    the run raised is halved (never below ``recovery_floor``); within it for as long, raised again by steps
+    up to the run's own rate (restart/latency_control.py)."""
 
     interval_s: float = Field(10, ge=0, le=3600)
+    latency_budget: str = Field("", pattern=r"^(|[0-9]+(\.[0-9]+)?(x|ms))$")
+    sustain_s: float = Field(20, ge=0, le=3600)
+    recovery_floor: str = Field("20mb", max_length=30)
+
+    @field_validator("recovery_floor")
+    @classmethod
+    def floor_size(cls, v: str) -> str:
+        if not BYTE_SIZE_RE.fullmatch(v.lower()):
+            raise ValueError(f"{v!r} is not a byte size such as 20mb")
+        return v.lower()
+
+    @model_validator(mode="after")
+    def budget_needs_the_watch(self) -> SearchSection:
+        if self.latency_budget and not self.interval_s:
+            raise ValueError("latency_budget needs the watch: interval_s above 0")
+        if self.latency_budget and float(self.latency_budget.rstrip("xms")) <= 0:
+            raise ValueError("latency_budget must be above 0")
+        return self
 
 
 class Inventory(Model):

@@ -23,11 +23,12 @@ from orchestrator.restart.deferral import Deferred, deferrable_wait
 from orchestrator.restart.events import Event
 from orchestrator.restart.hooks import run_hooks
 from orchestrator.restart.journal import BatchRecord, BatchState, RunState, measured_batch_seconds
+from orchestrator.restart.latency_control import LatencyBudget
 from orchestrator.restart.lock import pause_request, request_pause
 from orchestrator.restart.phases import Phase, reached
 from orchestrator.restart.procedure import Procedure
 from orchestrator.restart.product import Product, RunStepFn, SnapshotT
-from orchestrator.restart.search_watch import SearchWatch
+from orchestrator.restart.search_watch import RecoveryThrottle, SearchWatch
 from orchestrator.restart.steps import PER_NODE, StepFn
 from orchestrator.restart.window_run import NotNow, WindowRun, in_the_window
 from orchestrator.retry import Seen
@@ -61,31 +62,42 @@ class Engine(Generic[SnapshotT, AdapterT]):
 
     # --- the run ---------------------------------------------------------------------------------
     def run(self) -> None:
-        ctx, journal = self.ctx, self.ctx.journal
+        journal = self.ctx.journal
         back_from_deferral = journal.state is RunState.DEFERRED
         journal.set_state(RunState.RUNNING)
-        with SearchWatch(ctx, ctx.inv.search.interval_s):  # what searchers see, on a thread of its own
-            self.run_watched(back_from_deferral)
+        self.run_watched(back_from_deferral)
+
+    def watch(self) -> SearchWatch:
+        """What searchers see, on a thread of its own, from before the first stop to the last node back; ended
+        (and its hand on the recovery rate with it) before the run puts back its settings."""
+        return SearchWatch(self.ctx, self.ctx.inv.search.interval_s, self.recovery_throttle())
+
+    def recovery_throttle(self) -> RecoveryThrottle | None:
+        """The search latency budget's hand on the recovery rate, where the inventory sets a budget and the
+        product has a rate to move."""
+        budget, key = LatencyBudget.parse(self.ctx.inv.search.latency_budget), self.product.recovery_rate_key
+        return RecoveryThrottle(self.ctx, key, budget, self.ctx.inv.search) if budget and key else None
 
     def run_watched(self, back_from_deferral: bool) -> None:
         ctx, journal = self.ctx, self.ctx.journal
         try:
             if not back_from_deferral:  # the same run going on, not a new start: its hooks ran
                 self.hooks(HookPoint.BEFORE_RUN)
-            self.run_preludes()
-            if not journal.run_setup_done:
-                for _name, run_step in self.procedure.before_run:
-                    run_step(ctx)
-                journal.setup_done()
-            if window_asked(ctx.options.max_unavailable):
-                WindowRun(self).run()
-            else:
-                for batch in journal.batches:
-                    if batch.state != BatchState.DONE:
-                        if batch.state == BatchState.PENDING:
-                            self.honour_pause(batch)
-                        self.run_batch(batch)
-                        self.after_batch(batch)
+            with self.watch():
+                self.run_preludes()
+                if not journal.run_setup_done:
+                    for _name, run_step in self.procedure.before_run:
+                        run_step(ctx)
+                    journal.setup_done()
+                if window_asked(ctx.options.max_unavailable):
+                    WindowRun(self).run()
+                else:
+                    for batch in journal.batches:
+                        if batch.state != BatchState.DONE:
+                            if batch.state == BatchState.PENDING:
+                                self.honour_pause(batch)
+                            self.run_batch(batch)
+                            self.after_batch(batch)
             steps.restore_settings(ctx)
             self.hooks(HookPoint.AFTER_RUN, never_abort=True)
             upgrade = journal.plan.upgrade

@@ -74,6 +74,10 @@ class Product(Protocol[SnapshotT, AdapterT]):
     def checks_before_stop(self) -> bool:
         """Whether `stop_check` can refuse (if not, no snapshot is taken for it)."""
     @property
+    def recovery_rate_key(self) -> str | None:
+        """The cluster setting that bounds recovery's bytes a second, which the run raises and a search latency
+        budget moves (restart/latency_control.py); None: the product has none to move."""
+    @property
     def exact_sudo_rules(self) -> bool:
         """Whether its adapter needs no root shell on the hosts, so exact sudo rules (`ssh.sudo_rules:
         commands`) are enough for a run."""

@@ -15,19 +15,84 @@ import threading
 import time
 from typing import Any
 
+from orchestrator.config.model import SearchSection
 from orchestrator.errors import OrchestratorError
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
+from orchestrator.restart.latency_control import LatencyBudget, Throttle, next_step
 from orchestrator.restart.phases import Phase
 from orchestrator.restart.search_figures import SearchCounters, SearchSample, baseline_of, sample_between
+from orchestrator.restart.steps import set_temporarily
+from orchestrator.units import parse_size
 
 LOOK_S = 1.0  # how often the watch looks for the run's first stop (in memory: no read)
 
 
+def size_text(rate: int) -> str:
+    """A rate as the cluster setting takes it: whole megabytes where it is, else bytes."""
+    return f"{rate // 1024**2}mb" if rate % 1024**2 == 0 else f"{rate}b"
+
+
+class RecoveryThrottle:
+    """The latency budget's hand on the recovery rate (restart/latency_control.py decides): the rate moves
+    between the floor and the rate the run raised it to (the undo record's), through the same undo record,
+    so that the end of the run, a failure, Ctrl-C or `resume` puts back the value from before the run."""
+
+    def __init__(self, ctx: RunContext, key: str, budget: LatencyBudget, cfg: SearchSection) -> None:
+        self.ctx, self.key, self.budget, self.cfg = ctx, key, budget, cfg
+        self.floor = parse_size(cfg.recovery_floor)
+        self.throttle: Throttle | None = None
+        self.said: set[str] = set()
+        self.lock = threading.Lock()
+        self.closed = False
+
+    def close(self) -> None:
+        """No move from now on (a move under way finishes first): the run is about to put its settings back."""
+        with self.lock:
+            self.closed = True
+
+    def once(self, kind: str, text: str) -> None:
+        if text not in self.said:
+            self.said.add(text)
+            self.ctx.emit(Event(kind, text))
+
+    def after(self, sample: SearchSample, baseline: SearchSample | None) -> None:
+        with self.lock:
+            if not self.closed:
+                self.move(sample, baseline)
+
+    def move(self, sample: SearchSample, baseline: SearchSample | None) -> None:
+        record = next((u for u in self.ctx.journal.pending_undo() if u.key == self.key), None)
+        if record is None:
+            self.once("warning", f"search latency budget {self.budget}: {self.key} was not raised by this run "
+                                 "(the cluster's own was as high), so it is left as it is")
+            return
+        limit = self.budget.limit_ms(baseline)
+        if limit is None:
+            self.once("warning", f"search latency budget {self.budget}: no baseline was measured (no search before "
+                                 "the first stop), so recovery is not throttled")
+            return
+        try:
+            ceiling = parse_size(str(record.applied))
+        except ValueError:
+            self.once("warning", f"search latency budget {self.budget}: {self.key}={record.applied} is not a rate "
+                                 "it can move, so it is left as it is")
+            return
+        throttle = self.throttle or Throttle(ceiling)
+        step = next_step(throttle, sample, limit, min(self.floor, ceiling), ceiling, self.cfg.sustain_s)
+        if step.rate is not None:
+            set_temporarily(self.ctx, self.key, record.scope, size_text(throttle.rate), size_text(step.rate), None)
+        self.throttle = step.throttle
+        if step.said:
+            self.ctx.emit(Event("warning" if step.rate is None else "step", step.said,
+                                data={"key": self.key, "rate": step.throttle.rate, "limit_ms": limit}))
+
+
 class SearchWatch:
-    def __init__(self, ctx: RunContext, interval_s: float) -> None:
+    def __init__(self, ctx: RunContext, interval_s: float, throttle: RecoveryThrottle | None = None) -> None:
         self.ctx = ctx
         self.interval_s = interval_s
+        self.recovery = throttle
         self.done = threading.Event()
         self.thread: threading.Thread | None = None
         self.baseline_samples: list[SearchSample] = []
@@ -45,6 +110,8 @@ class SearchWatch:
 
     def __exit__(self, *exc: object) -> None:
         self.done.set()
+        if self.recovery is not None:
+            self.recovery.close()
         if self.thread is not None:
             self.thread.join(timeout=30)  # a read under way ends within its client timeout
 
@@ -86,3 +153,8 @@ class SearchWatch:
         label = "baseline" if sample.baseline else "searches"
         self.ctx.emit(Event("search", f"{label}: {sample.text()}", data=sample.to_json()))
         self.ctx.journal.record_search(sample.to_json(), self.baseline)
+        if self.recovery is not None and not sample.baseline:
+            try:
+                self.recovery.after(sample, SearchSample.from_json(self.baseline) if self.baseline else None)
+            except OrchestratorError as exc:  # the rate stays as it is; the next interval tries again
+                self.ctx.emit(Event("warning", f"recovery rate not moved: {exc}"))

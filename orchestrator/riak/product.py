@@ -44,6 +44,7 @@ class RiakProduct:
     client_loggers: tuple[str, ...] = ()  # it speaks through the hosts' transport, whose log is always kept
     discovers = False
     checks_before_stop = False
+    recovery_rate_key: str | None = None  # its transfer limit is a count per node, not a rate
     exact_sudo_rules = False  # riak-admin runs through a root shell (as the riak user); no exact rules yet
     order_rules = (("start_service", "wait_for_service"), ("wait_for_join", "wait_for_service"),
                    ("wait_for_service", "wait_for_handoffs"), ("start_service", "wait_for_handoffs"),

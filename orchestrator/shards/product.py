@@ -23,6 +23,7 @@ from orchestrator.restart.product import Column, RunStepFn
 from orchestrator.restart.steps import StepFn
 from orchestrator.shards import safety, steps
 from orchestrator.shards.adapter import ShardClusterAdapter
+from orchestrator.shards.limits import RATE
 from orchestrator.shards.plan import build_plan, match_nodes
 from orchestrator.shards.running import running_nodes
 from orchestrator.shards.snapshot import ClusterSnapshot
@@ -47,6 +48,7 @@ class ShardProduct(Generic[ShardAdapterT]):
     settings: type[ProductSettings] = ProductSettings  # none of their own: the cluster section says all
     discovers = True
     checks_before_stop = True
+    recovery_rate_key: str | None = RATE
     exact_sudo_rules = True  # the adapter speaks HTTP; on the hosts only the generic steps run
     upgrade_paths: UpgradePaths = ELASTICSEARCH_PATHS
     order_rules: tuple[tuple[str, str], ...] = (

@@ -329,6 +329,7 @@ class FakeProduct:
     client_loggers: tuple[str, ...] = ()
     discovers = False
     checks_before_stop = True
+    recovery_rate_key: str | None = None
     exact_sudo_rules = True
     order_rules = (("hold_setting", "stop_service"), ("wait_for_join", "release_setting"))
     plan_columns = (Column("nodes", lambda f: str(int(f.get("nodes", 0)))),)

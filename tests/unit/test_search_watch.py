@@ -170,3 +170,75 @@ def test_the_shard_adapter_reads_every_serving_node_s_counters_in_one_light_requ
         found = adapter.search_counters()
         assert adapter.calls - before == 1, "one request"
     assert found == {n: SearchCounters(0, 0, 0, 0) for n in ("es-1", "es-3", "es-4")}, found
+
+
+def test_a_latency_budget_halves_the_recovery_rate_when_searches_suffer_and_the_run_puts_it_back() -> None:
+    """The controller's decisions over a series: over the budget for sustain_s, halved (never below the floor,
+    said once there); within it as long, raised by an eighth of the ceiling; no query, no decision."""
+    from orchestrator.restart.latency_control import LatencyBudget, Throttle, next_step
+
+    mb = 1024**2
+
+    def at(t: float, worst: float | None) -> SearchSample:
+        return SearchSample(at=t, seconds=10, nodes=3, queries=100 if worst else 0, mean_ms=worst, worst_ms=worst,
+                            worst_node="a" if worst else None, queue=0, rejected=0)
+
+    throttle, rates, said = Throttle(400 * mb), [], []
+    series = [12, 30, 30, 30, 30, None, 30, 30, 30, 30, 30, 8, 8, 8, 8, 8, 8]  # the slowest node's ms, each 10 s
+    for i, worst in enumerate(series):
+        step = next_step(throttle, at(10.0 * (i + 1), worst), limit_ms=20, floor=100 * mb, ceiling=400 * mb,
+                         sustain_s=20)
+        throttle = step.throttle
+        rates.append(throttle.rate // mb)
+        said += [step.said] if step.said else []
+    # Over from t=10 (the second interval's start): 20 s over at t=30, halved; again 20 s later, to the floor; at
+    # the floor, said once; no query at t=60 ends the stretch; within from t=110: raised at t=130, 150 and 170.
+    assert rates == [400, 400, 200, 200, 100, 100, 100, 100, 100, 100, 100, 100, 150, 150, 200, 200, 250], rates
+    assert sum("halved" in s for s in said) == 2 and sum("cannot be met" in s for s in said) == 1, said
+    assert sum("raised" in s for s in said) == 3, said
+    assert LatencyBudget.parse("2x").limit_ms(at(0, 15)) == 30 and LatencyBudget.parse("50ms").limit_ms(None) == 50
+    assert LatencyBudget.parse("2x").limit_ms(None) is None and LatencyBudget.parse("") is None
+
+
+def test_a_run_under_a_latency_budget_moves_the_recovery_rate_and_restores_it_exactly(tmp_path: object,
+                                                                                     monkeypatch: object) -> None:
+    """Through the real adapter against the fake Elasticsearch, whose searches slow with the recovery rate in
+    force: the run halves the rate it raised while the slowest node is over budget, and the run's end puts back
+    the cluster's own value (none)."""
+    from pathlib import Path
+
+    import pytest
+
+    from orchestrator.restart.journal import RunOptions, RunState
+    from orchestrator.restart.plan import Mode
+    from orchestrator.runs import plans
+    from orchestrator.runs import restart as runs
+    from orchestrator.runs.target import open_target
+    from orchestrator.shards.limits import RATE
+    from orchestrator.testing.fake_es.hosts import AnsweringHosts, FakeHostTransport, fake_inventory
+    from orchestrator.testing.fake_es.model import FakeCluster as FakeEs
+    from orchestrator.testing.fake_es.server import FakeEsServer
+
+    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+    tmp = Path(str(tmp_path))
+    monkeypatch.setenv("ORCHESTRATOR_STATE", str(tmp / "state"))
+    cluster = FakeEs.generate(4, copies_per_node=6)
+    cluster.search_qps, cluster.search_base_ms, cluster.search_ms_per_mb = 500.0, 2.0, 0.2
+    events: list[Event] = []
+    with FakeEsServer(cluster) as server:
+        config = fake_inventory(tmp / "c.yaml", server.url,
+                                [(n, cluster.by_name[n].ip) for n in sorted(cluster.by_name)],
+                                timeouts={"poll_interval_s": 0.2, "recovery_s": 60},
+                                search={"interval_s": 0.1, "latency_budget": "10ms", "sustain_s": 0})
+        target = open_target(None, config)
+        transport = FakeHostTransport(server.url)
+        plan = plans.make_plan(target, Mode.NODE, RunOptions(), host_transport=lambda: transport)
+        ceiling = next(c.during for c in plan.settings if c.key == RATE)
+        journal = runs.start(target, plan, RunOptions(), events.append, early=AnsweringHosts(transport))  # type: ignore[arg-type]
+    assert journal.state is RunState.SUCCEEDED, journal.message
+    moved = [e for e in events if e.kind == "step" and "recovery rate halved" in e.message]
+    assert moved, [e.message for e in events if e.kind in ("step", "warning", "search")][:20]
+    written = [e.data["value"] for e in events if e.kind == "undo" and e.data.get("key") == RATE and "value" in e.data]
+    assert written[0] == ceiling and any(w != ceiling for w in written[1:-1]), written
+    assert RATE not in cluster.settings["persistent"] and RATE not in cluster.settings["transient"], \
+        "the cluster's own value (none) put back"

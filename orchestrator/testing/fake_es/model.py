@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from orchestrator.units import parse_size
+
 STARTED, INITIALIZING, UNASSIGNED = "STARTED", "INITIALIZING", "UNASSIGNED"
 DATA_ROLES = ("data", "data_content", "data_hot", "ingest")
 # Index widths (primaries, 1 replica each) and how often each is generated: many small indices, some wide.
@@ -127,6 +129,14 @@ class FakeCluster:
         self.down_at_stops: list[int] = []
         self.without_started_copy: list[str] = []
         self.settings: dict[str, dict[str, Any]] = {"persistent": {}, "transient": {}}
+        # Searches, for the search watch (restart/search_watch.py): each read of a node's stats counts what it
+        # served since its last read, `search_qps` queries a second (0: none, its counters stay at zero), each
+        # taking `search_base_ms` plus `search_ms_per_mb` for each MB a second of the recovery rate in force:
+        # recovery competing with searches, as a latency budget must see it. A node's counters start at its start.
+        self.search_qps = 0.0
+        self.search_base_ms = 2.0
+        self.search_ms_per_mb = 0.0
+        self.search_counts: dict[tuple[str, int], tuple[float, float, float]] = {}  # (id, pid) -> queries, ms, when
         self.docs: dict[tuple[str, str], LockDoc] = {}
         self.seq_no = 0
         self.tasks: dict[str, dict[str, Any]] = {}  # force-merges started as tasks, by id
@@ -290,6 +300,16 @@ class FakeCluster:
         copy.state = state
 
     # --- what is read -----------------------------------------------------------------------------
+    def search_totals(self, node: FakeNode) -> tuple[int, int]:
+        """The node's queries and their milliseconds since its start, as its stats say them now."""
+        now = time.monotonic()
+        queries, ms, since = self.search_counts.get((node.id, node.pid), (0.0, 0.0, now))
+        served = self.search_qps * (now - since)
+        rate_mb = parse_size(str(self.setting("indices.recovery.max_bytes_per_sec") or "40mb")) / 1024**2
+        queries, ms = queries + served, ms + served * (self.search_base_ms + self.search_ms_per_mb * rate_mb)
+        self.search_counts[(node.id, node.pid)] = (queries, ms, now)
+        return int(queries), int(ms)
+
     def setting(self, key: str) -> Any:
         return self.settings["transient"].get(key, self.settings["persistent"].get(key))
 

@@ -116,10 +116,11 @@ def node_stats(cluster: FakeCluster, request: Request, found: re.Match[str]) -> 
                                                "completed": 0}}
         if metrics & {"indices", "_all"}:
             held = cluster.on_node[node.id]
+            queries, query_ms = cluster.search_totals(node)
             stats["indices"] = {"docs": {"count": sum(c.docs for c in held), "deleted": 0},
                                 "store": {"size_in_bytes": sum(c.size for c in held)},
-                                "search": {"open_contexts": 0, "query_total": 0, "query_time_in_millis": 0,
-                                           "query_current": 0, "fetch_total": 0, "fetch_time_in_millis": 0}}
+                                "search": {"open_contexts": 0, "query_total": queries, "query_time_in_millis": query_ms,
+                                           "query_current": 0, "fetch_total": queries, "fetch_time_in_millis": 0}}
             if shards:
                 # What the filter drops is not built (a copy of an index on every node lists a lease per node).
                 wanted = request.params.get("filter_path", "")

@@ -151,6 +151,7 @@ class ToyProduct:
     run_steps = MappingProxyType({"raise_limit": raise_limit})
     order_rules = (("wait_for_join", "check_new_process"),)
     checks_before_stop = False
+    recovery_rate_key: str | None = None
     exact_sudo_rules = True
     plan_columns = (Column("process", lambda f: str(int(f["pid"])) if "pid" in f else "-"),)
     report_columns: tuple[Column, ...] = ()
