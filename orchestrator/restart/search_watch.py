@@ -129,8 +129,8 @@ class SearchWatch:
             return {}
 
     def watch(self, before: dict[str, SearchCounters]) -> None:
-        began = due = time.monotonic()
-        due += self.interval_s
+        began = time.monotonic()
+        due = began + self.interval_s
         measuring_baseline = self.baseline is None and not self.any_stopped()
         while not self.done.wait(min(LOOK_S, self.interval_s)):
             stopped = measuring_baseline and self.any_stopped()
