@@ -220,9 +220,11 @@ def test_a_proof_that_cannot_be_read_while_nodes_are_away_admits_nobody_then_and
     from orchestrator.errors import ClusterUnreachable
     from orchestrator.testing.fake import FakeSnapshot
 
-    names = [f"n{i}" for i in range(1, 7)]
+    names = [f"n{i}" for i in range(1, 10)]
     with state_dir():
-        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), copies=layout(names, 2), start_takes_s=0.05)
+        # Nine nodes, each away for a while (a start takes 0.3 s), so that proofs are read with nodes away at many
+        # turns, however slowly this machine runs them: six nodes away 0.05 s gave only two such reads under CI's load.
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), copies=layout(names, 2), start_takes_s=0.3)
         journal = window_journal(names, cluster, "3")
         real, failed = cluster.gate_snapshot, []
 
