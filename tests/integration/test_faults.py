@@ -328,3 +328,42 @@ def test_the_elected_master_restarted_by_someone_else_mid_batch(sandboxes: Sandb
     assert doc_counts(es) == before_docs and settings(es) == before_settings
     starts = {n: c - before_starts[n] for n, c in starts_logged(info).items()}
     assert starts == {n: 2 if n == restarted[0] else 1 for n in ("es-1", "es-2", "es-3")}, starts
+
+
+def test_a_latency_budget_throttles_recovery_and_a_sigkill_then_resume_puts_the_rate_back(
+        sandboxes: SandboxManager, tmp_path: Path) -> None:
+    """A search latency budget no search keeps (0.001 ms), under a steady search load: the run halves the recovery
+    rate it raised (the controller's move, through the run's undo record); killed (SIGKILL) once it has, `resume`
+    finishes, and the cluster's own rate from before the run is back exactly. Each node started once more."""
+    from orchestrator.sandbox.load import LoadGenerator
+    from orchestrator.sandbox.rest import access_of
+
+    rate = "indices.recovery.max_bytes_per_sec"
+    info, es = prepared(sandboxes, Shape())
+    es.cluster.put_settings(persistent={rate: "25mb"})  # the cluster's own, lower than what the run raises it to
+    before, before_starts = settings(es), starts_logged(info)
+    path = inventory_with(tmp_path, info, lambda inv: inv.update(search={
+        "interval_s": 1, "latency_budget": "0.001ms", "sustain_s": 0, "recovery_floor": "10mb"}))
+    load = LoadGenerator(info["endpoints"], index="load-budget", duration_s=600, max_docs=20_000,
+                         access=access_of(info))
+    load.start_then_mark("during")
+    try:
+        run = background_run("restart", "--config", str(path), "--yes")
+        try:
+            seen = read_events_until(run, lambda e: e.get("event") == "step"
+                                     and "recovery rate halved" in e.get("message", ""), 600)
+            raised = next(e["data"]["value"] for e in seen if e.get("event") == "undo"
+                          and (e.get("data") or {}).get("key") == rate)
+            moved = es.cluster.get_settings(flat_settings=True)["persistent"][rate]
+            assert moved != raised and moved != "25mb", (raised, moved)  # halved from the run's own rate
+        finally:
+            end_background_run(run, signal.SIGKILL, 30)
+        resumed = orchestrate("resume", "--cluster", "sandbox", "--yes", "--json", timeout=900)
+    finally:
+        load.stop()
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert_no_traceback(resumed)
+    assert settings(es) == before, "the cluster's own rate back exactly"
+    assert {n: c - before_starts[n] for n, c in starts_logged(info).items()} == {"es-1": 1, "es-2": 1, "es-3": 1}
+    es.cluster.put_settings(persistent={rate: None})
+    es.indices.delete(index="load-budget")
