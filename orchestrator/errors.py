@@ -26,11 +26,14 @@ errors and chooses exit codes.
     ├── Aborted                the operator interrupted the run (Ctrl-C / SIGTERM)
     │   ├── HookFailed         a hook with the `abort` policy failed
     │   └── StoppedAfter       the run stopped after the batches asked (--stop-after)
+    │       └── OutsideWindow  the next batch would not end before the maintenance window closes
     └── RunFailed              a run that had started failed: its cause and its journal
                                (restart/journal.py; exit code of the cause)
 """
 
 from __future__ import annotations
+
+from datetime import datetime
 
 
 def listed(problems: list[str]) -> str:
@@ -137,3 +140,15 @@ class StoppedAfter(Aborted):
     temporary setting restored: not a failure, but not the end either (`resume` goes on)."""
 
     exit_code = 11
+
+
+class OutsideWindow(StoppedAfter):
+    """The next batch would not end before the maintenance window (or ``--until``) closes: the run stopped
+    before it, as ``--stop-after`` stops, every node back and every setting restored. ``opens``: when the
+    next window opens (None: none ahead); a run told to wait holds until then and goes on."""
+
+    exit_code = 12
+
+    def __init__(self, message: str, opens: datetime | None = None) -> None:
+        self.opens = opens
+        super().__init__(message)

@@ -11,7 +11,8 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_result
@@ -26,6 +27,7 @@ TRANSIENT: tuple[type[Exception], ...] = (ClusterUnreachable, HostUnreachable, I
 class Clock:
     monotonic: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
+    wall: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))  # the calendar's time (windows)
 
 
 @dataclass

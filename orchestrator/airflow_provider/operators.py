@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
+from airflow.providers.standard.triggers.temporal import DateTimeTrigger
 from airflow.sdk import BaseOperator, Context, get_current_context
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException, TaskDeferralTimeout
@@ -22,7 +23,7 @@ from airflow.sdk.exceptions import AirflowException, TaskDeferralTimeout
 from orchestrator import api
 from orchestrator.airflow_provider.hooks import read_connection
 from orchestrator.airflow_provider.triggers import RunWaitTrigger
-from orchestrator.errors import OrchestratorError, StoppedAfter
+from orchestrator.errors import OrchestratorError, OutsideWindow, StoppedAfter
 from orchestrator.restart.deferral import Wait
 from orchestrator.restart.events import Event
 
@@ -183,6 +184,10 @@ class RollingRestartOperator(ClusterOperator):
         except OrchestratorError as exc:
             raise self.failed(exc) from None
 
+    def window_opened(self, context: Context, event: Any = None) -> dict[str, Any]:
+        """Back from the deferral to the maintenance window's opening: the run goes on as a retry's would."""
+        return self.execute(context)
+
     def start(self, where: dict[str, Any], origin: str) -> api.RunResult:
         common = {**where, "by": self.by, "nodes": self.nodes, "exclude": self.exclude, "canary": self.canary,
                   "stop_after": self.stop_after, "allow_yellow": self.allow_yellow,
@@ -203,6 +208,13 @@ class RollingRestartOperator(ClusterOperator):
         """The run's outcome: deferred (the task defers), finished (its summary), stopped as asked."""
         try:
             result = action()
+        except OutsideWindow as closed:
+            if not (self.deferrable and closed.opens):
+                raise
+            # Every node back and every setting restored: the task frees its worker until the window opens, then
+            # resumes its run (found again by its origin).
+            self.log.info("outside the maintenance window: deferring until %s", closed.opens.isoformat())
+            self.defer(trigger=DateTimeTrigger(moment=closed.opens), method_name="window_opened")
         except StoppedAfter:
             found = api.run_of(**where, origin=self.origin(get_current_context()))
             if found is None:

@@ -29,7 +29,8 @@ EXIT_CODES_HELP = (
     "configuration or usage; 3 sandbox problem; 4 a cluster or host call failed; 5 preflight failed (nothing "
     "was changed); 6 unsafe to go on, or a wait timed out (the journal keeps what to undo; `resume` "
     "continues); 7 another run holds the lock; 8 journal problem; 9 pending: a node could not be read; "
-    "10 partial success; 11 stopped after the batches asked (--stop-after; `resume` goes on); 70 internal "
+    "10 partial success; 11 stopped after the batches asked (--stop-after; `resume` goes on); 12 stopped at "
+    "the end of the maintenance window (--until, maintenance.windows; `resume` goes on); 70 internal "
     "error (a bug; the traceback is in a file it names); 130 aborted by the operator (settings restored)."
 )
 

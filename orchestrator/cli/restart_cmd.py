@@ -81,6 +81,11 @@ PendingOpt = typer.Option(False, "--pending", help="Only the nodes that need a r
                                                   "new version installed, a configuration file changed, replaced "
                                                   "code, a host waiting for a reboot, whose host is then rebooted); "
                                                   "the plan says why each node restarts or is left alone.")
+UntilOpt = typer.Option(None, "--until", metavar="TIME",
+                        help="Begin no batch that would end after TIME (HH:MM on this machine's clock, or ISO 8601 "
+                             "such as 2026-11-27T06:00+01:00): the run stops before it, every node back and every "
+                             "setting restored (exit 12), and `orchestrate resume` goes on. With the inventory's "
+                             "maintenance.windows, whichever closes first.")
 StopAfterOpt = typer.Option(0, "--stop-after", metavar="N", min=0, max=100_000,
                             help="Stop once N batches are done (every setting restored, exit 11); `orchestrate "
                                  "resume` goes on (with its own --stop-after). 0: all batches.")
@@ -111,7 +116,7 @@ def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, 
          no_snapshot_check: bool = typer.Option(False, "--no-snapshot-check",
                                                 help="With --upgrade-to: do not require a recent snapshot."),
          no_tune: bool = NoTuneOpt, pending: bool = PendingOpt,
-         max_unavailable: str = MaxUnavailableOpt) -> None:
+         max_unavailable: str = MaxUnavailableOpt, until: str = UntilOpt) -> None:
     """Dry run: what a rolling restart would do, in which order, how long, and whether it is safe.
 
     Reads the live cluster and changes nothing (no write call, nothing on any host).
@@ -119,7 +124,7 @@ def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, 
     """
     from orchestrator import products
     from orchestrator.runs import plans
-    from orchestrator.runs.target import open_target
+    from orchestrator.runs.target import open_target, with_schedule
 
     control = replace(plans.control_options(nodes, exclude, False, 0), tune=not no_tune,
                       max_unavailable=plans.budget_option(max_unavailable))
@@ -134,8 +139,8 @@ def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, 
                                                terminal.held_until_exit)
         columns = products.get(the_plan.product).plan_columns
     else:
-        target, budget = plans.windowed(open_target(cluster, config, upgrade=upgrade_to is not None, tune=not no_tune),
-                                        max_unavailable, by)
+        opened = with_schedule(open_target(cluster, config, upgrade=upgrade_to is not None, tune=not no_tune), until)
+        target, budget = plans.windowed(opened, max_unavailable, by)
         control = replace(control, max_unavailable=budget)
         chosen = only_pending(target, control, json_out) if pending else (target, control, ())
         if chosen is None:
@@ -217,7 +222,7 @@ def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOp
             pause_between: float = PauseBetweenOpt, stop_after: int = StopAfterOpt, reboot: bool = RebootOpt,
             no_tune: bool = NoTuneOpt, metrics_textfile: Path = MetricsFileOpt,
             pushgateway: str = PushgatewayOpt, pending: bool = PendingOpt,
-            max_unavailable: str = MaxUnavailableOpt) -> None:
+            max_unavailable: str = MaxUnavailableOpt, until: str = UntilOpt) -> None:
     """Rolling restart: shows the plan, asks to confirm (unless --yes), then runs it batch by batch.
 
     Preflight checks everything before the first change (safe plan, every node matched, SSH with
@@ -226,10 +231,11 @@ def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOp
     leaves allocation restricted and the journal says what is pending: `orchestrate resume`.
     """
     from orchestrator.runs import plans
-    from orchestrator.runs.target import open_target, with_metrics
+    from orchestrator.runs.target import open_target, with_metrics, with_schedule
 
-    target, budget = plans.windowed(with_metrics(open_target(cluster, config, reboot=reboot, tune=not no_tune),
-                                                 metrics_textfile, pushgateway), max_unavailable, by, pause_between)
+    opened = with_schedule(open_target(cluster, config, reboot=reboot, tune=not no_tune), until)
+    target, budget = plans.windowed(with_metrics(opened, metrics_textfile, pushgateway), max_unavailable, by,
+                                    pause_between)
     control = replace(plans.control_options(nodes, exclude, canary, pause_between), reboot=reboot, tune=not no_tune,
                       max_unavailable=budget)
     chosen = only_pending(target, control, json_out) if pending else (target, control, ())
@@ -294,15 +300,16 @@ def resume(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool =
                                     "goes on with the new inventory (the run's recorded procedure is kept); off a "
                                     "terminal without --yes, such a resume is refused."),
            allow_unavailable: list[str] = UnavailableOpt, stop_after: int = StopAfterOpt,
-           metrics_textfile: Path = MetricsFileOpt, pushgateway: str = PushgatewayOpt) -> None:
+           metrics_textfile: Path = MetricsFileOpt, pushgateway: str = PushgatewayOpt,
+           until: str = UntilOpt) -> None:
     """Continue an interrupted or failed run from its journal. A node already restarted (it runs as a
     new process) is never restarted again; pending temporary settings are restored at the end."""
     from orchestrator.runs import plans
     from orchestrator.runs import restart as runs
-    from orchestrator.runs.target import open_target, with_metrics
+    from orchestrator.runs.target import open_target, with_metrics, with_schedule
 
     accepted = plans.patterns(allow_unavailable)
-    target = with_metrics(open_target(cluster, config), metrics_textfile, pushgateway)
+    target = with_metrics(with_schedule(open_target(cluster, config), until), metrics_textfile, pushgateway)
     changed = runs.inventory_changes_since(target, run_id)
     if changed and not yes and sys.stdin.isatty():
         say("the inventory changed since the run started:\n" + "\n".join(f"  - {c}" for c in changed[:20]))

@@ -22,6 +22,7 @@ from orchestrator.cli.restart_cmd import (
     PushgatewayOpt,
     StopAfterOpt,
     UnavailableOpt,
+    UntilOpt,
     YellowOpt,
     options,
     plan_confirm_and_run,
@@ -46,7 +47,8 @@ def upgrade(to: str = ToOpt, cluster: str = ClusterOpt, config: Path = ConfigOpt
             allow_unavailable: list[str] = UnavailableOpt, nodes: list[str] = NodesOpt,
             exclude: list[str] = ExcludeOpt, canary: bool = CanaryOpt, pause_between: float = PauseBetweenOpt,
             stop_after: int = StopAfterOpt, metrics_textfile: Path = MetricsFileOpt,
-            pushgateway: str = PushgatewayOpt, max_unavailable: str = MaxUnavailableOpt) -> None:
+            pushgateway: str = PushgatewayOpt, max_unavailable: str = MaxUnavailableOpt,
+            until: str = UntilOpt) -> None:
     """Rolling upgrade to VERSION: each node stopped, the version installed (the inventory's
     upgrade.install: package, switch or commands) with its plugins, started, checked to run VERSION.
 
@@ -59,10 +61,11 @@ def upgrade(to: str = ToOpt, cluster: str = ClusterOpt, config: Path = ConfigOpt
     `orchestrate docs upgrade`.
     """
     from orchestrator.runs import plans
-    from orchestrator.runs.target import open_target, with_metrics
+    from orchestrator.runs.target import open_target, with_metrics, with_schedule
 
-    target, budget = plans.windowed(with_metrics(open_target(cluster, config, upgrade=True), metrics_textfile,
-                                                 pushgateway), max_unavailable, by, pause_between)
+    opened = with_schedule(open_target(cluster, config, upgrade=True), until)
+    target, budget = plans.windowed(with_metrics(opened, metrics_textfile, pushgateway), max_unavailable, by,
+                                    pause_between)
     control = replace(plans.control_options(nodes, exclude, canary, pause_between), max_unavailable=budget)
     run_options = plans.upgrade_options(options(target, allow_yellow, allow_unavailable, control), to,
                                         snapshot_check=not no_snapshot_check)

@@ -9,9 +9,18 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AwareDatetime,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from orchestrator.config.loader import problems_of, read_bytes_of
+from orchestrator.config.maintenance import Schedule, Window
 from orchestrator.config.model_base import ABSOLUTE_PATH, Model
 from orchestrator.config.upgrade import UpgradeSection
 from orchestrator.errors import ConfigError
@@ -286,6 +295,35 @@ class SearchSection(Model):
         return self
 
 
+class MaintenanceSection(Model):
+    """The agreed hours in which nodes may be taken away (restart/maintenance.py). ``windows``: each as
+    ``DAYS HH:MM-HH:MM [ZONE]`` (``Mon-Fri 22:00-06:00 Europe/Berlin``); none: any time. A batch is begun
+    only if its estimated time ends before the window closes. Else the run stops with every node back and
+    every setting restored, as ``--stop-after`` stops it; ``outside: wait`` (the default) holds the run, its
+    lock kept, until the next window opens, and goes on; ``stop`` ends the process (exit code 12) and
+    ``orchestrate resume`` goes on. Not part of what a run does: `resume` takes today's windows without asking."""
+
+    windows: list[str] = Field(default_factory=list, max_length=50)
+    outside: Literal["wait", "stop"] = "wait"
+    until: AwareDatetime | None = None  # an end of this invocation's own (`--until`): no batch ends after it
+
+    def schedule(self) -> Schedule:
+        return Schedule.of(self.windows, self.until)
+
+    @field_validator("windows")
+    @classmethod
+    def readable(cls, v: list[str]) -> list[str]:
+        problems = []
+        for text in v:  # the parser's own words say what is wrong
+            try:
+                Window.parse(text)
+            except ValueError as exc:
+                problems.append(str(exc))
+        if problems:
+            raise ValueError("; ".join(problems))
+        return v
+
+
 class Inventory(Model):
     cluster: ClusterSection
     ssh: SshSection = SshSection(known_hosts=Path("~/.ssh/known_hosts").expanduser())
@@ -299,6 +337,7 @@ class Inventory(Model):
     tuning: TuningSection = TuningSection()
     metrics: MetricsSection = MetricsSection()
     search: SearchSection = SearchSection()
+    maintenance: MaintenanceSection = MaintenanceSection()
     upgrade: UpgradeSection = UpgradeSection()
     playbook: str | None = Field(None, pattern=r"^[A-Za-z0-9_./-]+$")  # None: the product's own procedure
     allow_yellow: bool = False

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Generic
 
 from orchestrator.config.hooks import HookPoint
-from orchestrator.errors import Aborted, ClusterError, OrchestratorError, StoppedAfter, UnsafeToProceed
+from orchestrator.errors import Aborted, ClusterError, OrchestratorError, OutsideWindow, StoppedAfter, UnsafeToProceed
 from orchestrator.restart import steps
 from orchestrator.restart.adapter import AdapterT
 from orchestrator.restart.budget import window_asked
@@ -31,6 +31,7 @@ from orchestrator.restart.product import Product, RunStepFn, SnapshotT
 from orchestrator.restart.search_watch import RecoveryThrottle, SearchWatch
 from orchestrator.restart.steps import PER_NODE, StepFn
 from orchestrator.restart.window_run import NotNow, WindowRun, in_the_window
+from orchestrator.restart.windows_gate import outside_window
 from orchestrator.retry import Seen
 from orchestrator.units import counted
 
@@ -57,6 +58,8 @@ class Engine(Generic[SnapshotT, AdapterT]):
         self.procedure = procedure
         self.preludes = dict(preludes or {})  # work a run may carry before batch 1, by name (force-merge)
         self.batch_seconds: list[float] = []
+        self.began_at: dict[int, float] = {}  # each batch's begin here, on the run's clock
+        self.batch_clock_s: list[float] = []  # each batch's time on the run's clock
         self.at_once = 1  # batches under way together: a window's size (restart/window_run.py)
         self.prior_batch_s = measured_batch_seconds(ctx.journal.cluster, ctx.journal.mode, ctx.journal.run_id)
 
@@ -81,6 +84,9 @@ class Engine(Generic[SnapshotT, AdapterT]):
     def run_watched(self, back_from_deferral: bool) -> None:
         ctx, journal = self.ctx, self.ctx.journal
         try:
+            first = next((b for b in journal.batches if b.state != BatchState.DONE), None)
+            if first is not None and first.state == BatchState.PENDING:
+                self.within_window(first)  # outside a window: stopped before anything is done, hooks included
             if not back_from_deferral:  # the same run going on, not a new start: its hooks ran
                 self.hooks(HookPoint.BEFORE_RUN)
             with self.watch():
@@ -96,6 +102,7 @@ class Engine(Generic[SnapshotT, AdapterT]):
                         if batch.state != BatchState.DONE:
                             if batch.state == BatchState.PENDING:
                                 self.honour_pause(batch)
+                                self.within_window(batch)
                             self.run_batch(batch)
                             self.after_batch(batch)
             steps.restore_settings(ctx)
@@ -148,7 +155,7 @@ class Engine(Generic[SnapshotT, AdapterT]):
         """After an abort: every temporary setting put back, so nothing is left half-set."""
         message = self.restore_everything(exc, "`orchestrate resume` continues the remaining batches")
         self.finish(RunState.STOPPED if isinstance(exc, StoppedAfter) else RunState.ABORTED, message)
-        return exc.__class__(message)
+        return OutsideWindow(message, exc.opens) if isinstance(exc, OutsideWindow) else exc.__class__(message)
 
     def restore_after_failure(self, exc: OrchestratorError) -> OrchestratorError:
         """After a failure whose error asks it (errors.py): every temporary setting put back; the error,
@@ -190,6 +197,7 @@ class Engine(Generic[SnapshotT, AdapterT]):
     def begin(self, batch: BatchRecord) -> None:
         """The batch under way (journaled, said), or said to be resumed where it stopped."""
         ctx = self.ctx
+        self.began_at[batch.number] = ctx.clock.monotonic()
         if batch.state == BatchState.PENDING:
             ctx.journal.begin_batch(batch)
             ctx.emit(Event("batch", f"batch {batch.number}/{len(ctx.journal.batches)}: {batch.label} "
@@ -216,6 +224,9 @@ class Engine(Generic[SnapshotT, AdapterT]):
         ctx.journal.calls(ctx.cluster.calls)
         took = (batch.finished or 0) - (batch.started or batch.finished or 0)
         self.batch_seconds.append(took)
+        # Again on the run's clock, the one the maintenance windows are read on (a batch resumed part-done counts
+        # from its resume here).
+        self.batch_clock_s.append(ctx.clock.monotonic() - self.began_at.get(batch.number, ctx.clock.monotonic()))
         ctx.emit(Event("batch", f"batch {batch.number} done in {took:.1f} s", batch=batch.number, eta_s=self.eta_s(),
                        data={"state": "done"}))
         self.check_abort(batch)
@@ -389,6 +400,22 @@ class Engine(Generic[SnapshotT, AdapterT]):
             if isinstance(exc, Aborted):
                 raise
             raise UnsafeToProceed(f"not going on with batch {batch.number} ({batch.label}): {exc}") from exc
+
+    def within_window(self, batch: BatchRecord) -> None:
+        """A batch is begun only if its estimated time ends before the maintenance window in force closes."""
+        schedule = self.ctx.inv.maintenance.schedule()
+        if schedule.limited:
+            closed = outside_window(schedule, self.ctx.clock.wall(), self.batch_estimate_s(batch), batch)
+            if closed is not None:
+                raise closed
+
+    def batch_estimate_s(self, batch: BatchRecord) -> float:
+        """One batch's time: this run's measured mean, else the cluster's previous run's, else the plan's."""
+        if self.batch_clock_s:
+            return sum(self.batch_clock_s) / len(self.batch_clock_s)
+        if self.prior_batch_s is not None:
+            return self.prior_batch_s
+        return next((b.estimate_s for b in self.ctx.journal.plan.batches if b.number == batch.number), 0.0)
 
     def eta_s(self) -> float:
         """Remaining time: measured batch times once there are some; before, those of the cluster's

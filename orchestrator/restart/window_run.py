@@ -20,7 +20,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import Any, Protocol
 
-from orchestrator.errors import Aborted, ClusterError, StoppedAfter, UnsafeToProceed
+from orchestrator.errors import Aborted, ClusterError, OutsideWindow, StoppedAfter, UnsafeToProceed
 from orchestrator.restart.budget import ramp, room_of
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
@@ -49,6 +49,7 @@ class WindowedEngine(Protocol):
     def begin(self, batch: BatchRecord) -> None: ...
     def work_through(self, batch: BatchRecord) -> None: ...
     def honour_pause(self, batch: BatchRecord) -> None: ...
+    def within_window(self, batch: BatchRecord) -> None: ...
 
 
 def in_the_window(journal: Journal, batch: BatchRecord | None = None) -> list[str]:
@@ -123,6 +124,12 @@ class WindowRun:
         self.engine.at_once = room
         if len(self.under_way) >= room:
             return False
+        try:
+            self.engine.within_window(self.pending()[0])  # a node begins only if it ends before the window closes
+        except OutsideWindow:
+            if not self.under_way:
+                raise
+            return False  # the nodes away come back first; the empty window's turn then stops the run here
         if not self.under_way:
             # An empty window: the gate of a run one node at a time (healthy samples in a row, a give-up time),
             # so that a window opens only on a cluster as healthy as a node's restart needs.

@@ -8,16 +8,18 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from orchestrator import products
 from orchestrator.config.inventory import load_inventory
+from orchestrator.config.maintenance import calendar_end, when
 from orchestrator.config.model import Inventory
 from orchestrator.errors import ConfigError
 from orchestrator.hosts.transport import Transport
 from orchestrator.paths import write_file_for_the_operator
-from orchestrator.restart.budget import Budget, window_asked
+from orchestrator.restart.budget import Budget, room_of, window_asked
 from orchestrator.restart.durations import with_measured_restarts
 from orchestrator.restart.journal import RunOptions
 from orchestrator.restart.plan import Batch, GateRule, Mode, Plan
@@ -129,7 +131,8 @@ def make_plan(target: Target, mode: Mode, options: RunOptions, save_snapshot: Pa
             tuning = profile_summary(target.inv, options.tune)
             plan = target.product.plan(target.inv, snapshot, mode, options, tuning)
         plan = with_measured_restarts(plan, hosts.last_restarts(plan))
-    return with_window_notes(target.product, snapshot, finished(plan, target.inv, options), target.inv, options)
+    return with_schedule_notes(with_window_notes(target.product, snapshot, finished(plan, target.inv, options),
+                                                 target.inv, options), target.inv, options)
 
 
 def with_window_notes(product: Product[Any, Any], snapshot: Any, plan: Plan, inv: Inventory,
@@ -139,6 +142,28 @@ def with_window_notes(product: Product[Any, Any], snapshot: Any, plan: Plan, inv
     if not window_asked(options.max_unavailable):
         return plan
     return replace(plan, notes=(*plan.notes, *product.window_notes(snapshot, plan, inv, options)))
+
+
+def with_schedule_notes(plan: Plan, inv: Inventory, options: RunOptions, now: datetime | None = None) -> Plan:
+    """The plan says its maintenance windows: open or when they open, what the run does outside them, and when it
+    should end in calendar time at the plan's estimates (config/maintenance.py)."""
+    schedule = inv.maintenance.schedule()
+    if not schedule.limited or not plan.batches:
+        return plan
+    now = now or datetime.now(UTC)
+    closes = schedule.closes_at(now)
+    first = plan.batches[0].estimate_s
+    opens = None if schedule.fits(now, first) else schedule.next_opening(now, first)
+    state = (f"open now, until {closes.isoformat(timespec='minutes')}" if closes is not None and opens is None
+             else f"the first batch begins {when(opens, now)}" if opens is not None else "no window ahead fits a batch")
+    outside = ("the run holds, its lock kept, and goes on" if inv.maintenance.outside == "wait"
+               else "the run stops (exit 12) and `orchestrate resume` goes on")
+    at_once = room_of(options.max_unavailable, len([n for b in plan.batches for n in b.nodes]))
+    end = calendar_end(schedule, now, [b.estimate_s for b in plan.batches], at_once)
+    ends = (f"at the plan's estimates it ends about {when(end, now)}" if end is not None
+            else "a batch fits no window ahead: the run would stop there")
+    return replace(plan, notes=(*plan.notes, f"maintenance windows: {schedule.describe()}; {state}. A batch begins "
+                                f"only if it should end before its window closes; outside them {outside}; {ends}"))
 
 
 def finished(plan: Plan, inv: Inventory, options: RunOptions) -> Plan:
@@ -226,4 +251,5 @@ def plan_from_file(cluster: str | None, config: Path | None, snapshot: Path, mod
         tuning = profile_summary(inv, options.tune)
         plan = with_window_notes(product, snap, finished(product.plan(inv, snap, mode, options, tuning), inv, options),
                                  inv, options)
+        plan = with_schedule_notes(plan, inv, options)
     return plan, [name for name, _ in procedure.batch if options.tune or name not in TUNING_STEPS]

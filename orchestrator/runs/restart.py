@@ -15,12 +15,14 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from datetime import datetime
 from types import FrameType
 from typing import Any
 
+from orchestrator.config.maintenance import when
 from orchestrator.config.model import Inventory, NodeEntry
 from orchestrator.config.playbook import Playbook
-from orchestrator.errors import JournalError, OrchestratorError, PreflightFailed
+from orchestrator.errors import Aborted, JournalError, OrchestratorError, OutsideWindow, PreflightFailed
 from orchestrator.forcemerge.prelude import PRELUDES
 from orchestrator.hosts.service import ServiceControl
 from orchestrator.hosts.transport import Transport
@@ -224,7 +226,17 @@ def _execute(target: Target, journal: Journal, playbook: Playbook, transport: Tr
     try:
         lock.keep_renewed(trouble=lock_trouble(emit, abort))  # stopped in `finally`, whatever happens
         with abort_on_signals(abort, emit):
-            Engine(ctx, target.product, resolve(playbook, target.product), PRELUDES, stop_after).run()
+            procedure = resolve(playbook, target.product)
+            while True:
+                try:
+                    Engine(ctx, target.product, procedure, PRELUDES, stop_after).run()
+                    break
+                except OutsideWindow as closed:  # stopped with every node back and every setting restored
+                    # A scheduler's task (a deferral) leaves the hold to its scheduler: it defers until the opening.
+                    if inv.maintenance.outside != "wait" or closed.opens is None or deferral is not None:
+                        raise
+                    hold_until_the_window_opens(ctx, closed.opens)
+                    journal.resumed([])  # goes on as `resume` would, under the lock it kept
         failed = False
     except Deferred:
         failed = False  # the journal says deferred; the lock stays, renewed by the trigger
@@ -243,6 +255,27 @@ def _execute(target: Target, journal: Journal, playbook: Playbook, transport: Tr
             tuner.close()
         transport.close()
     return journal
+
+
+HOLD_SAID_EVERY_S = 600.0  # a run held for its window says so this often (status says it from the journal)
+
+
+def hold_until_the_window_opens(ctx: RunContext[Any], opens: datetime) -> None:
+    """Outside its maintenance window the run holds, its lock kept and renewed, every node back and every setting
+    restored, until the window opens; Ctrl-C or SIGTERM ends the hold (`resume` goes on later)."""
+    clock = ctx.clock
+    said_at = -HOLD_SAID_EVERY_S
+    while (left := (opens - clock.wall()).total_seconds()) > 0:
+        if ctx.abort.requested:
+            raise Aborted(f"stopped by the operator ({ctx.abort.reason}) while held for the maintenance window; "
+                          "`orchestrate resume` goes on")
+        if clock.monotonic() - said_at >= HOLD_SAID_EVERY_S:
+            said_at = clock.monotonic()
+            ctx.emit(Event("wait", f"held outside the maintenance window, every node back and every setting "
+                                   f"restored: going on when it opens, {when(opens, clock.wall())}",
+                           data={"window_opens": opens.isoformat()}))
+        clock.sleep(min(left, 5.0))
+    ctx.emit(Event("run", "the maintenance window is open: going on"))
 
 
 def start(target: Target, plan: Plan, options: RunOptions, emit: EventSink,
@@ -274,8 +307,9 @@ def start(target: Target, plan: Plan, options: RunOptions, emit: EventSink,
                    stop_after=stop_after, deferral=deferral)
 
 
-# How a run reports (its metrics outputs, which the command line may set) is not what it does.
-NOT_A_CHANGE = {"metrics"}
+# How a run reports (its metrics outputs, which the command line may set) and when it may go on (its maintenance
+# windows, `--until`) are not what it does.
+NOT_A_CHANGE = {"metrics", "maintenance"}
 
 
 def inventory_changes(recorded: Any, current: Any, where: str = "") -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,8 @@ from pydantic import ValidationError
 from orchestrator import products
 from orchestrator.config.inventory import load_inventory
 from orchestrator.config.loader import problems_of
-from orchestrator.config.model import Inventory, MetricsSection, settings_of
+from orchestrator.config.maintenance import parse_until
+from orchestrator.config.model import Inventory, MaintenanceSection, MetricsSection, settings_of
 from orchestrator.config.playbook import Playbook, load_playbook
 from orchestrator.errors import ConfigError
 from orchestrator.hosts.transport import Transport, make_transport
@@ -96,3 +98,19 @@ def with_metrics(target: Target, textfile: Path | None, pushgateway: str | None)
     except ValidationError as exc:
         raise ConfigError("command line", problems_of(exc, None)) from None
     return replace(target, inv=target.inv.model_copy(update={"metrics": metrics}))
+
+
+def with_schedule(target: Target, until: str | None, outside: str | None = None) -> Target:
+    """The target with the command line's end (``--until``: HH:MM or an ISO 8601 time) and choice of what to do
+    outside a window over the inventory's maintenance section (config/maintenance.py)."""
+    if until is None and outside is None:
+        return target
+    given: dict[str, object] = {} if outside is None else {"outside": outside}
+    try:
+        if until is not None:
+            given["until"] = parse_until(until, datetime.now(UTC))
+        section = MaintenanceSection.model_validate({**target.inv.maintenance.model_dump(), **given})
+    except ValueError as exc:  # pydantic's ValidationError is one
+        problems = problems_of(exc, None) if isinstance(exc, ValidationError) else [f"--until: {exc}"]
+        raise ConfigError("command line", problems) from None
+    return replace(target, inv=target.inv.model_copy(update={"maintenance": section}))

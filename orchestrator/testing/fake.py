@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, ClassVar
@@ -35,9 +36,10 @@ LIMIT = "fake.limit"  # a setting raised for the run, as recovery limits are
 class FakeClock(Clock):
     """Time that passes only when the code sleeps: waits of minutes run in microseconds."""
 
-    def __init__(self) -> None:
+    def __init__(self, wall_start: datetime = datetime(2026, 11, 23, 20, 0, tzinfo=UTC)) -> None:  # a Monday
         self.now = 0.0
-        super().__init__(monotonic=lambda: self.now, sleep=self.advance)
+        super().__init__(monotonic=lambda: self.now, sleep=self.advance,
+                         wall=lambda: wall_start + timedelta(seconds=self.now))
 
     def advance(self, seconds: float) -> None:
         self.now += seconds

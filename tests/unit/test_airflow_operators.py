@@ -102,3 +102,41 @@ def test_each_example_dag_loads_with_the_settings_shipped_beside_it(dag: str, se
     assert set(module.dag.task_ids) == tasks
     restarts = [t for t in module.dag.tasks if type(t).__name__ == "RollingRestartOperator"]
     assert restarts and all(t.deferrable for t in restarts), "the examples defer, as their docs say"
+
+
+def test_a_deferrable_task_outside_its_maintenance_window_defers_until_it_opens_then_restarts_each_node_once(
+        fake_fleet: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811  (the fixture)
+    """Started when its only window is two days ahead, the task changes nothing, frees its worker until the
+    window opens (Airflow's DateTimeTrigger at that moment), and, back from it inside the window, finishes."""
+    from datetime import UTC, datetime, timedelta
+
+    import yaml
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from orchestrator.airflow_provider.operators import RollingRestartOperator
+
+    cluster = add_cluster(fake_fleet, "nightly")
+    now = datetime.now(UTC)
+    ahead = (now + timedelta(days=2)).strftime("%a")
+    inventory = fake_fleet / "nightly.yaml"
+    inventory.write_text(yaml.safe_dump({**yaml.safe_load(inventory.read_text()),
+                                         "maintenance": {"windows": [f"{ahead} 00:00-23:59 UTC"]}}))
+    task = RollingRestartOperator(task_id="restart", cluster="nightly", deferrable=True)
+    context: Any = {"ti": SimpleNamespace(dag_id="d", run_id="r", task_id="restart", map_index=-1)}
+    monkeypatch.setattr("orchestrator.airflow_provider.operators.get_current_context", lambda: context)
+    with pytest.raises(TaskDeferred) as deferred:
+        task.execute(context)
+    opens = (now + timedelta(days=2)).replace(hour=0, minute=0, second=0, microsecond=0)
+    assert deferred.value.trigger.moment == opens and deferred.value.method_name == "window_opened"
+    assert [n.starts for n in cluster.nodes.values()] == [0] * len(cluster.nodes), "nothing done outside it"
+    assert cluster.settings[("cluster", LIMIT)] == "normal"
+
+    # Back from the trigger inside the window (the inventory's window today, as the calendar would have it); its
+    # nodes rejoin at once here, so that the task does not defer again on a rejoin (other tests follow those).
+    cluster.join_polls = 0
+    inventory.write_text(yaml.safe_dump({**yaml.safe_load(inventory.read_text()),
+                                         "maintenance": {"windows": ["daily 00:00-24:00 UTC"]}}))
+    result = task.window_opened(context, event=None)
+    assert result["result"] == "succeeded", result
+    assert [n.starts for n in cluster.nodes.values()] == [1] * len(cluster.nodes)
+    assert cluster.settings[("cluster", LIMIT)] == "normal"
