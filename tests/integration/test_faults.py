@@ -367,3 +367,28 @@ def test_a_latency_budget_throttles_recovery_and_a_sigkill_then_resume_puts_the_
     assert {n: c - before_starts[n] for n, c in starts_logged(info).items()} == {"es-1": 1, "es-2": 1, "es-3": 1}
     es.cluster.put_settings(persistent={rate: None})
     es.indices.delete(index="load-budget")
+
+
+def test_outside_its_maintenance_window_a_run_holds_with_no_node_away_then_goes_on_when_it_opens(
+        sandboxes: SandboxManager, tmp_path: Path) -> None:
+    """Started 30-90 s before its only window opens (`outside: wait`, the default), the run holds on the real
+    clock, its lock kept, says when it goes on, and no node stops before the opening (by the nodes' own logs);
+    then it restarts each node once and puts every setting back."""
+    from datetime import UTC, datetime, timedelta
+
+    info, es = prepared(sandboxes, Shape())
+    opens = (datetime.now(UTC) + timedelta(seconds=90)).replace(second=0, microsecond=0)
+    window = f"daily {opens:%H:%M}-{opens + timedelta(minutes=30):%H:%M} UTC"
+    path = inventory_with(tmp_path, info, lambda inv: inv.update(maintenance={"windows": [window]}))
+    before, before_starts, log_marks = settings(es), starts_logged(info), marks(info)
+    result = orchestrate("restart", "--config", str(path), "--yes", "--json", timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert_no_traceback(result)
+    said = [e.get("message", "") for e in json_lines(result.stdout)]
+    held = [m for m in said if "held outside the maintenance window" in m]
+    assert held and opens.isoformat(timespec="minutes") in held[0], said[:10]
+    away = away_since(info, log_marks)
+    assert sorted(a.node for a in away) == ["es-1", "es-2", "es-3"], away
+    assert all(a.stopped >= opens.astimezone().replace(tzinfo=None) for a in away), (opens, away)  # logs: local time
+    assert settings(es) == before, "every setting back"
+    assert {n: c - before_starts[n] for n, c in starts_logged(info).items()} == {"es-1": 1, "es-2": 1, "es-3": 1}
