@@ -86,6 +86,11 @@ UntilOpt = typer.Option(None, "--until", metavar="TIME",
                              "such as 2026-11-27T06:00+01:00): the run stops before it, every node back and every "
                              "setting restored (exit 12), and `orchestrate resume` goes on. With the inventory's "
                              "maintenance.windows, whichever closes first.")
+LatencyBudgetOpt = typer.Option(None, "--search-latency-budget", metavar="BUDGET",
+                                help="While recoveries run, keep the slowest node's search query time within BUDGET: "
+                                     "2x (twice its baseline, measured before the first stop) or 50ms; over it, the "
+                                     "recovery rate the run raised is halved (never below search.recovery_floor), "
+                                     "within it raised again. Over the inventory's search.latency_budget; off: none.")
 StopAfterOpt = typer.Option(0, "--stop-after", metavar="N", min=0, max=100_000,
                             help="Stop once N batches are done (every setting restored, exit 11); `orchestrate "
                                  "resume` goes on (with its own --stop-after). 0: all batches.")
@@ -116,7 +121,8 @@ def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, 
          no_snapshot_check: bool = typer.Option(False, "--no-snapshot-check",
                                                 help="With --upgrade-to: do not require a recent snapshot."),
          no_tune: bool = NoTuneOpt, pending: bool = PendingOpt,
-         max_unavailable: str = MaxUnavailableOpt, until: str = UntilOpt) -> None:
+         max_unavailable: str = MaxUnavailableOpt, until: str = UntilOpt,
+         search_latency_budget: str = LatencyBudgetOpt) -> None:
     """Dry run: what a rolling restart would do, in which order, how long, and whether it is safe.
 
     Reads the live cluster and changes nothing (no write call, nothing on any host).
@@ -124,7 +130,7 @@ def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, 
     """
     from orchestrator import products
     from orchestrator.runs import plans
-    from orchestrator.runs.target import open_target, with_schedule
+    from orchestrator.runs.target import open_target, with_latency_budget, with_schedule
 
     control = replace(plans.control_options(nodes, exclude, False, 0), tune=not no_tune,
                       max_unavailable=plans.budget_option(max_unavailable))
@@ -133,13 +139,18 @@ def plan(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOpt, 
     if pending and (snapshot is not None or upgrade_to is not None):
         raise ConfigError("--pending", ["reads the live cluster and its hosts for a restart: it goes with neither "
                                         "--snapshot nor --upgrade-to"])
+    if snapshot is not None and (until is not None or search_latency_budget is not None):
+        raise ConfigError("--snapshot", ["plans from a saved state with the inventory as written: give --until and "
+                                         "--search-latency-budget to the live cluster's plan (the inventory's "
+                                         "maintenance and search sections are said either way)"])
     if snapshot is not None:
         the_plan, steps = plans.plan_from_file(cluster, config, snapshot, by,
                                                plans.options_for(False, allow_yellow, allow_unavailable, control),
                                                terminal.held_until_exit)
         columns = products.get(the_plan.product).plan_columns
     else:
-        opened = with_schedule(open_target(cluster, config, upgrade=upgrade_to is not None, tune=not no_tune), until)
+        opened = with_latency_budget(with_schedule(open_target(cluster, config, upgrade=upgrade_to is not None,
+                                                              tune=not no_tune), until), search_latency_budget)
         target, budget = plans.windowed(opened, max_unavailable, by)
         control = replace(control, max_unavailable=budget)
         chosen = only_pending(target, control, json_out) if pending else (target, control, ())
@@ -222,7 +233,8 @@ def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOp
             pause_between: float = PauseBetweenOpt, stop_after: int = StopAfterOpt, reboot: bool = RebootOpt,
             no_tune: bool = NoTuneOpt, metrics_textfile: Path = MetricsFileOpt,
             pushgateway: str = PushgatewayOpt, pending: bool = PendingOpt,
-            max_unavailable: str = MaxUnavailableOpt, until: str = UntilOpt) -> None:
+            max_unavailable: str = MaxUnavailableOpt, until: str = UntilOpt,
+            search_latency_budget: str = LatencyBudgetOpt) -> None:
     """Rolling restart: shows the plan, asks to confirm (unless --yes), then runs it batch by batch.
 
     Preflight checks everything before the first change (safe plan, every node matched, SSH with
@@ -231,9 +243,10 @@ def restart(cluster: str = ClusterOpt, config: Path = ConfigOpt, by: Mode = ByOp
     leaves allocation restricted and the journal says what is pending: `orchestrate resume`.
     """
     from orchestrator.runs import plans
-    from orchestrator.runs.target import open_target, with_metrics, with_schedule
+    from orchestrator.runs.target import open_target, with_latency_budget, with_metrics, with_schedule
 
-    opened = with_schedule(open_target(cluster, config, reboot=reboot, tune=not no_tune), until)
+    opened = with_latency_budget(with_schedule(open_target(cluster, config, reboot=reboot, tune=not no_tune), until),
+                                 search_latency_budget)
     target, budget = plans.windowed(with_metrics(opened, metrics_textfile, pushgateway), max_unavailable, by,
                                     pause_between)
     control = replace(plans.control_options(nodes, exclude, canary, pause_between), reboot=reboot, tune=not no_tune,
@@ -301,15 +314,16 @@ def resume(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool =
                                     "terminal without --yes, such a resume is refused."),
            allow_unavailable: list[str] = UnavailableOpt, stop_after: int = StopAfterOpt,
            metrics_textfile: Path = MetricsFileOpt, pushgateway: str = PushgatewayOpt,
-           until: str = UntilOpt) -> None:
+           until: str = UntilOpt, search_latency_budget: str = LatencyBudgetOpt) -> None:
     """Continue an interrupted or failed run from its journal. A node already restarted (it runs as a
     new process) is never restarted again; pending temporary settings are restored at the end."""
     from orchestrator.runs import plans
     from orchestrator.runs import restart as runs
-    from orchestrator.runs.target import open_target, with_metrics, with_schedule
+    from orchestrator.runs.target import open_target, with_latency_budget, with_metrics, with_schedule
 
     accepted = plans.patterns(allow_unavailable)
-    target = with_metrics(with_schedule(open_target(cluster, config), until), metrics_textfile, pushgateway)
+    opened = with_latency_budget(with_schedule(open_target(cluster, config), until), search_latency_budget)
+    target = with_metrics(opened, metrics_textfile, pushgateway)
     changed = runs.inventory_changes_since(target, run_id)
     if changed and not yes and sys.stdin.isatty():
         say("the inventory changed since the run started:\n" + "\n".join(f"  - {c}" for c in changed[:20]))

@@ -15,6 +15,7 @@ from orchestrator.cli.restart_cmd import (
     ConfigOpt,
     ExcludeOpt,
     JsonOpt,
+    LatencyBudgetOpt,
     MaxUnavailableOpt,
     MetricsFileOpt,
     NodesOpt,
@@ -48,7 +49,7 @@ def upgrade(to: str = ToOpt, cluster: str = ClusterOpt, config: Path = ConfigOpt
             exclude: list[str] = ExcludeOpt, canary: bool = CanaryOpt, pause_between: float = PauseBetweenOpt,
             stop_after: int = StopAfterOpt, metrics_textfile: Path = MetricsFileOpt,
             pushgateway: str = PushgatewayOpt, max_unavailable: str = MaxUnavailableOpt,
-            until: str = UntilOpt) -> None:
+            until: str = UntilOpt, search_latency_budget: str = LatencyBudgetOpt) -> None:
     """Rolling upgrade to VERSION: each node stopped, the version installed (the inventory's
     upgrade.install: package, switch or commands) with its plugins, started, checked to run VERSION.
 
@@ -61,9 +62,10 @@ def upgrade(to: str = ToOpt, cluster: str = ClusterOpt, config: Path = ConfigOpt
     `orchestrate docs upgrade`.
     """
     from orchestrator.runs import plans
-    from orchestrator.runs.target import open_target, with_metrics, with_schedule
+    from orchestrator.runs.target import open_target, with_latency_budget, with_metrics, with_schedule
 
-    opened = with_schedule(open_target(cluster, config, upgrade=True), until)
+    opened = with_latency_budget(with_schedule(open_target(cluster, config, upgrade=True), until),
+                                 search_latency_budget)
     target, budget = plans.windowed(with_metrics(opened, metrics_textfile, pushgateway), max_unavailable, by,
                                     pause_between)
     control = replace(plans.control_options(nodes, exclude, canary, pause_between), max_unavailable=budget)

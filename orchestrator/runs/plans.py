@@ -22,6 +22,7 @@ from orchestrator.paths import write_file_for_the_operator
 from orchestrator.restart.budget import Budget, room_of, window_asked
 from orchestrator.restart.durations import with_measured_restarts
 from orchestrator.restart.journal import RunOptions
+from orchestrator.restart.latency_control import LatencyBudget
 from orchestrator.restart.plan import Batch, GateRule, Mode, Plan
 from orchestrator.restart.procedure import TUNING_STEPS
 from orchestrator.restart.product import Product
@@ -131,8 +132,8 @@ def make_plan(target: Target, mode: Mode, options: RunOptions, save_snapshot: Pa
             tuning = profile_summary(target.inv, options.tune)
             plan = target.product.plan(target.inv, snapshot, mode, options, tuning)
         plan = with_measured_restarts(plan, hosts.last_restarts(plan))
-    return with_schedule_notes(with_window_notes(target.product, snapshot, finished(plan, target.inv, options),
-                                                 target.inv, options), target.inv, options)
+    plan = with_window_notes(target.product, snapshot, finished(plan, target.inv, options), target.inv, options)
+    return with_search_notes(with_schedule_notes(plan, target.inv, options), target.inv, target.product)
 
 
 def with_window_notes(product: Product[Any, Any], snapshot: Any, plan: Plan, inv: Inventory,
@@ -164,6 +165,26 @@ def with_schedule_notes(plan: Plan, inv: Inventory, options: RunOptions, now: da
             else "a batch fits no window ahead: the run would stop there")
     return replace(plan, notes=(*plan.notes, f"maintenance windows: {schedule.describe()}; {state}. A batch begins "
                                 f"only if it should end before its window closes; outside them {outside}; {ends}"))
+
+
+def with_search_notes(plan: Plan, inv: Inventory, product: Product[Any, Any]) -> Plan:
+    """With a search latency budget, the plan says what it measures against and the controller's range: the
+    baseline it will take, the budget, and the recovery rates between which the run moves them
+    (restart/latency_control.py)."""
+    search, key = inv.search, product.recovery_rate_key
+    budget = LatencyBudget.parse(search.latency_budget)
+    if budget is None or key is None:
+        return plan
+    raised = next((str(c.during) for c in plan.settings if c.key == key), None)
+    limit = (f"{budget.ms:g} ms" if budget.ms is not None else f"{budget.factor:g}x the baseline (the slowest "
+             "node's query time over the last interval before the first stop)")
+    if raised is None:
+        moves = f"the run raises no {key} here, so the budget has nothing to move: it is only watched"
+    else:
+        moves = (f"over it for {search.sustain_s:g} s, {key} ({raised} for the run) is halved, never below "
+                 f"{search.recovery_floor}; within it as long, raised again by eighths up to {raised}")
+    return replace(plan, notes=(*plan.notes, f"search latency budget: {limit}, read every {search.interval_s:g} s; "
+                                f"{moves}. Each move is undone with the run's settings"))
 
 
 def finished(plan: Plan, inv: Inventory, options: RunOptions) -> Plan:
@@ -251,5 +272,5 @@ def plan_from_file(cluster: str | None, config: Path | None, snapshot: Path, mod
         tuning = profile_summary(inv, options.tune)
         plan = with_window_notes(product, snap, finished(product.plan(inv, snap, mode, options, tuning), inv, options),
                                  inv, options)
-        plan = with_schedule_notes(plan, inv, options)
+        plan = with_search_notes(with_schedule_notes(plan, inv, options), inv, product)
     return plan, [name for name, _ in procedure.batch if options.tune or name not in TUNING_STEPS]

@@ -307,9 +307,10 @@ def start(target: Target, plan: Plan, options: RunOptions, emit: EventSink,
                    stop_after=stop_after, deferral=deferral)
 
 
-# How a run reports (its metrics outputs, which the command line may set) and when it may go on (its maintenance
-# windows, `--until`) are not what it does.
-NOT_A_CHANGE = {"metrics", "maintenance"}
+# How a run reports (its metrics outputs, which the command line may set), when it may go on (its maintenance
+# windows, `--until`) and how it paces its recoveries to searchers (the search watch and its latency budget, whose
+# every move is undone) are not what it does: each invocation takes them as given.
+NOT_A_CHANGE = {"metrics", "maintenance", "search"}
 
 
 def inventory_changes(recorded: Any, current: Any, where: str = "") -> list[str]:

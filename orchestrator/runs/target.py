@@ -14,7 +14,7 @@ from orchestrator import products
 from orchestrator.config.inventory import load_inventory
 from orchestrator.config.loader import problems_of
 from orchestrator.config.maintenance import parse_until
-from orchestrator.config.model import Inventory, MaintenanceSection, MetricsSection, settings_of
+from orchestrator.config.model import Inventory, MaintenanceSection, MetricsSection, SearchSection, settings_of
 from orchestrator.config.playbook import Playbook, load_playbook
 from orchestrator.errors import ConfigError
 from orchestrator.hosts.transport import Transport, make_transport
@@ -114,3 +114,16 @@ def with_schedule(target: Target, until: str | None, outside: str | None = None)
         problems = problems_of(exc, None) if isinstance(exc, ValidationError) else [f"--until: {exc}"]
         raise ConfigError("command line", problems) from None
     return replace(target, inv=target.inv.model_copy(update={"maintenance": section}))
+
+
+def with_latency_budget(target: Target, budget: str | None) -> Target:
+    """The target with the command line's search latency budget (``--search-latency-budget``: ``2x`` or
+    ``50ms``; ``off``: none) over the inventory's ``search.latency_budget``, checked as the inventory's."""
+    if budget is None:
+        return target
+    given = "" if budget.strip().lower() in ("off", "none", "") else budget.strip().lower()
+    try:
+        search = SearchSection.model_validate({**target.inv.search.model_dump(), "latency_budget": given})
+    except ValidationError as exc:
+        raise ConfigError("command line", [f"--search-latency-budget: {p}" for p in problems_of(exc, None)]) from None
+    return replace(target, inv=target.inv.model_copy(update={"search": search}))

@@ -242,3 +242,39 @@ def test_a_run_under_a_latency_budget_moves_the_recovery_rate_and_restores_it_ex
     assert written[0] == ceiling and any(w != ceiling for w in written[1:-1]), written
     assert RATE not in cluster.settings["persistent"] and RATE not in cluster.settings["transient"], \
         "the cluster's own value (none) put back"
+
+
+def test_the_plan_says_the_budget_its_baseline_and_the_rates_the_run_moves_between(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from orchestrator import products
+    from orchestrator.config.model import Inventory
+    from orchestrator.restart.plan import Mode, Plan, SettingChange
+    from orchestrator.runs.plans import with_search_notes
+    from orchestrator.shards.limits import RATE
+
+    es = products.get("elasticsearch")
+    plan = Plan(cluster="c", product="elasticsearch", mode=Mode.NODE, batches=(), tuning=(), estimate_s=0,
+                problems=(), settings=(SettingChange(RATE, "persistent", None, "200mb", "for the run"),))
+    inv = Inventory.model_validate({"cluster": {"name": "c"}, "nodes": [{"name": "a", "host": "h"}],
+                                    "search": {"latency_budget": "2x", "sustain_s": 30, "recovery_floor": "40mb"}})
+    said = with_search_notes(plan, inv, es).notes[-1]
+    assert said.startswith("search latency budget: 2x the baseline (the slowest node's query time"), said
+    assert "read every 10 s" in said and f"over it for 30 s, {RATE} (200mb for the run) is halved, never below 40mb" \
+        in said and "raised again by eighths up to 200mb" in said, said
+    fixed = inv.model_copy(update={"search": inv.search.model_copy(update={"latency_budget": "50ms"})})
+    assert with_search_notes(plan, fixed, es).notes[-1].startswith("search latency budget: 50 ms,")
+    unraised = with_search_notes(Plan(**{**plan.__dict__, "settings": ()}), inv, es).notes[-1]
+    assert "has nothing to move: it is only watched" in unraised
+    none = inv.model_copy(update={"search": inv.search.model_copy(update={"latency_budget": ""})})
+    assert with_search_notes(plan, none, es) is plan, "no budget: nothing said"
+
+    # The command line's budget is checked as the inventory's, before the cluster is asked.
+    from tests.unit.test_cli_properties import run as orchestrate
+
+    path = tmp_path / "c.yaml"
+    path.write_text("cluster: {name: c, endpoints: ['http://127.0.0.1:9']}\nssh: {transport: local}\n"
+                    "nodes: [{name: a, host: h}]\n")
+    for command in ("plan", "restart", "resume"):
+        proc = orchestrate(command, "--config", str(path), "--search-latency-budget", "fast",
+                           *(["--yes"] * (command != "plan")))
+        assert proc.returncode == 2 and "--search-latency-budget" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
