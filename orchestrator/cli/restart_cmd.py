@@ -396,6 +396,9 @@ def search_lines(search: dict[str, Any] | None) -> list[str]:
     if latest and not latest.get("baseline"):
         ago = human_duration(max(time.time() - float(latest["at"]), 0))
         lines.append(f"searches, {ago} ago: {SearchSample.from_json(latest).text()}")
+    if search.get("window_closed"):
+        lines.append(f"window closed: {search['window_closed']}; no node joins those away until searches are back "
+                     "within budget")
     return lines
 
 

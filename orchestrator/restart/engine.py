@@ -59,6 +59,7 @@ class Engine(Generic[SnapshotT, AdapterT]):
         self.preludes = dict(preludes or {})  # work a run may carry before batch 1, by name (force-merge)
         self.batch_seconds: list[float] = []
         self.began_at: dict[int, float] = {}  # each batch's begin here, on the run's clock
+        self.throttle: RecoveryThrottle | None = None  # the search latency budget's, while the watch runs
         self.batch_clock_s: list[float] = []  # each batch's time on the run's clock
         self.at_once = 1  # batches under way together: a window's size (restart/window_run.py)
         self.prior_batch_s = measured_batch_seconds(ctx.journal.cluster, ctx.journal.mode, ctx.journal.run_id)
@@ -73,7 +74,13 @@ class Engine(Generic[SnapshotT, AdapterT]):
     def watch(self) -> SearchWatch:
         """What searchers see, on a thread of its own, from before the first stop to the last node back; ended
         (and its hand on the recovery rate with it) before the run puts back its settings."""
-        return SearchWatch(self.ctx, self.ctx.inv.search.interval_s, self.recovery_throttle())
+        self.throttle = self.recovery_throttle()
+        return SearchWatch(self.ctx, self.ctx.inv.search.interval_s, self.throttle)
+
+    def search_breach(self) -> str | None:
+        """A sustained breach of the search latency budget (None without a budget, or within it): a window
+        admits no node beside those away while it lasts."""
+        return self.throttle.breach() if self.throttle is not None else None
 
     def recovery_throttle(self) -> RecoveryThrottle | None:
         """The search latency budget's hand on the recovery rate, where the inventory sets a budget and the

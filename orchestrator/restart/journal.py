@@ -160,7 +160,12 @@ class Journal:
 
     def record_search(self, latest: dict[str, Any], baseline: dict[str, Any] | None) -> None:
         with self.change():
-            self.search = {"baseline": baseline, "latest": latest}
+            self.search = {**self.search, "baseline": baseline, "latest": latest}
+
+    def record_search_gate(self, breach: str | None) -> None:
+        """The window closed by searches over budget (``breach`` says how), or open again (None)."""
+        with self.change():
+            self.search = {**self.search, "window_closed": breach}
 
     def set_paused(self, reason: str | None) -> None:
         with self.change():
@@ -376,7 +381,8 @@ class Journal:
                 history=[HistoryEntry(**h) for h in raw.get("history", [])],
                 waiting=None if raw.get("waiting") is None else Wait.from_json(raw["waiting"]).to_json(),
                 origin=str(raw.get("origin") or ""),
-                search={k: v for k, v in dict(raw.get("search") or {}).items() if k in ("baseline", "latest")})
+                search={k: v for k, v in dict(raw.get("search") or {}).items()
+                        if k in ("baseline", "latest", "window_closed")})
             journal.check_consistent()
             if journal.run_id != path.stem:
                 raise ValueError(f"it holds run {str(journal.run_id)[:40]!r}, not the run its name says")

@@ -45,6 +45,9 @@ class RecoveryThrottle:
         self.said: set[str] = set()
         self.lock = threading.Lock()
         self.closed = False
+        # While the slowest node is over the budget: since when (the first interval over it began), the last
+        # interval's end, its query time and the budget then. None: within it, or not known.
+        self.over: tuple[float, float, float, float] | None = None
 
     def close(self) -> None:
         """No move from now on (a move under way finishes first): the run is about to put its settings back."""
@@ -58,8 +61,31 @@ class RecoveryThrottle:
 
     def after(self, sample: SearchSample, baseline: SearchSample | None) -> None:
         with self.lock:
+            self.track(sample, self.budget.limit_ms(baseline))
             if not self.closed:
                 self.move(sample, baseline)
+
+    def track(self, sample: SearchSample, limit: float | None) -> None:
+        """Over the budget or within it, and since when: what the window's gate asks (`breach`)."""
+        slowest = sample.worst_ms if sample.worst_ms is not None else sample.mean_ms
+        if limit is None or slowest is None:
+            return  # nothing measured in this interval: as it was
+        if slowest <= limit:
+            self.over = None
+            return
+        since = self.over[0] if self.over is not None else sample.at - sample.seconds
+        self.over = (since, sample.at, slowest, limit)
+
+    def breach(self) -> str | None:
+        """A sustained breach, said for the operator: the slowest node over the budget for ``sustain_s`` or more,
+        at the last interval read. None: within it, or not over it for long enough."""
+        with self.lock:
+            over = self.over
+        if over is None or over[1] - over[0] < self.cfg.sustain_s:
+            return None
+        since, last, slowest, limit = over
+        return (f"searches over budget for {last - since:.0f} s (slowest query time {slowest:.1f} ms against "
+                f"{limit:.1f} ms)")
 
     def move(self, sample: SearchSample, baseline: SearchSample | None) -> None:
         record = next((u for u in self.ctx.journal.pending_undo() if u.key == self.key), None)

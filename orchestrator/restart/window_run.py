@@ -50,6 +50,7 @@ class WindowedEngine(Protocol):
     def work_through(self, batch: BatchRecord) -> None: ...
     def honour_pause(self, batch: BatchRecord) -> None: ...
     def within_window(self, batch: BatchRecord) -> None: ...
+    def search_breach(self) -> str | None: ...
 
 
 def in_the_window(journal: Journal, batch: BatchRecord | None = None) -> list[str]:
@@ -69,6 +70,7 @@ class WindowRun:
         self.under_way: dict[Future[None], BatchRecord] = {}
         self.failure: BaseException | None = None
         self.done_here = 0  # batches this invocation finished (for --stop-after)
+        self.breach: str | None = None  # the search latency budget's sustained breach, while it closes the window
         self.refused: dict[int, str] = {}  # why each candidate waits, said once per change
         # What spares reads: the window's version (one more at each admission and each leave), the version each
         # candidate was last refused at (not proven again until the window changes), and the nodes each one
@@ -146,6 +148,8 @@ class WindowRun:
                                       f"{self.refused[batch.number]}")
             self.launch(batch)
             return True
+        if self.searches_over_budget():
+            return False
         window = {n for b in self.under_way.values() for n in b.nodes}
         worth = (b for b in self.pending()
                  if self.refused_at.get(b.number) != self.version and not self.partners.get(b.number, set()) & window)
@@ -165,6 +169,19 @@ class WindowRun:
                 return True
             self.refused_at[batch.number] = self.version
         return False
+
+    def searches_over_budget(self) -> bool:
+        """A sustained breach of the search latency budget closes the window: no node joins those away until
+        searches are back within it (the empty window still takes one node at a time: a breach never stalls a
+        run). Said once when it closes and once when it opens again, and kept in the journal for `status`."""
+        breach = self.engine.search_breach()
+        if (breach is None) != (self.breach is None):
+            self.ctx.journal.record_search_gate(breach)
+            self.ctx.emit(Event("wait", f"window closed: {breach}; no node joins those away until searches are back "
+                                        "within budget (one node at a time meanwhile)" if breach else
+                                "searches back within budget: the window opens again"))
+        self.breach = breach
+        return breach is not None
 
     def proven(self, batch: BatchRecord) -> bool:
         """The product's proof, from a live read of the node's part, that it may join the window now."""

@@ -278,3 +278,32 @@ def test_the_plan_says_the_budget_its_baseline_and_the_rates_the_run_moves_betwe
                            *(["--yes"] * (command != "plan")))
         assert proc.returncode == 2 and "--search-latency-budget" in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
+
+
+def test_a_breach_is_sustained_only_after_sustain_s_over_the_budget_and_ends_at_the_first_interval_within() -> None:
+    from orchestrator.config.model import SearchSection
+    from orchestrator.restart.latency_control import LatencyBudget
+    from orchestrator.restart.search_watch import RecoveryThrottle
+    from tests.unit.test_engine import context_of
+
+    names = ["a", "b"]
+    with state_dir():
+        inv = inventory(names)
+        throttle = RecoveryThrottle(context_of(inv, FakeCluster.of(names, settings=dict(ORIGINAL))), "fake.limit",
+                                    LatencyBudget(ms=50), SearchSection(latency_budget="50ms", sustain_s=20))
+
+        def interval(at: float, worst: float | None) -> None:
+            throttle.track(SearchSample(at, 10, 2, 100, worst, worst, "a" if worst else None, 0, 0), 50.0)
+
+        interval(110, 40)
+        assert throttle.breach() is None
+        interval(120, 80)  # over since the interval began, at 110
+        assert throttle.breach() is None, "over for 10 s: not yet sustained"
+        interval(130, 90)
+        assert throttle.breach() == "searches over budget for 20 s (slowest query time 90.0 ms against 50.0 ms)"
+        interval(140, 70)
+        assert throttle.breach() == "searches over budget for 30 s (slowest query time 70.0 ms against 50.0 ms)"
+        interval(150, None)  # no search in the interval: as it was
+        assert throttle.breach() is not None
+        interval(160, 49)
+        assert throttle.breach() is None, "within the budget: the breach ends at once"

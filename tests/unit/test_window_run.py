@@ -242,3 +242,36 @@ def test_a_proof_that_cannot_be_read_while_nodes_are_away_admits_nobody_then_and
         # Both reads of a proof: an admission's ("asked again") and a stop's last look ("goes back to wait").
         assert any("asked again" in m for m in said) and any("goes back to wait, nothing stopped" in m for m in said)
         assert all("asked again" in m or "goes back to wait, nothing stopped" in m for m in said), said
+
+
+def test_searches_over_budget_close_the_window_to_one_node_until_they_are_back_within_it() -> None:
+    """While the search latency budget is breached (sustained), no node joins those away: each stop then finds
+    no other node away; once searches are back within budget, the window fills again. Said when it closes and
+    when it opens, and kept in the journal for `status` meanwhile."""
+    from orchestrator.cli.restart_cmd import search_lines
+    from tests.unit.test_engine import engine
+
+    names = [f"n{i}" for i in range(1, 10)]
+    with state_dir():
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), start_takes_s=0.05)
+        journal = window_journal(names, cluster, "3")
+        events: list = []
+        eng = engine(inventory(names), cluster, journal, events)
+        seen_in_status: list[list[str]] = []
+
+        def breach() -> str | None:
+            if sum(n.starts for n in cluster.nodes.values()) >= 5:
+                return None
+            seen_in_status.append(search_lines(journal.search))
+            return "searches over budget for 40 s (slowest query time 90.0 ms against 50.0 ms)"
+
+        eng.search_breach = breach  # type: ignore[method-assign]
+        eng.run()
+        assert_window_kept(cluster, journal, 3)
+        sizes = [len(away) for away in cluster.away_at_stops]
+        assert sizes[:5] == [1] * 5, f"one node at a time while searches were over budget: {sizes}"
+        assert max(sizes[5:]) >= 2, f"the window filled again once they were back within it: {sizes}"
+        said = [e.message for e in events if "window closed" in e.message or "window opens again" in e.message]
+        assert len(said) == 2 and said[0].startswith("window closed: searches over budget for 40 s"), said
+        assert any("window closed: searches over budget" in line for lines in seen_in_status for line in lines)
+        assert journal.search.get("window_closed") is None, "open again at the end"
