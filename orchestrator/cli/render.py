@@ -95,7 +95,8 @@ class RunView:
         if self.live_mode:
             from rich.live import Live
 
-            self.live = Live(get_renderable=self.render, console=terminal.err, refresh_per_second=2, transient=False)
+            # Transient: at the end the report's table (`_finish`) takes its place, not a second table under it.
+            self.live = Live(get_renderable=self.render, console=terminal.err, refresh_per_second=2, transient=True)
             self.live.__enter__()
         return self
 
@@ -131,8 +132,14 @@ class RunView:
         elif not self.live_mode:
             stamp = time.strftime("%H:%M:%S", time.localtime(event.at))
             terminal.err.print(f"{stamp} {event.kind:<7} {terminal_safe(event.message)}", markup=False, highlight=False)
-        elif event.kind in ("warning", "run", "batch", "undo"):
+        elif event.kind in ("warning", "run", "batch", "undo") and not self.said_by_the_command(event):
             terminal.err.print(terminal_safe(event.message), markup=False)
+
+    @staticmethod
+    def said_by_the_command(event: Event) -> bool:
+        """A run that ends otherwise than succeeded is said once, by the command's own last line (`aborted: ...`,
+        `error: ...`), not also as the event that ended it."""
+        return event.ends_run and event.data.get("result") not in ("succeeded", "deferred")
 
     def eta_now(self) -> float | None:
         """The last ETA said, less the time since (never below zero): it moves between batches' ends."""

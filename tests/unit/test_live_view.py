@@ -53,3 +53,26 @@ def test_status_says_which_nodes_are_away_and_in_which_phase() -> None:
     nodes = {"a": {"phase": "done"}, "b": {"phase": "recovering"}, "c": {"phase": "stopped"}, "d": {"phase": "pending"}}
     assert away_line(nodes) == "away now: b (recovering), c (stopped)"
     assert away_line({"a": {"phase": "done"}, "d": {"phase": "pending"}}) == ""
+
+
+def test_on_a_terminal_a_stopped_run_is_said_once_and_the_live_table_gives_way_to_the_report(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """After Ctrl-C the result was said twice (the run's last event, then the command's own line) and the live
+    table stayed above the report's: the command's line alone says a run that did not succeed, and the live
+    table is transient."""
+    import io
+
+    from orchestrator.cli import render
+
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, color_system=None, width=120)
+    monkeypatch.setattr(render.terminal, "err", console)
+    view = RunView(as_json=False, nodes=["es-1"])
+    view.live_mode = True  # as on a terminal
+    with view:
+        assert view.live is not None and view.live.transient, "the live table gives way to the report's"
+        view(Event("batch", "batch 1/3: es-1 (es-1)"))
+        view(Event("run", "run aborted: stopped by the operator (SIGINT)", data={"result": "aborted"}))
+        view(Event("run", "run succeeded: all 3 batches restarted", data={"result": "succeeded"}))
+    said = out.getvalue()
+    assert "batch 1/3: es-1" in said and "run succeeded" in said
+    assert "run aborted" not in said, "the command's own `aborted: ...` line says it, once"
