@@ -151,7 +151,10 @@ def _configuration(running: RunningNode, ev: HostEvidence) -> Reason | str | Non
         if ev.unreadable:
             return f"configuration: {_named(ev.unreadable)} could not be read (a root shell reads them)"
         return None
-    said = [f"{_named(changed)} changed after the node started ({_when(started)})"]
+    # Both times named: a reader looks for the file's change, and the start alone read as that.
+    last = "last changed" if len(changed) > 1 else "changed"
+    said = [f"{_named(changed)} changed after the node started (started {_when(started)}, {last} "
+            f"{_when(ev.files[changed[-1]])})"]
     if running.settings_file in changed and ev.settings_text is not None:
         differ = settings_differ(ev.settings_text, running.settings)
         said.append(f"{running.settings_file}: {_named(differ)}" if differ else

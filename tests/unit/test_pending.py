@@ -75,6 +75,8 @@ def test_each_reason_with_its_evidence() -> None:
     assert said.startswith(f"{CONF}/jvm.options.d/heap.options, {CONF}/elasticsearch.yml changed after the node "
                            "started"), said
     assert "log4j2" not in said
+    assert "(started 2023-11-14 22:13:20 UTC, last changed 2023-11-14 22:15:00 UTC)" in said, \
+        "the node's start and the last change, each named: the start alone read as the change"
     # The settings file changed but its text was not read: the file is named, no setting guessed.
     assert "no setting differs" not in said
 
