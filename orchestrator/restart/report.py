@@ -134,6 +134,11 @@ def model(journal: Journal, columns: Sequence[Column] = ()) -> dict[str, Any]:
                                 for p, *_ in PHASES],
                      "figures": [c.value(rec.recovery) for c in columns]})
     ticks = [{"x": x(at), "label": wall_clock(at, step < 1)} for at, step in even_ticks(origin, span)]
+    # Where the run was interrupted (its end before a resume) and resumed: a dashed line across the timeline each.
+    history = journal.history
+    breaks = [{"x": x(h.at), "label": h.event, "title": f"{h.event} at {wall_clock(h.at)}: {h.message}"}
+              for i, h in enumerate(history)
+              if h.event == "resumed" or (i + 1 < len(history) and history[i + 1].event == "resumed")]
     peers_reused = [(r.name, r.recovery.get("bytes_from_peers", 0), r.recovery.get("bytes_reused", 0))
                     for r in records]
     most = max([p + u for _, p, u in peers_reused] + [1])
@@ -157,7 +162,7 @@ def model(journal: Journal, columns: Sequence[Column] = ()) -> dict[str, Any]:
     return {
         "journal": journal, "state": journal.state.value, "failed": journal.state is not RunState.SUCCEEDED,
         "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(journal.created)),
-        "zone": time_zone(journal.created), "summary": summary, "rows": rows, "ticks": ticks,
+        "zone": time_zone(journal.created), "summary": summary, "rows": rows, "ticks": ticks, "breaks": breaks,
         "phases": [(p, c) for p, *_, c in PHASES], "columns": [c.header for c in columns],
         "recovery": recovery, "settings": settings, "failed_colour": FAILED_COLOUR,
         "not_persisted": not_persisted(journal),

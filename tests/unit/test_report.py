@@ -108,3 +108,21 @@ def test_a_setting_set_again_on_resume_is_one_row_and_an_index_setting_of_many_i
     index_row = rows["index.unassigned.node_left.delayed_timeout"]
     assert index_row["scope"] == "index (41)" and index_row["state"] == "STILL SET" and not index_row["restored"]
     assert html(journal).count("delayed_timeout") == 1
+
+
+def test_where_a_run_was_interrupted_and_resumed_is_marked_on_the_timeline() -> None:
+    """Issue 60: the page did not show where a run stopped and went on again."""
+    from orchestrator.restart.journal import HistoryEntry
+
+    journal = finished_journal()
+    journal.history = [HistoryEntry(104.0, "aborted", "stopped by the operator (SIGINT)"),
+                       HistoryEntry(108.0, "resumed", "resumed from aborted"),
+                       HistoryEntry(120.0, "failed", "timed out")]
+    m = model(journal)
+    assert [(b["label"], b["x"]) for b in m["breaks"]] == [("aborted", m["breaks"][0]["x"]),
+                                                           ("resumed", m["breaks"][1]["x"])]
+    assert m["breaks"][0]["x"] < m["breaks"][1]["x"] and m["breaks"][1]["title"].startswith("resumed at ")
+    page = html(journal)
+    assert page.count('class="break"') == 2 and ">resumed</text>" in page and ">aborted</text>" in page
+    journal.history = journal.history[-1:]  # a run that never stopped before its end: no mark
+    assert model(journal)["breaks"] == [] and 'class="break"' not in html(journal)
