@@ -47,6 +47,10 @@ from orchestrator.restart.records import check_field_types
 
 FORMAT_VERSION = 3  # 3: a base and a log of changes (journal_file.py); 2 (a single file) is still read
 READS_FORMATS = (2, 3)
+# The search series a journal keeps for the report's plot: each point as a short list (a save writes the search
+# section whole, every interval), at most SERIES_POINTS of them (40 min at the default 10 s, then coarser).
+SERIES_FIELDS = ("at", "worst_ms", "mean_ms", "rate")
+SERIES_POINTS = 240
 RUN_ID = re.compile(r"\d{8}T\d{6}-[0-9a-f]{6}")
 
 
@@ -158,9 +162,16 @@ class Journal:
         with self.change():
             self.hook_values.update(values)
 
-    def record_search(self, latest: dict[str, Any], baseline: dict[str, Any] | None) -> None:
+    def record_search(self, latest: dict[str, Any], baseline: dict[str, Any] | None, rate: int | None = None) -> None:
+        """An interval's figures (``rate``: the recovery rate in force after it, where the latency budget moves it);
+        each also a point of the run's series, for the report's plot, at most SERIES_POINTS kept (every other
+        point dropped when full: the whole run stays drawn, more coarsely)."""
+        point = [latest.get("at"), latest.get("worst_ms"), latest.get("mean_ms"), rate]  # SERIES_FIELDS
+        series = [*self.search.get("series", []), point]
+        if len(series) > SERIES_POINTS:
+            series = series[::2]
         with self.change():
-            self.search = {**self.search, "baseline": baseline, "latest": latest}
+            self.search = {**self.search, "baseline": baseline, "latest": latest, "series": series}
 
     def record_search_gate(self, breach: str | None) -> None:
         """The window closed by searches over budget (``breach`` says how), or open again (None)."""
@@ -382,7 +393,7 @@ class Journal:
                 waiting=None if raw.get("waiting") is None else Wait.from_json(raw["waiting"]).to_json(),
                 origin=str(raw.get("origin") or ""),
                 search={k: v for k, v in dict(raw.get("search") or {}).items()
-                        if k in ("baseline", "latest", "window_closed")})
+                        if k in ("baseline", "latest", "window_closed", "series")})
             journal.check_consistent()
             if journal.run_id != path.stem:
                 raise ValueError(f"it holds run {str(journal.run_id)[:40]!r}, not the run its name says")

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.restart.journal import Journal, NodeRecord, RunState, UndoRecord, UndoState
+from orchestrator.restart.journal import SERIES_FIELDS, Journal, NodeRecord, RunState, UndoRecord, UndoState
 from orchestrator.restart.phases import Phase
 from orchestrator.restart.product import Column
 from orchestrator.units import human_bytes, human_duration
@@ -163,6 +163,7 @@ def model(journal: Journal, columns: Sequence[Column] = ()) -> dict[str, Any]:
         "journal": journal, "state": journal.state.value, "failed": journal.state is not RunState.SUCCEEDED,
         "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(journal.created)),
         "zone": time_zone(journal.created), "summary": summary, "rows": rows, "ticks": ticks, "breaks": breaks,
+        "searches": search_plot(journal, x),
         "phases": [(p, c) for p, *_, c in PHASES], "columns": [c.header for c in columns],
         "recovery": recovery, "settings": settings, "failed_colour": FAILED_COLOUR,
         "not_persisted": not_persisted(journal),
@@ -171,6 +172,34 @@ def model(journal: Journal, columns: Sequence[Column] = ()) -> dict[str, Any]:
         "width": LABEL_WIDTH + TIMELINE_WIDTH + 40, "height": 60 + len(rows) * ROW_HEIGHT,
         "recovery_height": 30 + len(recovery) * ROW_HEIGHT, "label_width": LABEL_WIDTH,
     }
+
+
+PLOT_HEIGHT = 120  # the searches' plot, its drawing area in pixels
+
+
+def search_plot(journal: Journal, x: Any) -> dict[str, Any] | None:
+    """What searchers saw through the run, over the timeline's own time axis: the slowest node's query time
+    (and its baseline, dashed), and the recovery rate where the latency budget moved it. None: not watched."""
+    points = [dict(zip(SERIES_FIELDS, p, strict=False)) for p in journal.search.get("series", [])
+              if isinstance(p, list) and p and isinstance(p[0], int | float)]
+    latency = [(p["at"], p["worst_ms"] if p["worst_ms"] is not None else p["mean_ms"]) for p in points]
+    latency = [(at, ms) for at, ms in latency if isinstance(ms, int | float)]
+    if not latency:
+        return None
+    baseline = journal.search.get("baseline") or {}
+    base_ms = baseline.get("worst_ms") if baseline.get("worst_ms") is not None else baseline.get("mean_ms")
+    top_ms = max([ms for _, ms in latency] + [base_ms or 0]) or 1.0
+    rates = [(p["at"], p["rate"]) for p in points if isinstance(p["rate"], int) and p["rate"] > 0]
+    top_rate = max([r for _, r in rates] + [1])
+
+    def y(value: float, top: float) -> float:
+        return round(10 + PLOT_HEIGHT * (1 - value / top), 1)
+
+    return {"latency": " ".join(f"{x(at)},{y(ms, top_ms)}" for at, ms in latency),
+            "rate": " ".join(f"{x(at)},{y(r, top_rate)}" for at, r in rates),
+            "baseline_y": y(base_ms, top_ms) if isinstance(base_ms, int | float) else None,
+            "top_ms": f"{top_ms:.1f} ms", "top_rate": f"{human_bytes(top_rate)}/s" if rates else "",
+            "height": PLOT_HEIGHT + 40}
 
 
 STATE_SAID = {"restored": "restored", "applied": "STILL SET", "intended": "maybe set"}

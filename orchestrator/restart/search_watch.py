@@ -178,9 +178,10 @@ class SearchWatch:
     def said(self, sample: SearchSample) -> None:
         label = "baseline" if sample.baseline else "searches"
         self.ctx.emit(Event("search", f"{label}: {sample.text()}", data=sample.to_json()))
-        self.ctx.journal.record_search(sample.to_json(), self.baseline)
         if self.recovery is not None and not sample.baseline:
             try:
                 self.recovery.after(sample, SearchSample.from_json(self.baseline) if self.baseline else None)
             except OrchestratorError as exc:  # the rate stays as it is; the next interval tries again
                 self.ctx.emit(Event("warning", f"recovery rate not moved: {exc}"))
+        moved = self.recovery.throttle if self.recovery is not None else None
+        self.ctx.journal.record_search(sample.to_json(), self.baseline, moved.rate if moved is not None else None)

@@ -46,7 +46,7 @@ def status(target: Target) -> dict[str, Any]:
                       "batches": [{"number": b.number, "label": b.label, "state": b.state, "steps_done": b.steps_done}
                                   for b in last.batches],
                       "nodes": {n: {"phase": r.phase, "restarted": r.restarted} for n, r in last.nodes.items()},
-                      "search": last.search or None}
+                      "search": said_of_searches(last.search)}
         pending = last.pending_undo()
         live = target.cluster.live_settings([(u.scope, u.key) for u in pending])
         out["temporary_settings"] = [{"key": u.key, "scope": u.scope, "live": value, "restore_to": u.before}
@@ -77,7 +77,13 @@ def summary(journal: Journal) -> dict[str, Any]:
         "cluster_calls": journal.cluster_calls,
         **({"forcemerge": journal.prelude_reports.get("forcemerge")} if "forcemerge" in journal.spec.prelude else {}),
         **({"waiting": journal.waiting} if journal.waiting else {}),
-        **({"search": journal.search} if journal.search else {}),  # the baseline and the last figures seen
+        **({"search": said_of_searches(journal.search)} if journal.search else {}),  # the baseline, the last figures
         # The temporary settings the run has not restored yet: what a stopped, failed or deferred run leaves.
         "in_force": [{"scope": u.scope, "key": u.key, "restore_to": u.before} for u in journal.pending_undo()],
     }
+
+
+def said_of_searches(search: dict[str, Any]) -> dict[str, Any] | None:
+    """What `status` and a summary say of searches: the baseline, the last figures and a closed window; the
+    series is the report's, drawn there."""
+    return {k: v for k, v in search.items() if k != "series"} or None

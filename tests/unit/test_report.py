@@ -126,3 +126,34 @@ def test_where_a_run_was_interrupted_and_resumed_is_marked_on_the_timeline() -> 
     assert page.count('class="break"') == 2 and ">resumed</text>" in page and ">aborted</text>" in page
     journal.history = journal.history[-1:]  # a run that never stopped before its end: no mark
     assert model(journal)["breaks"] == [] and 'class="break"' not in html(journal)
+
+
+def test_the_searches_of_the_run_are_plotted_on_the_timeline_s_axis_with_the_baseline_and_the_rate() -> None:
+    """Issue 59: what searchers saw through the run, and the recovery rate the budget moved, drawn (people would
+    rather look than read); the journal keeps the series bounded, the whole run drawn more coarsely."""
+    from orchestrator.restart.journal import SERIES_POINTS
+    from orchestrator.testing.fake import FakeCluster
+    from tests.unit.test_engine import ORIGINAL, inventory, new_journal, state_dir
+
+    journal = finished_journal()
+    assert model(journal)["searches"] is None and 'id="searches"' not in html(journal), "not watched: no plot"
+    with state_dir():
+        recorded = new_journal(inventory(["a"]), FakeCluster.of(["a"], settings=dict(ORIGINAL)))
+        for i in range(SERIES_POINTS + 1):  # one more than kept: every other point dropped, first and last kept
+            at = 100.0 + i * 20 / SERIES_POINTS
+            recorded.record_search({"at": at, "worst_ms": 4.0 + (i > SERIES_POINTS // 2) * 8, "mean_ms": 3.0},
+                                   {"worst_ms": 4.0, "mean_ms": 3.0},
+                                   200_000_000 if i < SERIES_POINTS // 2 else 100_000_000)
+        assert Journal.load(recorded.path).search["series"] == recorded.search["series"], "kept on disk"  # type: ignore[arg-type]
+    journal.search = recorded.search
+    series = journal.search["series"]
+    assert len(series) <= SERIES_POINTS and series[0][0] == 100.0 and series[-1][0] == 120.0
+    plot = model(journal)["searches"]
+    latency = [tuple(map(float, p.split(","))) for p in plot["latency"].split()]
+    assert len(latency) == len(series) and latency == sorted(latency), "left to right in time"
+    assert latency[0][1] == plot["baseline_y"], "the first points at the baseline"
+    assert min(y for _, y in latency) == 10.0 and plot["top_ms"] == "12.0 ms", "the highest point at the top"
+    rates = [float(p.split(",")[1]) for p in plot["rate"].split()]
+    assert rates[0] == 10.0 and rates[-1] > rates[0], "the rate halved: its line lower"
+    page = html(journal)
+    assert 'id="searches"' in page and 'class="latency"' in page and 'class="rate"' in page
