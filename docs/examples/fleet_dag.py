@@ -8,6 +8,7 @@ The fleet is read from `fleet.yaml` beside this file:
     waves:                         # each a list of inventory names
       - [logs-eu-1, logs-eu-2]
       - [logs-us-1, logs-us-2]
+    concurrency: 2                 # a wave's clusters at once (`orchestrate fleet` reads the same file)
     conn_id: null                  # or an Airflow Connection with the clusters' user and password
 
 Create the pool first: `airflow pools set cluster_restarts 2 "rolling restarts at once"`. Each cluster
@@ -20,22 +21,28 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-import yaml
 from airflow.sdk import DAG
 
 from orchestrator.airflow_provider import RollingRestartOperator
+from orchestrator.config.fleet import load_fleet
 
-FLEET = yaml.safe_load(Path(__file__).with_name("fleet.yaml").read_text())
+# The same fleet file as `orchestrate fleet restart fleet.yaml`, checked the same way.
+FLEET = load_fleet(Path(__file__).with_name("fleet.yaml"))
 POOL = "cluster_restarts"
 
 with DAG("fleet_rolling_restart", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=UTC),
          catchup=False, max_active_runs=1, tags=["orchestrator"]) as dag:
     # deferrable: no worker slot held while nodes recover (a triggerer must run: `airflow triggerer`).
-    previous = RollingRestartOperator(task_id="canary", cluster=FLEET["canary"], conn_id=FLEET.get("conn_id"),
-                                      pool=POOL, deferrable=True)
-    for number, clusters in enumerate(FLEET["waves"], 1):
-        # The default trigger rule (all_success): one failed cluster of a wave stops the waves after it.
-        wave = RollingRestartOperator.partial(task_id=f"wave_{number}", conn_id=FLEET.get("conn_id"),
-                                              pool=POOL, deferrable=True).expand(cluster=clusters)
-        previous >> wave
+    previous = None
+    if FLEET.canary:
+        previous = RollingRestartOperator(task_id="canary", cluster=FLEET.canary, conn_id=FLEET.conn_id, pool=POOL,
+                                          deferrable=True)
+    for number, clusters in enumerate(FLEET.waves, 1):
+        # The default trigger rule (all_success): one failed cluster of a wave stops the waves after it; at most
+        # the fleet's concurrency of a wave at once (and no more than the pool's slots).
+        wave = RollingRestartOperator.partial(task_id=f"wave_{number}", conn_id=FLEET.conn_id, pool=POOL,
+                                              deferrable=True, max_active_tis_per_dagrun=FLEET.concurrency,
+                                              ).expand(cluster=clusters)
+        if previous is not None:
+            previous >> wave
         previous = wave

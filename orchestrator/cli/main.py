@@ -11,6 +11,7 @@ import typer
 from orchestrator import __version__
 from orchestrator.cli import (
     docs_cmd,
+    fleet_cmd,
     forcemerge_cmd,
     inventory_cmd,
     output,
@@ -81,6 +82,7 @@ def main(version: bool = typer.Option(False, "--version", "-V", callback=show_ve
     output.set_verbosity(verbose=verbose, quiet=quiet)
 app.add_typer(sandbox_cmd.app, name="sandbox")
 app.add_typer(inventory_cmd.app, name="inventory")
+app.add_typer(fleet_cmd.app, name="fleet")
 restart_cmd.register(app)
 upgrade_cmd.register(app)
 app.command()(pending_cmd.pending)
