@@ -69,9 +69,12 @@ def read(path: Path) -> tuple[Any, int]:
         raise JournalError(f"cannot read journal {path}: not JSON written by this tool ({str(exc)[:200]})") from None
     if not isinstance(raw, dict):
         return raw, 0  # refused by its reader, with its format
+    # As the journal reads its base (journal.py: load): a change number that is not one is 0, so that the log's
+    # lines, numbered on from it, are applied, not refused or skipped as already in the base.
     seq = raw.get("seq", 0)
+    seq = seq if isinstance(seq, int) and not isinstance(seq, bool) else 0
     for line in lines:
-        if not isinstance(line, dict) or not isinstance(line.get("seq"), int) or not isinstance(seq, int):
+        if not isinstance(line, dict) or not isinstance(line.get("seq"), int):
             raise JournalError(f"journal {path}: its log of changes is damaged (a line that is not a change)")
         if line["seq"] <= seq:
             continue  # already in the base

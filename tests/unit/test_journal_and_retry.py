@@ -375,15 +375,25 @@ def test_a_node_record_changed_after_it_was_written_is_written_anew(tmp_path: Pa
     assert json.loads(j.to_text())["spec"]["prelude"] == {"merge": {}}, "a replaced spec is written anew"
 
 
-def test_a_journals_sequence_goes_on_from_what_its_file_says_or_from_zero(tmp_path: Path) -> None:
-    for seq, then in ((None, 1), ("x", 1), (True, 1), (41, 42)):
+def test_a_journal_whose_change_number_is_missing_or_odd_keeps_every_change_made_after_it_is_read(
+        tmp_path: Path) -> None:
+    """A base file without a usable change number (an older or hand-edited journal) is read as of change 0:
+    the changes saved after it go to the log, and none of them is skipped as already in the base when it is
+    read again, before or after the base is written anew."""
+    for seq in (None, "x", True, 41):
         j = journal(tmp_path / "r1.json")
         raw = {k: v for k, v in j.to_dict().items() if k != "seq"} | ({} if seq is None else {"seq": seq})
         (tmp_path / "r1.json").write_text(json.dumps(raw))
         (tmp_path / "r1.changes").unlink(missing_ok=True)
         loaded = Journal.load(tmp_path / "r1.json")
-        loaded.set_state(RunState.FAILED, "x")  # ended: a base file, with the next number
-        assert json.loads((tmp_path / "r1.json").read_text())["seq"] == then, (seq, then)
+        loaded.set_paused("check the canary")  # a change in the log, the base as it was
+        loaded.resumed(["node a: host h-a -> h-a2"])
+        again = Journal.load(tmp_path / "r1.json")
+        assert again.paused == "check the canary" and again.history[-1].event == "resumed", seq
+        again.set_state(RunState.FAILED, "x")  # ended: the base written anew, then one more change in the log
+        again.set_paused(None)
+        last = Journal.load(tmp_path / "r1.json")
+        assert (last.state, last.paused, last.history[-2].event) == (RunState.FAILED, None, "resumed"), seq
 
 
 def test_the_refusals_of_a_journal_say_whose_it_is_briefly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
