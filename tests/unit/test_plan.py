@@ -421,9 +421,8 @@ def test_the_plan_warns_of_each_unsafe_way_the_cluster_is_reached(tmp_path: Path
 def test_a_plans_batches_are_numbered_from_one_and_carry_their_copies_bytes_and_estimate() -> None:
     from dataclasses import replace
 
-    from orchestrator.restart.plan import EST_START_TO_JOIN_S, EST_STOP_S
     from orchestrator.shards.limits import RATE
-    from orchestrator.shards.plan import EST_EXPECTED_REUSE
+    from orchestrator.shards.plan import estimate_batch_s
     from orchestrator.units import parse_size
 
     gib = 2**30
@@ -434,18 +433,17 @@ def test_a_plans_batches_are_numbered_from_one_and_carry_their_copies_bytes_and_
     plan = build_plan(inventory(["a", "b", "m"]), snap, Mode.NODE)
     rate = parse_size(next(s.during for s in plan.settings if s.key == RATE))
 
-    def estimate(size: int) -> float:  # the documented model: stop, start, then what a flush did not keep
-        return EST_STOP_S + EST_START_TO_JOIN_S + max(size * (1 - EST_EXPECTED_REUSE) / rate, 2.0)
-
     held = 4 * gib + 123_456_789 + 7
     assert [b.number for b in plan.batches] == [1, 2, 3]
     assert [b.label for b in plan.batches] == ["a", "b", "m"]
     assert [b.figures for b in plan.batches] == [{"shard_copies": 3, "bytes": held},
                                                  {"shard_copies": 3, "bytes": held},
                                                  {"shard_copies": 0, "bytes": 0}], "m holds nothing"
-    assert round(estimate(held), 1) != round(estimate(held), 2), "the figures must show the rounding"
-    assert [b.estimate_s for b in plan.batches] == [round(estimate(held), 1), round(estimate(held), 1),
-                                                    EST_STOP_S + EST_START_TO_JOIN_S + 2.0]
+    # Each batch's estimate is the model's for the bytes its node holds (the model: the next test), said to a
+    # tenth: the two data nodes alike, the node that holds nothing the least.
+    a, b, m = plan.batches
+    assert a.estimate_s == b.estimate_s == round(estimate_batch_s(held, rate), 1) > m.estimate_s
+    assert m.estimate_s == estimate_batch_s(0, rate)
     assert plan.estimate_s == round(sum(b.estimate_s for b in plan.batches), 1)
     assert (plan.cluster, plan.product, plan.mode, plan.accepted_unassigned) == ("c", "elasticsearch", Mode.NODE, 4)
     assert plan.upgrade is None and plan.node_ids == {"a": "id-a", "b": "id-b", "m": "id-m"}
