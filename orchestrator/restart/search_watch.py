@@ -54,6 +54,16 @@ class RecoveryThrottle:
         with self.lock:
             self.closed = True
 
+    def rate_in_force(self, scope: str, ceiling: int) -> int:
+        """Where the controller starts: the rate in force, read once. A resumed run finds the rate its
+        predecessor moved (the undo record keeps only the run's own), and must not raise it under a breach;
+        a value it cannot read or that is out of its range: the run's own rate."""
+        try:
+            live = parse_size(str(self.ctx.cluster.live_settings([(scope, self.key)])[0]))
+        except (OrchestratorError, ValueError):
+            return ceiling
+        return live if min(self.floor, ceiling) <= live <= ceiling else ceiling
+
     def once(self, kind: str, text: str) -> None:
         if text not in self.said:
             self.said.add(text)
@@ -104,7 +114,7 @@ class RecoveryThrottle:
             self.once("warning", f"search latency budget {self.budget}: {self.key}={record.applied} is not a rate "
                                  "it can move, so it is left as it is")
             return
-        throttle = self.throttle or Throttle(ceiling)
+        throttle = self.throttle or Throttle(self.rate_in_force(record.scope, ceiling))
         step = next_step(throttle, sample, limit, min(self.floor, ceiling), ceiling, self.cfg.sustain_s)
         if step.rate is not None:
             set_temporarily(self.ctx, self.key, record.scope, size_text(throttle.rate), size_text(step.rate), None)

@@ -307,3 +307,31 @@ def test_a_breach_is_sustained_only_after_sustain_s_over_the_budget_and_ends_at_
         assert throttle.breach() is not None
         interval(160, 49)
         assert throttle.breach() is None, "within the budget: the breach ends at once"
+
+
+def test_a_resumed_run_s_controller_starts_from_the_rate_in_force_never_raising_it_under_a_breach() -> None:
+    """After a kill and `resume`, the rate in force is the one the killed run moved (50mb), while the undo record
+    holds the run's own (200mb): over budget, the resumed controller halves 50mb, not 200mb (which would have
+    raised it to 100mb)."""
+    from orchestrator.config.model import SearchSection
+    from orchestrator.restart.journal import UndoState
+    from orchestrator.restart.latency_control import LatencyBudget
+    from orchestrator.restart.search_watch import RecoveryThrottle
+    from tests.unit.test_engine import context_of
+
+    key = ("cluster", "fake.limit")
+    with state_dir():
+        cluster = FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        ctx = context_of(inventory(["a"]), cluster)
+        record = ctx.journal.record_undo("fake.limit", "cluster", "20mb", "200mb", None)
+        ctx.journal.undo_state(record, UndoState.APPLIED)
+        cluster.settings[key] = "50mb"  # as the killed run left it
+        throttle = RecoveryThrottle(ctx, "fake.limit", LatencyBudget(ms=10),
+                                    SearchSection(latency_budget="10ms", sustain_s=0, recovery_floor="5mb"))
+        throttle.after(SearchSample(100.0, 10, 1, 100, 90.0, 90.0, "a", 0, 0), None)
+        assert cluster.settings[key] == "25mb", cluster.settings[key]
+        cluster.settings[key] = "not a rate"  # unreadable: from the run's own rate, as before
+        fresh = RecoveryThrottle(ctx, "fake.limit", LatencyBudget(ms=10),
+                                 SearchSection(latency_budget="10ms", sustain_s=0, recovery_floor="5mb"))
+        fresh.after(SearchSample(100.0, 10, 1, 100, 90.0, 90.0, "a", 0, 0), None)
+        assert cluster.settings[key] == "100mb", cluster.settings[key]
