@@ -275,3 +275,44 @@ def test_searches_over_budget_close_the_window_to_one_node_until_they_are_back_w
         assert len(said) == 2 and said[0].startswith("window closed: searches over budget for 40 s"), said
         assert any("window closed: searches over budget" in line for lines in seen_in_status for line in lines)
         assert journal.search.get("window_closed") is None, "open again at the end"
+
+
+def test_hooks_with_several_nodes_in_flight_run_once_per_node_each_in_its_node_s_order() -> None:
+    """Issue 57: with three nodes away at once, each node's `before_stop` and `after_start` hooks run once, the
+    drain before its own return; the batch hooks once per batch; the run's hooks first and last."""
+    from orchestrator.config.playbook import Playbook
+    from orchestrator.restart.procedure import resolve
+    from orchestrator.testing.fake import PRODUCT
+    from tests.helpers import Receiver
+    from tests.unit.test_engine import engine
+
+    names = [f"n{i}" for i in range(1, 8)]
+    with Receiver() as receiver, state_dir():
+        hooks = {"before_run": [{"name": "silence", "http": {"method": "POST", "url": receiver.url + "/silence"}}],
+                 "before_stop": [{"name": "drain", "http": {"method": "PUT", "url": receiver.url + "/drain/{node}"}}],
+                 "after_start": [{"name": "back", "http": {"method": "PUT", "url": receiver.url + "/back/{node}"}}],
+                 "after_batch": [{"name": "chat", "http": {"url": receiver.url + "/chat/{batch}"}}],
+                 "after_run": [{"name": "unsilence", "http": {"method": "DELETE", "url": receiver.url + "/silence"}}]}
+        playbook = Playbook.model_validate({**WINDOWED.model_dump(mode="json"), "hooks": hooks})
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), start_takes_s=0.3)
+        journal = window_journal(names, cluster, "3")
+        eng = engine(inventory(names), cluster, journal, [])
+        eng.procedure = resolve(playbook, PRODUCT)
+        eng.run()
+        assert_window_kept(cluster, journal, 3)
+        paths = [c["path"] for c in receiver.calls]
+        assert paths[0] == "/silence" and paths[-1] == "/silence" and len(paths) == 2 + 3 * len(names), paths
+        for name in names:
+            assert paths.count(f"/drain/{name}") == paths.count(f"/back/{name}") == 1, (name, paths)
+            assert paths.index(f"/drain/{name}") < paths.index(f"/back/{name}"), (name, paths)
+        assert sorted(p for p in paths if p.startswith("/chat/")) == sorted(f"/chat/{b.number}"
+                                                                           for b in journal.batches)
+        drained, most = set(), 0
+        for path in paths:
+            kind, _, name = path.strip("/").partition("/")
+            if kind == "drain":
+                drained.add(name)
+                most = max(most, len(drained))
+            elif kind == "back":
+                drained.discard(name)
+        assert most >= 2, f"several nodes drained at once: {paths}"
