@@ -316,3 +316,27 @@ def test_hooks_with_several_nodes_in_flight_run_once_per_node_each_in_its_node_s
             elif kind == "back":
                 drained.discard(name)
         assert most >= 2, f"several nodes drained at once: {paths}"
+
+
+def test_metrics_published_from_several_nodes_in_flight_say_each_batch_once_and_never_fail(tmp_path: Path) -> None:
+    """Issue 57: batch ends come from several threads at once, each publishing the textfile: no publication
+    fails (a warning would say so), and the last one says the run as it ended, every batch done."""
+    from orchestrator.config.model import MetricsSection
+    from orchestrator.runs.metrics import metrics_sink
+    from tests.unit.test_engine import engine
+
+    names = [f"n{i}" for i in range(1, 10)]
+    textfile = tmp_path / "orchestrator.prom"
+    with state_dir():
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), start_takes_s=0.1)
+        journal = window_journal(names, cluster, "4")
+        events: list = []
+        eng = engine(inventory(names), cluster, journal, events)
+        eng.ctx.emit = metrics_sink(journal, MetricsSection(textfile=textfile), events.append)
+        eng.run()
+        assert_window_kept(cluster, journal, 4)
+        assert not [e.message for e in events if "metrics not published" in e.message]
+        published = textfile.read_text()
+        assert 'orchestrator_batches{cluster="fake",state="done"} 9.0' in published, published
+        assert 'orchestrator_run_state{cluster="fake",state="succeeded"} 1.0' in published
+        assert sum(1 for e in events if e.kind == "batch" and e.data.get("state") == "done") == 9
