@@ -107,3 +107,25 @@ def test_the_command_refuses_a_bad_fleet_file_and_a_resume_without_a_run(tmp_pat
     proc = subprocess.run([sys.executable, "-m", "orchestrator", "fleet", "resume", str(good)], capture_output=True,
                           text=True, env=env, timeout=60)
     assert proc.returncode == 8 and "no fleet run of" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_cancel_stops_the_cluster_under_way_at_its_safe_point_and_begins_no_other(fake_fleet: Path) -> None:  # noqa: F811
+    """Ctrl-C's path (`orchestrate fleet` turns SIGINT into the token): the canary's run stops with every setting
+    restored, and no wave is begun."""
+    from orchestrator import api
+
+    clusters = {n: add_cluster(fake_fleet, n) for n in ("canary", "eu-1")}
+    path = write_fleet(fake_fleet, canary="canary", waves=[["eu-1"]])
+    cancel = api.Cancel()
+
+    def said(cluster: str, event) -> None:  # type: ignore[no-untyped-def]
+        if event.kind == "batch" and event.data.get("state") == "done":
+            cancel.cancel("stopped by the operator")
+
+    result = restart_fleet(load_fleet(path), new_fleet_id(path), on_event=said, cancel=cancel)
+    outcomes = {c.cluster: c for c in result.clusters}
+    assert outcomes["canary"].result == "failed" and outcomes["canary"].exit_code == 130, outcomes
+    assert outcomes["eu-1"].result == "not begun" and result.exit_code == 130
+    assert sum(n.starts for n in clusters["canary"].nodes.values()) == 1, "stopped after its first batch"
+    assert clusters["canary"].settings[("cluster", LIMIT)] == "normal", "every setting restored"
+    assert all(n.starts == 0 for n in clusters["eu-1"].nodes.values())
