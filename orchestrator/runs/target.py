@@ -14,7 +14,7 @@ from orchestrator import products
 from orchestrator.config.inventory import load_inventory
 from orchestrator.config.loader import problems_of
 from orchestrator.config.maintenance import parse_until
-from orchestrator.config.model import Inventory, MaintenanceSection, MetricsSection, SearchSection, settings_of
+from orchestrator.config.model import Inventory, settings_of
 from orchestrator.config.playbook import Playbook, load_playbook
 from orchestrator.errors import ConfigError
 from orchestrator.hosts.transport import Transport, make_transport
@@ -88,42 +88,41 @@ def with_window(target: Target) -> Target:
     return replace(target, procedure=resolve(target.product.windowed(target.procedure.playbook), target.product))
 
 
-def with_metrics(target: Target, textfile: Path | None, pushgateway: str | None) -> Target:
-    """The target with the command line's metrics outputs over the inventory's (checked as the inventory's)."""
-    if textfile is None and pushgateway is None:
+def with_section(target: Target, name: str, given: Mapping[str, Any], flag: str = "") -> Target:
+    """The target with the command line's values over those of the inventory's section ``name``, the section
+    checked again as the inventory's; ``flag``: the option its problems are said of."""
+    if not given:
         return target
-    given = {k: v for k, v in (("textfile", textfile), ("pushgateway", pushgateway)) if v is not None}
+    section = getattr(target.inv, name)
     try:
-        metrics = MetricsSection.model_validate({**target.inv.metrics.model_dump(), **given})
+        changed = type(section).model_validate({**section.model_dump(), **given})
     except ValidationError as exc:
-        raise ConfigError("command line", problems_of(exc, None)) from None
-    return replace(target, inv=target.inv.model_copy(update={"metrics": metrics}))
+        raise ConfigError("command line", [f"{flag}: {p}" if flag else p for p in problems_of(exc, None)]) from None
+    return replace(target, inv=target.inv.model_copy(update={name: changed}))
 
 
-def with_schedule(target: Target, until: str | None, outside: str | None = None) -> Target:
-    """The target with the command line's end (``--until``: HH:MM or an ISO 8601 time) and choice of what to do
-    outside a window over the inventory's maintenance section (config/maintenance.py)."""
-    if until is None and outside is None:
+def with_metrics(target: Target, textfile: Path | None, pushgateway: str | None) -> Target:
+    """The target with the command line's metrics outputs over the inventory's."""
+    return with_section(target, "metrics", {k: v for k, v in (("textfile", textfile), ("pushgateway", pushgateway))
+                                            if v is not None})
+
+
+def with_schedule(target: Target, until: str | None) -> Target:
+    """The target with the command line's end (``--until``: HH:MM or an ISO 8601 time) over the inventory's
+    maintenance section (config/maintenance.py)."""
+    if until is None:
         return target
-    given: dict[str, object] = {} if outside is None else {"outside": outside}
     try:
-        if until is not None:
-            given["until"] = parse_until(until, datetime.now(UTC))
-        section = MaintenanceSection.model_validate({**target.inv.maintenance.model_dump(), **given})
-    except ValueError as exc:  # pydantic's ValidationError is one
-        problems = problems_of(exc, None) if isinstance(exc, ValidationError) else [f"--until: {exc}"]
-        raise ConfigError("command line", problems) from None
-    return replace(target, inv=target.inv.model_copy(update={"maintenance": section}))
+        end = parse_until(until, datetime.now(UTC))
+    except ValueError as exc:
+        raise ConfigError("command line", [f"--until: {exc}"]) from None
+    return with_section(target, "maintenance", {"until": end}, "--until")
 
 
 def with_latency_budget(target: Target, budget: str | None) -> Target:
     """The target with the command line's search latency budget (``--search-latency-budget``: ``2x`` or
-    ``50ms``; ``off``: none) over the inventory's ``search.latency_budget``, checked as the inventory's."""
+    ``50ms``; ``off``: none) over the inventory's ``search.latency_budget``."""
     if budget is None:
         return target
     given = "" if budget.strip().lower() in ("off", "none", "") else budget.strip().lower()
-    try:
-        search = SearchSection.model_validate({**target.inv.search.model_dump(), "latency_budget": given})
-    except ValidationError as exc:
-        raise ConfigError("command line", [f"--search-latency-budget: {p}" for p in problems_of(exc, None)]) from None
-    return replace(target, inv=target.inv.model_copy(update={"search": search}))
+    return with_section(target, "search", {"latency_budget": given}, "--search-latency-budget")
