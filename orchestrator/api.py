@@ -186,9 +186,11 @@ def _start(target: Any, by: str, options: Any, stop_after: int, on_event: EventC
 def resume(cluster: str | None = None, *, config: str | Path | None = None, run_id: str | None = None,
            accept_changes: bool = False, allow_unavailable: Sequence[str] = (), stop_after: int = 0,
            on_event: EventCallback | None = None, cancel: Cancel | None = None,
-           cluster_keys: Mapping[str, Any] | None = None, defer: bool = False) -> RunResult:
+           cluster_keys: Mapping[str, Any] | None = None, defer: bool = False,
+           take_over: bool = False) -> RunResult:
     """Continue an interrupted, failed, stopped or deferred run from its journal, as `orchestrate resume`.
-    ``defer``: as in `restart`; a deferred run's wait, handed back by the trigger, is waited here."""
+    ``defer``: as in `restart`; a deferred run's wait, handed back by the trigger, is waited here.
+    ``take_over``: `--take-over`, the run another machine started, from the cluster's copy of its journal."""
     from orchestrator.runs import plans
     from orchestrator.runs import restart as runs
 
@@ -196,7 +198,7 @@ def resume(cluster: str | None = None, *, config: str | Path | None = None, run_
     accepted = plans.patterns(list(allow_unavailable))
     return _run(lambda: runs.resume(target, on_event or discard, run_id, accept_changes=accept_changes,
                                     abort=cancel, accept_unavailable=accepted, stop_after=stop_after,
-                                    deferring=defer))
+                                    deferring=defer, take_over=take_over))
 
 
 def run_of(cluster: str | None = None, *, origin: str, config: str | Path | None = None,

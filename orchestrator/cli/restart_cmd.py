@@ -314,9 +314,15 @@ def resume(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool =
                                     "terminal without --yes, such a resume is refused."),
            allow_unavailable: list[str] = UnavailableOpt, stop_after: int = StopAfterOpt,
            metrics_textfile: Path = MetricsFileOpt, pushgateway: str = PushgatewayOpt,
-           until: str = UntilOpt, search_latency_budget: str = LatencyBudgetOpt) -> None:
+           until: str = UntilOpt, search_latency_budget: str = LatencyBudgetOpt,
+           take_over: bool = typer.Option(False, "--take-over", help="Continue the run the cluster holds a copy of, "
+                                          "started on another machine (its journal is copied into the cluster "
+                                          "beside the lock). Only once that run is not alive: it stopped, failed, or "
+                                          "its lock is stale (timeouts.lock_stale_s without renewal). Its undo "
+                                          "records are carried; its playbook must be this machine's.")) -> None:
     """Continue an interrupted or failed run from its journal. A node already restarted (it runs as a
-    new process) is never restarted again; pending temporary settings are restored at the end."""
+    new process) is never restarted again; pending temporary settings are restored at the end. With
+    --take-over, from another machine: the run's journal is read from the cluster's copy."""
     from orchestrator.runs import plans
     from orchestrator.runs import restart as runs
     from orchestrator.runs.target import open_target, with_latency_budget, with_metrics, with_schedule
@@ -333,7 +339,7 @@ def resume(cluster: str = ClusterOpt, config: Path = ConfigOpt, json_out: bool =
 
     def action(view: RunView) -> Journal:
         return runs.resume(target, view, run_id, accept_changes=yes, accept_unavailable=accepted,
-                           stop_after=stop_after)
+                           stop_after=stop_after, take_over=take_over)
 
     run_and_report(json_out, [n.name for n in target.inv.nodes], action)
 

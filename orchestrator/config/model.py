@@ -206,6 +206,9 @@ class Timeouts(Model):
     # The gate before each batch: this many healthy samples in a row (poll_interval_s apart), and
     # the run stops after unhealthy_s of waiting for them (None: recovery_s).
     stable_samples: int = Field(1, ge=1, le=100)
+    # A run lock not renewed for this long is stale: its run is dead, and `resume --take-over` from another
+    # machine may take it. Written into the lock by its holder, which renews it every tenth of this (30 s at most).
+    lock_stale_s: float = Field(300, ge=30, le=DAY_S)
     unhealthy_s: float | None = Field(None, ge=1, le=7 * DAY_S)
 
     @property

@@ -63,6 +63,11 @@ class ClusterAdapter(Protocol[SnapshotT_co]):
         """A few figures for `status`: at least `status` and `number_of_nodes`, and a one-line `text`."""
         ...
 
+    def cluster_identity(self) -> str | None:
+        """What tells this cluster from any other (Elasticsearch's cluster UUID), or None for a product without
+        one: the cluster's copy of a run's journal names it, and a copy moved from another cluster is refused."""
+        ...
+
     def search_counters(self) -> dict[str, SearchCounters] | None:
         """Each serving node's search totals since its start (restart/search_figures.py), or None for a product
         without search figures: what searchers see, watched through a run."""

@@ -29,6 +29,7 @@ from orchestrator.hosts.changes import HostChange
 from orchestrator.paths import existing_private_dir, private_dir, state_root
 from orchestrator.restart import journal_file
 from orchestrator.restart.deferral import Wait
+from orchestrator.restart.journal_copy import JournalCopy
 from orchestrator.restart.phases import Phase, check_transition
 from orchestrator.restart.plan import Plan
 
@@ -80,6 +81,8 @@ class Journal:
     search: dict[str, Any] = field(default_factory=dict)
     format: int = FORMAT_VERSION
     path: Path | None = field(default=None, compare=False)
+    # The cluster's copy (journal_copy.py), kept by the run that holds the lock: each save goes there too.
+    copy: JournalCopy | None = field(default=None, compare=False, repr=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, compare=False, repr=False)
     # The spec as saved, kept: it is most of a large cluster's journal, and the same at each save.
     _spec_text: tuple[RunSpec, str] | None = field(default=None, compare=False, repr=False)
@@ -99,6 +102,12 @@ class Journal:
     @property
     def plan(self) -> Plan:
         return self.spec.plan
+
+    @property
+    def changes_saved(self) -> int:
+        """How many changes the journal has saved (its change number): of two copies of a run's journal, the
+        newer has more."""
+        return self._seq
 
     @property
     def mode(self) -> str:
@@ -290,6 +299,13 @@ class Journal:
         with self.change():
             self.cluster_calls = count
 
+    def copied_to(self, copy: JournalCopy) -> None:
+        """From now on each save goes to ``copy`` (the cluster's) too; written whole at once, so that the
+        run is seen from another machine before its first change."""
+        with self._lock:
+            self.copy = copy
+            copy.saved(self._seq, None, self.to_text)
+
     # --- persistence --------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         return {"spec": self.spec.to_json(), **self._state_dict(asdict)}
@@ -356,12 +372,17 @@ class Journal:
         with self._lock:
             self.updated = time.time()
             self._seq += 1
+            line: str | None = None
             if self._lines is None or self._lines >= journal_file.COMPACT_AFTER or self.state is not RunState.RUNNING:
-                journal_file.write_base(self.path, self.to_text())
+                text = self.to_text()
+                journal_file.write_base(self.path, text)
                 self._lines = 0
             else:
-                journal_file.append(self.path, self._change_line())
+                line = self._change_line()
+                journal_file.append(self.path, line)
                 self._lines += 1
+            if self.copy is not None:
+                self.copy.saved(self._seq, line, self.to_text if line is not None else lambda: text)
             self._changed.clear()
             self._reports_changed = False
             self._spec_saved = self.spec
@@ -373,9 +394,22 @@ class Journal:
         and named after the run it holds: `resume` runs what a journal records (its hooks, its
         commands) and `abandon` writes its undo records, so a planted or renamed one is refused."""
         raw, lines = journal_file.read(path)
+        journal = cls.from_raw(raw, f"journal {path}")
+        if journal.run_id != path.stem:
+            raise JournalError(f"journal {path} is damaged (it holds run {str(journal.run_id)[:40]!r}, not the run "
+                               "its name says); it was not written by this tool or was changed since")
+        journal.path = path
+        # A journal of the single-file format goes on in this one: its next save writes a base of this format.
+        journal._lines = lines if raw["format"] == FORMAT_VERSION else None
+        return journal
+
+    @classmethod
+    def from_raw(cls, raw: Any, what: str) -> Journal:
+        """A journal from its fields as saved (a file's, or the cluster's copy's), each checked; ``what``
+        names it in a message."""
         if not isinstance(raw, dict) or raw.get("format") not in READS_FORMATS:
             found = raw.get("format") if isinstance(raw, dict) else "unknown"
-            raise JournalError(f"journal {path} has format {found!r}; this version of orchestrator reads formats "
+            raise JournalError(f"{what} has format {found!r}; this version of orchestrator reads formats "
                                f"{' and '.join(map(str, READS_FORMATS))} only. Use the version that wrote it.")
         try:
             journal = cls(
@@ -395,16 +429,11 @@ class Journal:
                 search={k: v for k, v in dict(raw.get("search") or {}).items()
                         if k in ("baseline", "latest", "window_closed", "series")})
             journal.check_consistent()
-            if journal.run_id != path.stem:
-                raise ValueError(f"it holds run {str(journal.run_id)[:40]!r}, not the run its name says")
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise JournalError(f"journal {path} is damaged ({str(exc)[:200]}); it was not written by this tool "
+            raise JournalError(f"{what} is damaged ({str(exc)[:200]}); it was not written by this tool "
                                "or was changed since") from None
-        journal.path = path
         seq = raw.get("seq", 0)
         journal._seq = seq if isinstance(seq, int) and not isinstance(seq, bool) else 0
-        # A journal of the single-file format goes on in this one: its next save writes a base of this format.
-        journal._lines = lines if raw["format"] == FORMAT_VERSION else None
         journal._spec_saved, journal._history_saved = journal.spec, len(journal.history)
         return journal
 

@@ -69,24 +69,31 @@ def read(path: Path) -> tuple[Any, int]:
         raise JournalError(f"cannot read journal {path}: not JSON written by this tool ({str(exc)[:200]})") from None
     if not isinstance(raw, dict):
         return raw, 0  # refused by its reader, with its format
+    return with_lines(raw, lines, f"journal {path}"), len(lines)
+
+
+def with_lines(raw: dict[str, Any], lines: list[Any], what: str) -> dict[str, Any]:
+    """A journal's base (``raw``) with its log's ``lines`` applied in order, those it holds already skipped;
+    JournalError for a line that is not a change, a gap, or a change that does not apply. ``what``: the
+    journal's name in a message (a file, or the cluster's copy)."""
     # As the journal reads its base (journal.py: load): a change number that is not one is 0, so that the log's
     # lines, numbered on from it, are applied, not refused or skipped as already in the base.
     seq = raw.get("seq", 0)
     seq = seq if isinstance(seq, int) and not isinstance(seq, bool) else 0
     for line in lines:
         if not isinstance(line, dict) or not isinstance(line.get("seq"), int):
-            raise JournalError(f"journal {path}: its log of changes is damaged (a line that is not a change)")
+            raise JournalError(f"{what}: its log of changes is damaged (a line that is not a change)")
         if line["seq"] <= seq:
             continue  # already in the base
         if line["seq"] != seq + 1:
-            raise JournalError(f"journal {path}: its log of changes misses change {seq + 1} (found {line['seq']})")
+            raise JournalError(f"{what}: its log of changes misses change {seq + 1} (found {line['seq']})")
         try:
             applied(raw, line)
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-            raise JournalError(f"journal {path}: change {line['seq']} of its log cannot be applied "
+            raise JournalError(f"{what}: change {line['seq']} of its log cannot be applied "
                                f"({str(exc)[:200]})") from None
         seq = raw["seq"] = line["seq"]
-    return raw, len(lines)
+    return raw
 
 
 def applied(raw: dict[str, Any], line: dict[str, Any]) -> None:

@@ -2,9 +2,11 @@
 
 Taking it is one atomic create (an Elasticsearch `_create` of a document named after the
 cluster; for Riak, an exclusive create of a file on the first node's host): of two runs racing,
-exactly one succeeds. The holder renews it every RENEW_S seconds; a lock not renewed for STALE_S
-seconds is stale: its run is dead or cut off. `resume` of the same run takes the lock over when
-the process that held it is gone (on this machine) or the lock is stale (from any machine);
+exactly one succeeds. The holder renews it every RENEW_S seconds (a tenth of its stale time, if shorter);
+a lock not renewed for its stale time (STALE_S unless the inventory's `timeouts.lock_stale_s` says
+otherwise; the holder writes it in the lock) is stale: its run is dead or cut off. `resume` of the same
+run takes the lock over when the process that held it is gone (on this machine) or the lock is stale
+(from any machine: `resume --take-over`, runs/take_over.py);
 `orchestrate unlock` removes a stale lock, and refuses a live one without --force.
 """
 
@@ -35,6 +37,11 @@ STALE_S = 300.0  # a lock not renewed for this long belongs to a dead (or cut-of
 RENEWAL_TROUBLE_S = STALE_S / 2
 
 
+# The bounds of a stale time an inventory may set (`timeouts.lock_stale_s`) and a lock document may say.
+MIN_STALE_S = 30.0
+MAX_STALE_S = 86400.0
+
+
 # A sign of life further ahead of this machine's clock than this is not believed: a forged or damaged
 # time must not keep a lock live for ever.
 MAX_CLOCK_SKEW_S = 3600.0
@@ -63,6 +70,9 @@ class LockHolder:
     renewed: float | None
     failed: bool
     deferred: bool = False  # its run left a wait to a scheduler's trigger, which renews the lock meanwhile
+    # How long a silence of this holder means its run is dead: said by the holder (`timeouts.lock_stale_s` of
+    # its inventory), believed within bounds, so that every machine judges the lock alike.
+    stale_after_s: float = STALE_S
 
     @classmethod
     def from_document(cls, doc: Mapping[str, Any]) -> LockHolder:
@@ -70,7 +80,8 @@ class LockHolder:
         return cls(run_id=_text(doc.get("run_id")), host=_text(doc.get("host"), 255),
                    pid=pid if isinstance(pid, int) and not isinstance(pid, bool) and 0 < pid < 2**31 else None,
                    started=_time(doc.get("started")), renewed=_time(doc.get("renewed")),
-                   failed=doc.get("state") == "failed", deferred=doc.get("state") == "deferred")
+                   failed=doc.get("state") == "failed", deferred=doc.get("state") == "deferred",
+                   stale_after_s=stale_after(doc.get("stale_after_s")))
 
     def last_sign_of_life(self, now: float) -> float | None:
         """When the holder last renewed the lock (or took it); None when the document shows no believable
@@ -85,9 +96,14 @@ class LockHolder:
         return float("inf") if last is None else max(0.0, now - last)
 
     def is_stale(self, now: float | None = None) -> bool:
-        """Not renewed for STALE_S: its run is dead or cut off. A failed run's lock is never stale: the run
+        """Not renewed for its stale time: its run is dead or cut off. A failed run's lock is never stale: the run
         waits for `resume`, with its temporary settings in force."""
-        return not self.failed and self.quiet_s(now) > STALE_S
+        return not self.failed and self.quiet_s(now) > self.stale_after_s
+
+    def may_be_taken_over(self) -> bool:
+        """Whether a `resume` of its run may take the lock: the run failed or waits in a scheduler's trigger,
+        its process is gone from this machine, or it has been silent long enough to be dead (stale)."""
+        return self.failed or self.deferred or self.is_stale() or not self.alive_here()
 
     def alive_here(self) -> bool:
         """Whether its process may live: on another machine assumed so (an operator must decide)."""
@@ -123,11 +139,12 @@ class LockHolder:
             life = (f"DEFERRED: the run waits in a scheduler's trigger, which renewed the lock {quiet:.0f} s ago; "
                     "the run resumes from its journal when the wait is over")
         elif self.is_stale(now):
-            life = f"STALE: not renewed for {quiet:.0f} s (a live run renews every {RENEW_S:.0f} s)"
-        elif quiet > 2 * RENEW_S:
-            life = (f"RENEWALS FAILING: last renewed {quiet:.0f} s ago (a live run renews every {RENEW_S:.0f} s; "
-                    f"it stops at a safe point after {RENEWAL_TROUBLE_S:.0f} s, and the lock is stale after "
-                    f"{STALE_S:.0f} s)")
+            life = (f"STALE: not renewed for {quiet:.0f} s (a live run renews every "
+                    f"{renew_every(self.stale_after_s):.0f} s)")
+        elif quiet > 2 * renew_every(self.stale_after_s):
+            life = (f"RENEWALS FAILING: last renewed {quiet:.0f} s ago (a live run renews every "
+                    f"{renew_every(self.stale_after_s):.0f} s; it stops at a safe point after "
+                    f"{self.stale_after_s / 2:.0f} s, and the lock is stale after {self.stale_after_s:.0f} s)")
         else:
             life = f"renewed {quiet:.0f} s ago"
         pid = self.pid if self.pid is not None else "?"
@@ -136,7 +153,8 @@ class LockHolder:
     def as_json(self) -> dict[str, Any]:
         state = "failed" if self.failed else "deferred" if self.deferred else "running"
         return {"run_id": self.run_id, "host": self.host, "pid": self.pid, "started": self.started,
-                "renewed": self.renewed, "state": state, "stale": self.is_stale(), "gone": self.gone_here()}
+                "renewed": self.renewed, "state": state, "stale": self.is_stale(), "gone": self.gone_here(),
+                "stale_after_s": self.stale_after_s}
 
     def why_keep(self) -> str | None:
         """Why `unlock` must not remove this lock without --force (None: its run is dead)."""
@@ -149,7 +167,20 @@ class LockHolder:
         if self.gone_here() or self.is_stale():
             return None
         return (f"run {self.run_id} is alive: it renewed its lock {self.quiet_s():.0f} s ago (a lock is stale after "
-                f"{STALE_S:.0f} s without renewal)")
+                f"{self.stale_after_s:.0f} s without renewal)")
+
+
+def stale_after(value: Any) -> float:
+    """A holder's own stale time, from its document: believed between MIN_STALE_S and MAX_STALE_S (a forged
+    or damaged one must neither keep a lock for ever nor let a live run's lock be taken), STALE_S otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not MIN_STALE_S <= value <= MAX_STALE_S:
+        return STALE_S
+    return float(value)
+
+
+def renew_every(stale_s: float) -> float:
+    """How often a holder renews: a tenth of its stale time, at most RENEW_S."""
+    return min(RENEW_S, stale_s / 10)
 
 
 def read_holder(adapter: ClusterAdapter[Any]) -> LockHolder | None:
@@ -162,8 +193,9 @@ Trouble = Callable[[str, bool], None]
 
 
 class RunLock:
-    def __init__(self, adapter: ClusterAdapter[Any], cluster: str, run_id: str) -> None:
+    def __init__(self, adapter: ClusterAdapter[Any], cluster: str, run_id: str, stale_s: float = STALE_S) -> None:
         self.adapter = adapter
+        self.stale_s = stale_s
         self.cluster = cluster  # the inventory's name, for messages
         self.doc_id = RUN_DOC
         self.run_id = run_id
@@ -173,16 +205,16 @@ class RunLock:
         self.renewals_failed = 0
 
     def acquire(self, takeover: bool = False) -> None:
-        body = {"run_id": self.run_id, "host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
+        body = {"run_id": self.run_id, "host": socket.gethostname(), "pid": os.getpid(), "started": time.time(),
+                "stale_after_s": self.stale_s}
         if self.adapter.create_lock(LOCK_INDEX, self.doc_id, body):
             self.held = True
             return
         holder = LockHolder.from_document(self.adapter.read_lock(LOCK_INDEX, self.doc_id) or {})
         same_run = holder.run_id == self.run_id
         # A deferred run's holder is its trigger, not a process: the run's resume takes the lock back.
-        gone = holder.failed or holder.deferred or holder.is_stale() or not (holder.pid != os.getpid()
-                                                                             and holder.alive_here())
-        if takeover and same_run and gone:
+        if takeover and same_run and ((holder.pid == os.getpid() and holder.host == socket.gethostname())
+                                      or holder.may_be_taken_over()):
             self.adapter.delete_lock(LOCK_INDEX, self.doc_id)
             if self.adapter.create_lock(LOCK_INDEX, self.doc_id, body):
                 self.held = True
@@ -192,20 +224,22 @@ class RunLock:
         raise RunLocked(f"another run holds the lock of this cluster: {holder.describe()}. Only one run at a time "
                         f"may change a cluster. If that run is dead, `orchestrate resume` on its machine finishes "
                         f"it, or `orchestrate unlock --cluster {self.cluster}` removes the lock once it is stale "
-                        f"({STALE_S:.0f} s without renewal).")
+                        f"({holder.stale_after_s:.0f} s without renewal).")
 
-    def keep_renewed(self, interval_s: float = RENEW_S, trouble: Trouble | None = None,
+    def keep_renewed(self, interval_s: float | None = None, trouble: Trouble | None = None,
                      clock: Callable[[], float] = time.monotonic) -> None:
         """Renew the lock every ``interval_s`` from a background thread until release. A failed renewal is
         counted and tried again; the lock stays, and goes stale only if renewals keep failing. Each failure is
         told to ``trouble`` (what went wrong, and whether renewals have failed for RENEWAL_TROUBLE_S: the run
         must then stop at a safe point), and so is the first renewal that works again."""
         last_renewed = clock()
+        interval = renew_every(self.stale_s) if interval_s is None else interval_s
+        give_up_s = self.stale_s / 2
 
         def renew() -> None:
             nonlocal last_renewed
             failing = 0
-            while not self._stop.wait(interval_s):
+            while not self._stop.wait(interval):
                 try:
                     renewed = self.adapter.renew_lock(LOCK_INDEX, self.doc_id, self.run_id, {"renewed": time.time()})
                     why = "" if renewed else "the lock document is no longer this run's"
@@ -221,8 +255,8 @@ class RunLock:
                 quiet = clock() - last_renewed
                 if trouble is not None:
                     trouble(f"the run's lock could not be renewed ({why}); not renewed for {quiet:.0f} s: the run "
-                            f"stops at a safe point after {RENEWAL_TROUBLE_S:.0f} s, before another run could take "
-                            f"the lock as stale ({STALE_S:.0f} s)", quiet >= RENEWAL_TROUBLE_S)
+                            f"stops at a safe point after {give_up_s:.0f} s, before another run could take "
+                            f"the lock as stale ({self.stale_s:.0f} s)", quiet >= give_up_s)
 
         self._renewer = threading.Thread(target=renew, name="lock-renewal", daemon=True)
         self._renewer.start()

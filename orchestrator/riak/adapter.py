@@ -192,6 +192,10 @@ class RiakAdapter:
         """Riak has no search figures of the kind watched through a run (restart/search_figures.py)."""
         return None
 
+    def cluster_identity(self) -> None:
+        """Riak's ring has no identity of its own; its lock and journal copy are files on its first node's host."""
+        return None
+
     def health_summary(self) -> dict[str, Any]:
         snap = self.snapshot()
         problems = cluster_problems(snap)

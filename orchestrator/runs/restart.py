@@ -44,6 +44,7 @@ from orchestrator.restart.journal import (
     RunSpec,
     RunState,
 )
+from orchestrator.restart.journal_copy import JournalCopy
 from orchestrator.restart.lock import RunLock, Trouble, read_holder
 from orchestrator.restart.phases import Phase, reached
 from orchestrator.restart.plan import Plan
@@ -54,6 +55,8 @@ from orchestrator.restart.steps import put_back
 from orchestrator.runs.audit import audit_log
 from orchestrator.runs.host_reads import in_background
 from orchestrator.runs.metrics import metrics_sink
+from orchestrator.runs.take_over import finished_in_the_cluster, newer_in_the_cluster
+from orchestrator.runs.take_over import take_over as take_over_run
 from orchestrator.runs.target import Target, transport_of
 from orchestrator.tuning.apply import make_tuner
 from orchestrator.units import counted
@@ -139,7 +142,7 @@ def other_runs(target: Target) -> list[str]:
     while another run is restarting nodes, the plan's complaints (a node away) are its doing."""
     problems = []
     previous = unfinished_run(target.name)
-    if previous is not None:
+    if previous is not None and not finished_in_the_cluster(target, previous):
         problems.append(f"run {previous.run_id} on this cluster is {previous.state.value} and not finished: "
                         f"`orchestrate resume --cluster {target.name}` finishes it, or `orchestrate abandon "
                         f"--cluster {target.name}` gives it up (its temporary settings put back)")
@@ -210,8 +213,10 @@ def _execute(target: Target, journal: Journal, playbook: Playbook, transport: Tr
              takeover: bool, abort: AbortFlag | None, accept_unavailable: tuple[str, ...],
              stop_after: int, deferral: Deferral | None) -> Journal:
     inv = target.inv
-    lock = RunLock(target.cluster, inv.cluster.name, journal.run_id)
+    lock = RunLock(target.cluster, inv.cluster.name, journal.run_id, stale_s=inv.timeouts.lock_stale_s)
     lock.acquire(takeover=takeover)
+    # Under the lock, the run's journal is copied into the cluster: any operator there sees it and can take it over.
+    journal.copied_to(JournalCopy(target.cluster, journal.run_id, target.cluster.cluster_identity()))
     if accept_unavailable:  # under the lock: the journal has one writer
         journal.accept_unavailable(accept_unavailable)
         emit(Event("run", "accepted for the rest of the run: indices matching "
@@ -334,11 +339,24 @@ def inventory_changes_since(target: Target, run_id: str | None = None) -> list[s
 
 def resume(target: Target, emit: EventSink, run_id: str | None = None, accept_changes: bool = False,
            abort: AbortFlag | None = None, accept_unavailable: tuple[str, ...] = (), stop_after: int = 0,
-           deferring: bool = False) -> Journal:
+           deferring: bool = False, take_over: bool = False) -> Journal:
     """Finish an interrupted or failed run with its recorded procedure, options and plan (plus any index
     patterns now accepted as unavailable, recorded in it). ``deferring``: it may defer again (a
-    scheduler's task); a deferred run's wait, handed back by its trigger, is waited here."""
+    scheduler's task); a deferred run's wait, handed back by its trigger, is waited here. ``take_over``: the
+    run is the one the cluster holds a copy of, started on another machine (runs/take_over.py)."""
+    if take_over:
+        run_id, said = take_over_run(target, run_id)
+        emit(Event("run", said, data={"run_id": run_id, "take_over": True}))
     journal = journals.latest(target.name, run_id)
+    if journal is not None and not take_over and newer_in_the_cluster(target, journal) is not None:
+        # The run went on from another machine after this one lost it: never resumed from a journal behind it.
+        if finished_in_the_cluster(target, journal):
+            raise JournalError(f"run {journal.run_id} was finished from another machine (the cluster's copy of its "
+                               "journal says so); nothing to resume")
+        run_id, said = take_over_run(target, journal.run_id)
+        emit(Event("run", f"this machine's journal of run {run_id} is behind the cluster's copy: {said}",
+                   data={"run_id": run_id, "take_over": True}))
+        journal = journals.latest(target.name, run_id)
     if journal is None:
         raise JournalError(f"no run to resume for cluster {target.name}")
     if journal.state.finished:
@@ -394,6 +412,7 @@ def abandon_run(journal: Journal, cluster: ClusterAdapter[Any], name: str, emit:
         raise JournalError(f"run {journal.run_id} is {journal.state.value}: nothing to abandon")
     lock = RunLock(cluster, name, journal.run_id)
     lock.acquire(takeover=True)  # RunLocked while the run lives (or another run holds the lock)
+    journal.copied_to(JournalCopy(cluster, journal.run_id, cluster.cluster_identity()))  # seen abandoned everywhere
     try:
         put_back(journal, cluster, emit)
         down = [n for n, r in journal.nodes.items()

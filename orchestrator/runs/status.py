@@ -10,6 +10,7 @@ from orchestrator.errors import JournalError
 from orchestrator.restart import journal as journals
 from orchestrator.restart.journal import Journal, RunState
 from orchestrator.restart.lock import pause_request, read_holder
+from orchestrator.runs.take_over import copied_run
 from orchestrator.runs.target import Target
 
 
@@ -22,6 +23,21 @@ def status(target: Target) -> dict[str, Any]:
     except JournalError as exc:
         last_error = str(exc)
     holder = read_holder(target.cluster)
+    copy, copy_error = None, None
+    try:
+        copy = copied_run(target)
+    except JournalError as exc:
+        copy_error = str(exc)
+    where = str(last.path) if last is not None else ""
+    if copy is not None and (last is None or copy.run_id > last.run_id
+                             or (copy.run_id == last.run_id and copy.seq > last.changes_saved)):
+        # A run of another machine (or this machine's, further on there): the cluster's copy is the newest word.
+        try:
+            last = Journal.from_raw(copy.raw, f"the cluster's copy of run {copy.run_id}")
+            saved = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(copy.saved)) if copy.saved else "?"
+            where = f"the cluster's copy, saved by {copy.host} at {saved} (change {copy.seq})"
+        except JournalError as exc:
+            copy_error = str(exc)
     out: dict[str, Any] = {
         "cluster": target.name,
         "product": target.product.name,
@@ -33,6 +49,8 @@ def status(target: Target) -> dict[str, Any]:
     }
     if last_error:
         out["journal_error"] = last_error
+    if copy_error:
+        out["copy_error"] = copy_error
     if last is not None:
         state, message = last.state.value, last.message
         killed = holder is not None and holder.run_id == last.run_id and holder.gone_here()
@@ -41,8 +59,14 @@ def status(target: Target) -> dict[str, Any]:
             state = "interrupted"
             message = (f"its process (pid {holder.pid}) is gone from this machine; "
                        f"`orchestrate resume --cluster {target.name}` continues it")
+        elif last.path is None and not last.state.finished and (holder is None or (
+                holder.run_id == last.run_id and holder.may_be_taken_over())):
+            # Seen from another machine: a run not alive there is this machine's to continue, if its operator will.
+            state = "interrupted" if last.state is RunState.RUNNING else state
+            message = (f"{message + '; ' if message else ''}not alive on {copy.host if copy else '?'}: "
+                       f"`orchestrate resume --cluster {target.name} --take-over` continues it here")
         out["run"] = {"run_id": last.run_id, "state": state, "message": message, "paused": last.paused,
-                      "journal": str(last.path), "created": last.created, "finished": last.finished,
+                      "journal": where, "created": last.created, "finished": last.finished,
                       "batches": [{"number": b.number, "label": b.label, "state": b.state, "steps_done": b.steps_done}
                                   for b in last.batches],
                       "nodes": {n: {"phase": r.phase, "restarted": r.restarted} for n, r in last.nodes.items()},

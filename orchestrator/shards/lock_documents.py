@@ -6,11 +6,26 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.shards.answers import Document, parsed
-from orchestrator.shards.requests import ShardRequests
+from orchestrator.shards.requests import ShardRequests, no_handler
 from orchestrator.shards.rest import HttpError, part
 
 
 class LockDocuments(ShardRequests):
+
+    def cluster_identity(self) -> str | None:
+        """The cluster's UUID, which the copy of a run's journal names: from `GET /`, or where that is not served
+        (a node without the rest-root module), from the cluster state's metadata, filtered down to it."""
+        what = "read the cluster's UUID"
+        try:
+            answer = self._do(what, "GET", "/")
+        except HttpError as exc:
+            if not no_handler(exc):
+                raise
+            answer = (self._do(what, "GET", "/_cluster/state/metadata", {"filter_path": "metadata.cluster_uuid"})
+                      or {}).get("metadata") or {}
+        uuid = answer.get("cluster_uuid") if isinstance(answer, dict) else None
+        # "_na_": a node that has not joined a cluster yet.
+        return uuid[:100] if isinstance(uuid, str) and uuid and uuid != "_na_" else None
 
     def create_lock(self, index: str, doc_id: str, body: dict[str, Any]) -> bool:
         """Create the lock document; False when it already exists (someone else holds it)."""

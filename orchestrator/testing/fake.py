@@ -98,6 +98,7 @@ class FakeCluster:
     away_at_stops: list[tuple[str, ...]] = field(default_factory=list)
     start_takes_s: float = 0.0  # real time a start command takes (a window's nodes then overlap, as real ones do)
     writes: list[dict[str, Any]] = field(default_factory=list)  # each settings request: {key: value}
+    uuid: str = "fake-cluster-uuid-0"
     # Searches: each read of the counters, every node up has run 10 more queries of this many ms each, times
     # one more for each node away (the nodes left serve them all); a node's counters start again at its start.
     search_ms: float | None = None  # None: no search figures, as a product without them
@@ -210,6 +211,9 @@ class FakeCluster:
         up = sum(1 for n in self.nodes.values() if n.up)
         return {"status": "ok" if up == len(self.nodes) else "degraded", "number_of_nodes": up,
                 "text": f"{up} of {len(self.nodes)} nodes up"}
+
+    def cluster_identity(self) -> str:
+        return self.uuid
 
     def create_lock(self, index: str, doc_id: str, body: dict[str, Any]) -> bool:
         with self._lock:

@@ -215,7 +215,8 @@ def test_the_lock_as_status_json_says_each_field_by_name(state: str | None, said
     doc = holder(STALE_S + 5, **({"state": state} if state else {}))
     shown = LockHolder.from_document(doc).as_json()
     assert shown == {"run_id": "r1", "host": "elsewhere", "pid": 1, "started": doc["started"],
-                     "renewed": doc["renewed"], "state": said, "stale": state != "failed", "gone": False}
+                     "renewed": doc["renewed"], "state": said, "stale": state != "failed", "gone": False,
+                     "stale_after_s": STALE_S}
 
 
 def test_a_run_whose_lock_was_taken_over_releases_nothing_of_the_new_holders() -> None:

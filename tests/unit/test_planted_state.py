@@ -59,8 +59,9 @@ def test_a_run_directory_of_another_user_never_feeds_resume(fleet: Path) -> None
     with pytest.raises(JournalError, match=f"{runs} belongs to uid {NOBODY}, not to this user"):
         api.resume(config=config)
     assert not marker.exists(), "the planted journal's hook never ran"
-    said = api.status(config=config)  # status still says the cluster's health, and why no run is shown
-    assert said["run"] is None and "belongs to uid" in said["journal_error"]
+    said = api.status(config=config)  # status still says the cluster's health, and why the journal is not read
+    assert "belongs to uid" in said["journal_error"]
+    assert said["run"]["journal"].startswith("the cluster's copy"), "the run as the cluster's copy holds it"
     os.chown(runs, os.geteuid(), os.getegid())
     api.resume(config=config)  # the same journal, in the user's own directory again, resumes
     assert marker.exists()

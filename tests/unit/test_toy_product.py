@@ -66,7 +66,9 @@ def test_a_fourth_product_is_a_package_of_its_own_found_through_the_registry(toy
     # Its run step raised the limit in its cluster; the engine put it back exactly (unset) at the end.
     assert any("toy.limit" in line.get("message", "") for line in json_lines(run.stdout)), run.stdout[-3000:]
     assert json.loads((state / "settings.json").read_text()) == {}
-    assert not list(state.glob("lock-*")), "the run's lock is released"
+    assert not (state / "lock-orchestrator-locks-run.json").exists(), "the run's lock is released"
+    # Its journal stays copied beside it, for `status` from any machine.
+    assert (state / "lock-orchestrator-locks-journal.json").exists()
     # Its own section is checked when the inventory is opened: nothing runs with a wrong one.
     broken = json.loads(config.read_text())
     broken["toy"] = {"state_dir": str(state), "colour": "blue"}

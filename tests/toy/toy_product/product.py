@@ -90,6 +90,9 @@ class ToyCluster:
     def search_counters(self) -> None:
         return None  # the toy serves no searches
 
+    def cluster_identity(self) -> None:
+        return None  # the toy's processes are one cluster, on one machine
+
     def health_summary(self) -> dict[str, Any]:
         up = sum(1 for n in self.names if self.pid(n) is not None)
         return {"status": "green" if up == len(self.names) else "degraded", "number_of_nodes": up,

@@ -1,0 +1,224 @@
+"""A run any operator can pick up (issue 60): the journal copied into the cluster beside the lock, seen by
+`status` from another machine and finished there by `resume --take-over`, over the fake cluster engine. Two
+machines are two state directories; "another machine's" lock is one whose host is not this one's. The real
+nodes' test is tests/integration/test_take_over.py."""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from orchestrator import api
+from orchestrator.errors import JournalError, OrchestratorError, PreflightFailed, RunLocked, StoppedAfter
+from orchestrator.restart.journal_copy import BASE_DOC, LOG_DOC, JournalCopy, digest, read_copy
+from orchestrator.restart.lock import LOCK_INDEX, RUN_DOC
+from orchestrator.testing.fake import FLEET, LIMIT, Crash, FakeCluster
+from tests.unit.test_airflow_fleet import NODES, add_cluster
+
+NAME = "prod"
+
+
+@pytest.fixture
+def machines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """Machine A's and machine B's state directories, one inventory directory (each operator has the
+    inventory), and the fake cluster both reach. ``on(m)`` makes machine ``m`` the one that runs."""
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    monkeypatch.setenv("ORCHESTRATOR_CONFIGS", str(configs))
+    cluster = add_cluster(configs, NAME)
+
+    def on(machine: str) -> Path:
+        state = tmp_path / f"state-{machine}"
+        monkeypatch.setenv("ORCHESTRATOR_STATE", str(state))
+        return state
+
+    yield {"configs": configs, "cluster": cluster, "on": on}
+    FLEET.clear()
+
+
+def starts(cluster: FakeCluster) -> dict[str, int]:
+    return {n: node.starts for n, node in cluster.nodes.items()}
+
+
+def as_another_machines(cluster: FakeCluster, quiet_s: float) -> None:
+    """The run lock, as the run of another machine leaves it: its host is not this one, last renewed
+    ``quiet_s`` ago."""
+    lock = cluster.locks[(LOCK_INDEX, RUN_DOC)]
+    lock.update(host="machine-a.example", pid=4242, started=time.time() - quiet_s, renewed=time.time() - quiet_s)
+    lock.pop("state", None)
+
+
+def killed_mid_run(cluster: FakeCluster) -> None:
+    """Machine A's run killed as by SIGKILL halfway (after its run setting was raised and a node restarted):
+    what it left in the cluster (lock, copy) is what was there at that moment."""
+    frozen: dict[tuple[str, str], dict[str, Any]] = {}
+    cluster.crash_at = 20  # of the 34 points a whole run of 3 nodes passes
+    cluster.on_crash = lambda: frozen.update(copy.deepcopy(cluster.locks))
+    with pytest.raises((Crash, OrchestratorError)):  # the engine's last resort says it as an internal error
+        api.restart(NAME)
+    assert frozen, "the run was killed"
+    cluster.on_crash, cluster.killed = None, False
+    cluster.locks.clear()
+    cluster.locks.update(frozen)
+
+
+def test_a_run_stopped_on_one_machine_is_seen_and_finished_on_another_each_node_once(
+        machines: dict[str, Any]) -> None:
+    cluster = machines["cluster"]
+    machines["on"]("a")
+    with pytest.raises(StoppedAfter):
+        api.restart(NAME, stop_after=1)
+    run_id = api.status(NAME)["run"]["run_id"]
+    assert sum(starts(cluster).values()) == 1
+    machines["on"]("b")  # another operator, another machine: no journal of the run here
+    seen = api.status(NAME)
+    assert seen["run"]["run_id"] == run_id and seen["run"]["state"] == "stopped", seen["run"]
+    assert seen["run"]["journal"].startswith("the cluster's copy, saved by "), seen["run"]["journal"]
+    assert "--take-over" in seen["run"]["message"]
+    with pytest.raises(JournalError, match="no run to resume"):
+        api.resume(NAME)  # a plain resume knows only this machine's journals
+    said: list[str] = []
+    with pytest.raises(StoppedAfter):  # machine B goes one batch further, and stops in its turn
+        api.resume(NAME, take_over=True, stop_after=1, on_event=lambda e: said.append(e.message))
+    assert any(m.startswith(f"taking over run {run_id} from ") for m in said), said[:5]
+    assert sum(starts(cluster).values()) == 2
+    machines["on"]("a")  # machine A's journal is behind the run now: never resumed from it
+    said.clear()
+    done = api.resume(NAME, on_event=lambda e: said.append(e.message))
+    assert any(m.startswith(f"this machine's journal of run {run_id} is behind the cluster's copy") for m in said)
+    assert done.result == "succeeded" and done.run_id == run_id
+    assert starts(cluster) == dict.fromkeys(NODES, 1), "each node restarted once, across the two machines"
+    assert cluster.settings[("cluster", LIMIT)] == "normal", "the run's setting put back by the machine that ended it"
+    assert (LOCK_INDEX, RUN_DOC) not in cluster.locks
+    after = read_copy(cluster, cluster.uuid)
+    assert after is not None and after.raw["state"] == "succeeded", "the copy follows the run to its end"
+    machines["on"]("b")  # B's journal of the run, left stopped, is behind the run's end: a new run is not refused
+    assert api.status(NAME)["run"]["state"] == "succeeded"
+    with pytest.raises(JournalError, match="was finished from another machine"):
+        api.resume(NAME)
+    assert api.restart(NAME).result == "succeeded"
+    assert starts(cluster) == dict.fromkeys(NODES, 2)
+
+
+def test_a_killed_run_is_taken_over_only_once_its_lock_is_stale_and_its_undo_records_are_carried(
+        machines: dict[str, Any]) -> None:
+    cluster = machines["cluster"]
+    machines["on"]("a")
+    killed_mid_run(cluster)
+    assert cluster.settings[("cluster", LIMIT)] == "raised", "killed with the run's setting in force"
+    assert 0 < sum(starts(cluster).values()) < len(NODES), starts(cluster)
+    machines["on"]("b")
+    as_another_machines(cluster, quiet_s=5)  # alive, for all machine B can tell
+    before = copy.deepcopy(cluster.locks)
+    with pytest.raises(RunLocked, match=r"is alive: .* once its lock is stale"):
+        api.resume(NAME, take_over=True)
+    assert cluster.locks == before, "a refused take-over changes nothing in the cluster"
+    assert api.status(NAME)["run"]["state"] == "running"
+    as_another_machines(cluster, quiet_s=400)  # silent past its stale time (300 s): its machine is gone
+    assert api.status(NAME)["run"]["state"] == "interrupted"
+    done = api.resume(NAME, take_over=True)
+    assert done.result == "succeeded", done
+    assert starts(cluster) == dict.fromkeys(NODES, 1), "no node restarted twice: the copy said which were"
+    assert cluster.settings[("cluster", LIMIT)] == "normal", "the undo record written on machine A, restored on B"
+
+
+def test_a_lock_says_its_own_stale_time_and_every_machine_judges_it_by_that(machines: dict[str, Any]) -> None:
+    """`timeouts.lock_stale_s` of the inventory that started the run, written into its lock: a 30 s lock
+    silent for 40 s is taken over; a damaged stale time is not believed (the default 300 s then holds)."""
+    cluster = machines["cluster"]
+    inventory = machines["configs"] / f"{NAME}.yaml"
+    raw = yaml.safe_load(inventory.read_text())
+    raw["timeouts"]["lock_stale_s"] = 30
+    inventory.write_text(yaml.safe_dump(raw))
+    machines["on"]("a")
+    killed_mid_run(cluster)
+    assert cluster.locks[(LOCK_INDEX, RUN_DOC)]["stale_after_s"] == 30
+    machines["on"]("b")
+    as_another_machines(cluster, quiet_s=40)
+    cluster.locks[(LOCK_INDEX, RUN_DOC)]["stale_after_s"] = 1e12  # forged: a lock that never goes stale
+    with pytest.raises(RunLocked):
+        api.resume(NAME, take_over=True)
+    cluster.locks[(LOCK_INDEX, RUN_DOC)]["stale_after_s"] = 30
+    assert api.resume(NAME, take_over=True).result == "succeeded"
+    assert starts(cluster) == dict.fromkeys(NODES, 1)
+
+
+@pytest.mark.parametrize("planted", ["another cluster", "damaged", "another run", "other procedure"])
+def test_a_planted_or_foreign_copy_is_refused_and_nothing_changes(machines: dict[str, Any], planted: str) -> None:
+    cluster = machines["cluster"]
+    machines["on"]("a")
+    with pytest.raises(StoppedAfter):
+        api.restart(NAME, stop_after=1)
+    machines["on"]("b")
+    docs = cluster.locks
+    if planted == "another cluster":
+        cluster.uuid = "another-clusters-uuid"  # as if the documents were moved here from elsewhere
+        wanted = "written in another cluster"
+    elif planted == "damaged":
+        docs[(LOCK_INDEX, BASE_DOC)]["base"] = docs[(LOCK_INDEX, BASE_DOC)]["base"].replace('"n1"', '"n9"', 1)
+        wanted = "damaged"
+    elif planted == "another run":
+        docs[(LOCK_INDEX, RUN_DOC)] = {"run_id": "20261126T000000-abcdef", "host": "machine-c", "pid": 1,
+                                       "started": time.time() - 999, "renewed": time.time() - 999}
+        wanted = "not of the run that holds the cluster's lock"
+    else:
+        inventory = machines["configs"] / f"{NAME}.yaml"
+        raw = yaml.safe_load(inventory.read_text())
+        playbook = machines["configs"] / "mine.yaml"
+        playbook.write_text(yaml.safe_dump({"name": "mine", "product": "fake", "batch": [
+            "stop_service", {"command": {"name": "wipe", "run": "echo planted"}}, "start_service", "wait_for_join"]}))
+        raw["playbook"] = str(playbook)
+        inventory.write_text(yaml.safe_dump(raw))
+        wanted = "records a procedure"
+    settings, locks = dict(cluster.settings), copy.deepcopy(docs)
+    with pytest.raises((JournalError, PreflightFailed), match=wanted):
+        api.resume(NAME, take_over=True, accept_changes=True)
+    assert cluster.settings == settings and cluster.locks == locks, "nothing changed in the cluster"
+    assert sum(starts(cluster).values()) == 1, "no node touched"
+    assert not list((machines["on"]("b") / "runs").glob(f"{NAME}/*.json")), "nothing written on machine B"
+
+
+class Flaky:
+    """A cluster whose lock index refuses writes while ``down``."""
+
+    def __init__(self) -> None:
+        self.cluster = FakeCluster.of(["a"])
+        self.down = False
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.cluster, name)
+        if name in ("create_lock", "renew_lock", "delete_lock"):
+            def refused(*args: Any) -> Any:
+                if self.down:
+                    raise ConnectionError("unreachable")
+                return method(*args)
+            return refused
+        return method
+
+
+def test_a_copy_that_cannot_be_written_never_stops_the_run_and_is_whole_again_at_the_next_save_that_works(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import orchestrator.restart.journal_copy as journal_copy
+
+    monkeypatch.setattr(journal_copy, "RETRY_AFTER_S", 0.0)
+    flaky = Flaky()
+    kept = JournalCopy(flaky, "20261126T000000-abcdef", "u")  # type: ignore[arg-type]
+    base = '{"format": 3, "run_id": "20261126T000000-abcdef", "seq": 1, "nodes": {}, "batches": [], "undo": []}'
+    kept.saved(1, None, lambda: base)
+    flaky.down = True
+    kept.saved(2, '{"seq": 2, "run": {"message": "lost"}}', lambda: base)  # no exception: the run goes on
+    assert kept.behind and kept.failures == 1 and "unreachable" in kept.last_error
+    flaky.down = False
+    whole = base.replace('"seq": 1', '"seq": 3').replace('"undo": []', '"undo": [], "message": "whole"')
+    kept.saved(3, '{"seq": 3, "run": {}}', lambda: whole)
+    assert not kept.behind
+    read = read_copy(flaky, "u")  # type: ignore[arg-type]
+    assert read is not None and read.seq == 3 and read.raw["message"] == "whole", "the base written whole again"
+    log = flaky.cluster.locks[(LOCK_INDEX, LOG_DOC)]
+    assert log["lines"] == [] and log["digest"] == digest([])
