@@ -1,11 +1,15 @@
 """The run's journal copied into the cluster, beside its lock: any operator of the cluster sees the run
 (`status`) and picks it up (`resume --take-over`) from another machine, when the one that ran it is gone.
 
-Two documents of the lock's own index (same privileges as the lock, hidden, one shard copied to every
-node): ``journal``, the whole journal as its base file holds it, and ``journal-log``, the lines of its log
-of changes since (journal_file.py). A save writes the log document, a line longer, before the change it
-records is made, as the local journal is written ahead; every LINES_BEFORE_BASE lines, at the first save
-and after a write that failed, the base is written again and the log emptied.
+Documents of the lock's own index (same privileges as the lock, hidden, one shard copied to every node):
+``journal``, the whole journal as its base file holds it, and ``journal-log-K``, each a line of its log of
+changes since (journal_file.py), line ``seq`` in slot ``seq % ring``. A save writes its line's document, a
+line long whatever the journal's size, before the change it records is made, as the local journal is
+written ahead. The base is written again at the first save, after a write that failed, and once ``ring``
+lines were written since it: ``ring`` grows with the base (one base byte in RING_BYTES_PER_LINE a save),
+so that a large cluster's journal is not copied to every node at a rate that grows with it. The slots are
+written over round after round; a reader takes the lines that follow the base's change number, in order,
+and stops at the first slot that holds no such line.
 
 A write that fails (the cluster unreachable) does not stop the run: the copy is behind until the next save
 that works, which writes the base whole. The run's changes of the cluster fail then too; what the copy
@@ -25,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,16 +40,21 @@ from orchestrator.restart.journal_file import with_lines
 from orchestrator.restart.lock import LOCK_INDEX
 
 BASE_DOC = "journal"
-LOG_DOC = "journal-log"
-LINES_BEFORE_BASE = 100  # lines in the log document before the base is written again (each save rewrites it)
+LINE_DOC = "journal-log-{slot}"
+MIN_RING = 100  # lines between two writes of the base, at least
+MAX_RING = 2000  # and at most: what a take-over reads, one document each
+RING_BYTES_PER_LINE = 2000  # a base of 2 MB (a 3,000-node cluster's) is written again every 1,000 lines
 # After a write that failed, the saves of this long are not tried (they would each wait for the cluster's
 # timeout while it is unreachable); the first one after it writes the copy whole again.
 RETRY_AFTER_S = 15.0
-READ_TRIES = 3  # a copy read while its run writes it may see a new base with an old log: read again
 
 
-def digest(texts: Sequence[str]) -> str:
-    return hashlib.sha256("\n".join(texts).encode()).hexdigest()
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def ring_for(base: str) -> int:
+    return max(MIN_RING, min(MAX_RING, len(base) // RING_BYTES_PER_LINE))
 
 
 class JournalCopy:
@@ -56,7 +65,7 @@ class JournalCopy:
         self.run_id = run_id
         self.identity = identity
         self.base_seq: int | None = None  # None: the next save writes the base
-        self.lines: list[str] = []
+        self.ring = MIN_RING
         self.failures = 0  # writes that failed, in all
         self.behind = False  # the last write failed: the copy misses changes until the next that works
         self.last_error = ""
@@ -68,17 +77,17 @@ class JournalCopy:
         if self.behind and time.monotonic() < self._retry_at:
             return
         try:
-            if line is None or self.base_seq is None or len(self.lines) >= LINES_BEFORE_BASE:
+            if line is None or self.base_seq is None or seq - self.base_seq > self.ring:
                 text = base()
-                self._put(BASE_DOC, {"seq": seq, "base": text, "digest": digest([text])})
-                self.base_seq, self.lines = seq, []
+                ring = ring_for(text)
+                self._put(BASE_DOC, {"seq": seq, "ring": ring, "base": text, "digest": digest(text)})
+                self.base_seq, self.ring = seq, ring
             else:
-                self.lines = [*self.lines, line]
-            self._put(LOG_DOC, {"base_seq": self.base_seq, "lines": self.lines, "digest": digest(self.lines)})
+                self._put(LINE_DOC.format(slot=seq % self.ring), {"seq": seq, "line": line, "digest": digest(line)})
             self.behind = False
         except Exception as exc:  # never the run's end: said by `status`, and the next save writes it whole
             self.failures += 1
-            self.behind, self.base_seq, self.lines = True, None, []
+            self.behind, self.base_seq = True, None
             self.last_error = f"{type(exc).__name__}: {str(exc)[:200]}"
             self._retry_at = time.monotonic() + RETRY_AFTER_S
 
@@ -108,61 +117,44 @@ class CopiedRun:
 
 def read_copy(adapter: ClusterAdapter[Any], identity: str | None) -> CopiedRun | None:
     """The run whose journal the cluster holds a copy of (None: no copy); JournalError for a copy that is
-    damaged, of another cluster, or inconsistent."""
-    for attempt in range(READ_TRIES):
-        try:
-            return _read_once(adapter, identity)
-        except _Torn:
-            if attempt == READ_TRIES - 1:
-                raise JournalError("the cluster's copy of the run changed at each of 3 reads: its run is "
-                                   "writing it. Read it again.") from None
-            time.sleep(0.2)
-    return None
-
-
-class _Torn(Exception):
-    """A base and a log read from two different saves."""
-
-
-def _read_once(adapter: ClusterAdapter[Any], identity: str | None) -> CopiedRun | None:
+    damaged or of another cluster. Read while its run writes it, the copy is as of a save a moment ago."""
     base_doc = adapter.read_lock(LOCK_INDEX, BASE_DOC)
     if base_doc is None:
         return None
-    log_doc = adapter.read_lock(LOCK_INDEX, LOG_DOC) or {}
     run_id = _text(base_doc.get("run_id"))
     what = f"the cluster's copy of run {run_id}"
     if identity is not None and base_doc.get("identity") != identity:
         raise JournalError(f"{what} was written in another cluster (UUID {_text(base_doc.get('identity'))}, this "
                            f"one is {identity}): moved or planted; it is not read")
-    base = base_doc.get("base")
-    if not isinstance(base, str) or base_doc.get("digest") != digest([base]):
+    base, ring = base_doc.get("base"), base_doc.get("ring")
+    if not isinstance(base, str) or base_doc.get("digest") != digest(base) \
+            or not isinstance(ring, int) or isinstance(ring, bool) or not MIN_RING <= ring <= MAX_RING:
         raise JournalError(f"{what} is damaged (its text does not match its digest): not written by this tool, "
                            "or changed since")
+    raw = _parsed(base, what)
+    if not isinstance(raw, dict) or raw.get("run_id") != run_id or not isinstance(raw.get("seq"), int):
+        raise JournalError(f"{what} is damaged (it holds another run, or no change number)")
+    host, saved = base_doc.get("host"), base_doc.get("saved")
+    lines: list[Any] = []
+    for seq in range(raw["seq"] + 1, raw["seq"] + ring + 1):
+        doc = adapter.read_lock(LOCK_INDEX, LINE_DOC.format(slot=seq % ring))
+        if doc is None or doc.get("run_id") != run_id or doc.get("seq") != seq:
+            break  # the lines after the base end here (a slot of an earlier round, or of no save yet)
+        line = doc.get("line")
+        if not isinstance(line, str) or doc.get("digest") != digest(line):
+            raise JournalError(f"{what}: change {seq} of its log is damaged (its text does not match its digest)")
+        lines.append(_parsed(line, what))
+        host, saved = doc.get("host"), doc.get("saved")
+    raw = with_lines(raw, lines, what)
+    return CopiedRun(run_id=run_id, raw=raw, seq=raw["seq"], host=_text(host),
+                     saved=float(saved) if isinstance(saved, int | float) and not isinstance(saved, bool) else None)
+
+
+def _parsed(text: str, what: str) -> Any:
     try:
-        raw = strict_json(base.encode())
+        return strict_json(text.encode())
     except (ValueError, RecursionError):
         raise JournalError(f"{what} is damaged (not JSON written by this tool)") from None
-    if not isinstance(raw, dict) or raw.get("run_id") != run_id:
-        raise JournalError(f"{what} holds another run ({_text(raw.get('run_id') if isinstance(raw, dict) else None)})")
-    lines: list[Any] = []
-    if log_doc.get("run_id") == run_id:
-        texts = log_doc.get("lines")
-        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts) \
-                or log_doc.get("digest") != digest(texts):
-            raise JournalError(f"{what}: its log of changes is damaged (its text does not match its digest)")
-        try:
-            lines = [strict_json(t.encode()) for t in texts]
-        except (ValueError, RecursionError):
-            raise JournalError(f"{what}: its log of changes is damaged (not JSON written by this tool)") from None
-        base_seq = log_doc.get("base_seq")
-        if isinstance(base_seq, int) and isinstance(raw.get("seq"), int) and base_seq > raw["seq"]:
-            raise _Torn()  # a log of a newer base than the one read
-    raw = with_lines(raw, lines, what)
-    seq = raw.get("seq")
-    saved = log_doc.get("saved") if log_doc.get("run_id") == run_id else base_doc.get("saved")
-    return CopiedRun(run_id=run_id, raw=raw, seq=seq if isinstance(seq, int) and not isinstance(seq, bool) else 0,
-                     host=_text(base_doc.get("host")),
-                     saved=float(saved) if isinstance(saved, int | float) and not isinstance(saved, bool) else None)
 
 
 def _text(value: Any) -> str:

@@ -16,7 +16,7 @@ import yaml
 
 from orchestrator import api
 from orchestrator.errors import JournalError, OrchestratorError, PreflightFailed, RunLocked, StoppedAfter
-from orchestrator.restart.journal_copy import BASE_DOC, LOG_DOC, JournalCopy, digest, read_copy
+from orchestrator.restart.journal_copy import BASE_DOC, MIN_RING, JournalCopy, read_copy
 from orchestrator.restart.lock import LOCK_INDEX, RUN_DOC
 from orchestrator.testing.fake import FLEET, LIMIT, Crash, FakeCluster
 from tests.unit.test_airflow_fleet import NODES, add_cluster
@@ -209,16 +209,39 @@ def test_a_copy_that_cannot_be_written_never_stops_the_run_and_is_whole_again_at
     monkeypatch.setattr(journal_copy, "RETRY_AFTER_S", 0.0)
     flaky = Flaky()
     kept = JournalCopy(flaky, "20261126T000000-abcdef", "u")  # type: ignore[arg-type]
-    base = '{"format": 3, "run_id": "20261126T000000-abcdef", "seq": 1, "nodes": {}, "batches": [], "undo": []}'
-    kept.saved(1, None, lambda: base)
+
+    def base(seq: int, message: str) -> str:
+        return (f'{{"format": 3, "run_id": "20261126T000000-abcdef", "seq": {seq}, "message": "{message}", '
+                '"nodes": {}, "batches": [], "undo": []}')
+
+    kept.saved(1, None, lambda: base(1, "first"))
+    kept.saved(2, '{"seq": 2, "run": {"message": "second"}}', lambda: base(2, "?"))
     flaky.down = True
-    kept.saved(2, '{"seq": 2, "run": {"message": "lost"}}', lambda: base)  # no exception: the run goes on
+    kept.saved(3, '{"seq": 3, "run": {"message": "lost"}}', lambda: base(3, "?"))  # no exception: the run goes on
     assert kept.behind and kept.failures == 1 and "unreachable" in kept.last_error
+    read = read_copy(flaky, "u")  # type: ignore[arg-type]
+    assert read is not None and read.seq == 2 and read.raw["message"] == "second", "behind: as of the last write"
     flaky.down = False
-    whole = base.replace('"seq": 1', '"seq": 3').replace('"undo": []', '"undo": [], "message": "whole"')
-    kept.saved(3, '{"seq": 3, "run": {}}', lambda: whole)
+    kept.saved(4, '{"seq": 4, "run": {"message": "line"}}', lambda: base(4, "whole"))
     assert not kept.behind
     read = read_copy(flaky, "u")  # type: ignore[arg-type]
-    assert read is not None and read.seq == 3 and read.raw["message"] == "whole", "the base written whole again"
-    log = flaky.cluster.locks[(LOCK_INDEX, LOG_DOC)]
-    assert log["lines"] == [] and log["digest"] == digest([])
+    assert read is not None and read.seq == 4 and read.raw["message"] == "whole", "the base written whole again"
+
+
+def test_the_lines_after_the_base_are_read_in_order_round_after_round_of_their_slots() -> None:
+    """Each save writes one small document (its line, in slot seq % ring), whatever the journal's size; the
+    base again once a ring of lines was written. Read back at any save, the copy is the journal as saved."""
+    cluster = FakeCluster.of(["a"])
+    kept = JournalCopy(cluster, "20261126T000000-abcdef", "u")  # type: ignore[arg-type]
+    text = '{"format": 3, "run_id": "20261126T000000-abcdef", "seq": 1, "nodes": {}, "batches": [], "undo": []}'
+    kept.saved(1, None, lambda: text)
+    def whole(seq: int) -> str:
+        return text.replace('"seq": 1', f'"seq": {seq}').replace('"nodes"', f'"message": "change {seq}", "nodes"')
+
+    for seq in range(2, 3 * MIN_RING + 7):
+        kept.saved(seq, f'{{"seq": {seq}, "run": {{"message": "change {seq}"}}}}', lambda seq=seq: whole(seq))
+        if seq % 37 == 0 or seq > 3 * MIN_RING:
+            read = read_copy(cluster, "u")  # type: ignore[arg-type]
+            assert read is not None and read.seq == seq and read.raw["message"] == f"change {seq}", seq
+    slots = [k for k in cluster.locks if k[1].startswith("journal-log-")]
+    assert len(slots) <= MIN_RING, "the slots are written over, never more than a ring of them"
