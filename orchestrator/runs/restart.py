@@ -348,15 +348,6 @@ def resume(target: Target, emit: EventSink, run_id: str | None = None, accept_ch
         run_id, said = take_over_run(target, run_id)
         emit(Event("run", said, data={"run_id": run_id, "take_over": True}))
     journal = journals.latest(target.name, run_id)
-    if journal is not None and not take_over and newer_in_the_cluster(target, journal) is not None:
-        # The run went on from another machine after this one lost it: never resumed from a journal behind it.
-        if finished_in_the_cluster(target, journal):
-            raise JournalError(f"run {journal.run_id} was finished from another machine (the cluster's copy of its "
-                               "journal says so); nothing to resume")
-        run_id, said = take_over_run(target, journal.run_id)
-        emit(Event("run", f"this machine's journal of run {run_id} is behind the cluster's copy: {said}",
-                   data={"run_id": run_id, "take_over": True}))
-        journal = journals.latest(target.name, run_id)
     if journal is None:
         raise JournalError(f"no run to resume for cluster {target.name}")
     if journal.state.finished:
@@ -366,6 +357,17 @@ def resume(target: Target, emit: EventSink, run_id: str | None = None, accept_ch
     if journal.product != target.product.name:
         raise JournalError(f"run {journal.run_id} is a {journal.product} run; cluster {target.name} is now "
                            f"{target.product.name}. Check the inventory.")
+    if not take_over and newer_in_the_cluster(target, journal) is not None:
+        # The run went on from another machine after this one lost it: never resumed from a journal behind it.
+        if finished_in_the_cluster(target, journal):
+            raise JournalError(f"run {journal.run_id} was finished from another machine (the cluster's copy of its "
+                               "journal says so); nothing to resume")
+        taken, said = take_over_run(target, journal.run_id)
+        emit(Event("run", f"this machine's journal of run {taken} is behind the cluster's copy: {said}",
+                   data={"run_id": taken, "take_over": True}))
+        journal = journals.latest(target.name, taken)
+        if journal is None:
+            raise JournalError(f"no run {taken} for cluster {target.name}")
     changed = inventory_changes(journal.spec.inventory, target.inv.model_dump(mode="json"))
     if changed and not accept_changes:
         raise PreflightFailed([f"the inventory changed since run {journal.run_id} started: " + "; ".join(changed[:10])

@@ -15,7 +15,7 @@ import json
 import time
 from dataclasses import replace
 
-from orchestrator.errors import JournalError, PreflightFailed, RunLocked
+from orchestrator.errors import JournalError, OrchestratorError, PreflightFailed, RunLocked
 from orchestrator.paths import private_dir
 from orchestrator.restart import journal as journals
 from orchestrator.restart import journal_file
@@ -38,8 +38,8 @@ def newer_in_the_cluster(target: Target, journal: Journal) -> CopiedRun | None:
     went on from another machine (taken over), and this machine's journal is behind it."""
     try:
         copy = copied_run(target)
-    except JournalError:
-        return None  # said by `status`; a resume goes on with this machine's journal
+    except OrchestratorError:
+        return None  # a copy refused (said by `status`), or the cluster not answering: this machine's journal
     return copy if copy is not None and copy.run_id == journal.run_id and copy.seq > journal.changes_saved else None
 
 
