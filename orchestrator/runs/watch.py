@@ -18,7 +18,7 @@ from orchestrator.errors import ClusterUnreachable, HostUnreachable, JournalErro
 from orchestrator.restart import journal as journals
 from orchestrator.restart.deferral import Wait
 from orchestrator.restart.journal import Journal
-from orchestrator.restart.lock import RENEW_S, pause_request, renew_deferred
+from orchestrator.restart.lock import pause_request, renew_deferred, renew_every
 from orchestrator.restart.phases import Phase, reached
 from orchestrator.runs.target import Target
 
@@ -56,7 +56,8 @@ class Watcher:
         wait = journal.deferred_wait
         if wait is None:
             return Look("not_deferred", f"run {self.run_id} is {journal.state.value}, no longer deferred")
-        if time.time() - self.renewed >= RENEW_S:
+        # As often as the run itself renewed its lock: a tenth of the stale time its inventory sets, 30 s at most.
+        if time.time() - self.renewed >= renew_every(self.target.inv.timeouts.lock_stale_s):
             if not renew_deferred(self.target.cluster, self.run_id):
                 return Look("not_deferred", f"the lock of {self.target.name} is no longer run {self.run_id}'s "
                                             "deferred lock (taken back or removed)")

@@ -104,3 +104,27 @@ def test_a_deferred_run_blocks_new_runs_and_an_operator_s_resume_takes_it_back(f
     look = watcher.look()
     assert look.verdict == "not_deferred" and "succeeded" in look.text
     assert {n.name: n.starts for n in cluster.nodes.values()} == dict.fromkeys(NODES, 1)
+
+
+def test_a_trigger_renews_a_deferred_lock_as_often_as_the_run_would_by_the_stale_time_its_inventory_sets(
+        fleet: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With `timeouts.lock_stale_s: 30` the run renews every 3 s, and so does its trigger: a deferred run's lock
+    never looks stale (30 s renewals would leave it stale between two)."""
+    cluster, config = fake_cluster(fleet, "eu-2", join_polls=1000, join_s=3600)
+    raw = yaml.safe_load(config.read_text())
+    raw["timeouts"]["lock_stale_s"] = 30
+    config.write_text(yaml.safe_dump(raw))
+    result = api.restart(config=config, defer=True)
+    assert result.result == "deferred"
+    watcher = api.watcher(config=config, run_id=result.run_id)
+    now = [time.time()]
+    monkeypatch.setattr(time, "time", lambda: now[0])
+    renewals = []
+    for _ in range(20):  # a minute of looks, 3 s apart
+        before = (cluster.read_lock(LOCK_INDEX, RUN_DOC) or {}).get("renewed")
+        assert watcher.look().verdict == "not_yet"
+        renewals.append((cluster.read_lock(LOCK_INDEX, RUN_DOC) or {}).get("renewed") != before)
+        holder = read_holder(cluster)
+        assert holder is not None and not holder.is_stale(now[0]), "never stale while its trigger watches"
+        now[0] += 3.0
+    assert all(renewals[1:]), renewals
