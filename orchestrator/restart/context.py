@@ -24,10 +24,14 @@ class AbortFlag:
 
     requested: bool = False
     reason: str = ""
+    # The run is another process's now (its lock taken over from another machine): stop changing anything,
+    # settings left as they are for the process that goes on with the run.
+    hands_off: bool = False
 
-    def request(self, reason: str) -> None:
+    def request(self, reason: str, hands_off: bool = False) -> None:
         self.requested = True
         self.reason = reason
+        self.hands_off = self.hands_off or hands_off
 
 
 class Tuned(Protocol):

@@ -159,7 +159,13 @@ class Engine(Generic[SnapshotT, AdapterT]):
         self.ctx.emit(Event("run", f"run {state.value}: {message}", data={"result": state.value}))
 
     def stop_safely(self, exc: Aborted) -> Aborted:
-        """After an abort: every temporary setting put back, so nothing is left half-set."""
+        """After an abort: every temporary setting put back, so nothing is left half-set; or, when another process
+        took the run over, nothing at all (the settings are its now)."""
+        if self.ctx.abort.hands_off:
+            message = (f"{exc}; nothing restored: another process goes on with the run, and its temporary "
+                       "settings are its own now")
+            self.finish(RunState.ABORTED, message)
+            return exc.__class__(message)
         message = self.restore_everything(exc, "`orchestrate resume` continues the remaining batches")
         self.finish(RunState.STOPPED if isinstance(exc, StoppedAfter) else RunState.ABORTED, message)
         return OutsideWindow(message, exc.opens) if isinstance(exc, OutsideWindow) else exc.__class__(message)
@@ -343,7 +349,7 @@ class Engine(Generic[SnapshotT, AdapterT]):
         if not self.ctx.abort.requested:
             return
         node_down = NODE_DOWN_FROM in batch.steps_done and NODE_BACK_AT not in batch.steps_done
-        if node_down:
+        if node_down and not self.ctx.abort.hands_off:  # another process's now: the node is its to bring back
             self.ctx.emit(Event("warning", "stop requested: bringing the batch's nodes back first", batch=batch.number))
             return
         raise Aborted(f"stopped by the operator ({self.ctx.abort.reason}) at a safe point")

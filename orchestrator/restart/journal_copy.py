@@ -60,8 +60,12 @@ def ring_for(base: str) -> int:
 class JournalCopy:
     """Keeps the cluster's copy of one run's journal, saved after each save of the local one (Journal.save)."""
 
-    def __init__(self, adapter: ClusterAdapter[Any], run_id: str, identity: str | None) -> None:
+    def __init__(self, adapter: ClusterAdapter[Any], run_id: str, identity: str | None,
+                 still_held: Callable[[], bool] = lambda: True) -> None:
         self.adapter = adapter
+        # Whether the run's lock is still this process's: once another machine took the run over, its copy is
+        # that machine's to write (RunLock.still_held).
+        self.still_held = still_held
         self.run_id = run_id
         self.identity = identity
         self.base_seq: int | None = None  # None: the next save writes the base
@@ -74,6 +78,9 @@ class JournalCopy:
     def saved(self, seq: int, line: str | None, base: Callable[[], str]) -> None:
         """The local journal saved change ``seq``: its ``line`` of the log, or None when its base was written
         (``base`` gives the whole text)."""
+        if not self.still_held():
+            self.behind = True
+            return
         if self.behind and time.monotonic() < self._retry_at:
             return
         try:

@@ -13,6 +13,7 @@ run takes the lock over when the process that held it is gone (on this machine) 
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import threading
 import time
@@ -200,13 +201,17 @@ class RunLock:
         self.doc_id = RUN_DOC
         self.run_id = run_id
         self.held = False
+        # Which taking of the lock is this process's: a resume of the same run from another machine (a take-over)
+        # writes its own, and this one, if it wakes up, then knows the lock is no longer its own.
+        self.token = secrets.token_hex(8)
+        self.lost = False  # the lock was taken over: this process changes nothing more, and releases nothing
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
         self.renewals_failed = 0
 
     def acquire(self, takeover: bool = False) -> None:
         body = {"run_id": self.run_id, "host": socket.gethostname(), "pid": os.getpid(), "started": time.time(),
-                "stale_after_s": self.stale_s}
+                "stale_after_s": self.stale_s, "holder": self.token}
         if self.adapter.create_lock(LOCK_INDEX, self.doc_id, body):
             self.held = True
             return
@@ -241,6 +246,13 @@ class RunLock:
             failing = 0
             while not self._stop.wait(interval):
                 try:
+                    held = self.adapter.read_lock(LOCK_INDEX, self.doc_id)
+                    if held is not None and held.get("run_id") == self.run_id and held.get("holder") != self.token:
+                        self.lost = True
+                        if trouble is not None:
+                            trouble(f"the run's lock was taken over ({LockHolder.from_document(held).describe()}): "
+                                    "this process stops at its next safe point", True)
+                        return
                     renewed = self.adapter.renew_lock(LOCK_INDEX, self.doc_id, self.run_id, {"renewed": time.time()})
                     why = "" if renewed else "the lock document is no longer this run's"
                 except Exception as exc:  # a renewal must never kill the run: counted and told instead
@@ -261,10 +273,23 @@ class RunLock:
         self._renewer = threading.Thread(target=renew, name="lock-renewal", daemon=True)
         self._renewer.start()
 
+    def still_held(self) -> bool:
+        """Whether the lock is still this process's (not taken over from another machine), as last seen."""
+        return self.held and not self.lost
+
+    def _taken_over(self) -> bool:
+        """The lock is this run's, but another process's taking of it (a take-over): nothing of it is ours."""
+        held = self.adapter.read_lock(LOCK_INDEX, self.doc_id)
+        self.lost = self.lost or (held is not None and held.get("run_id") == self.run_id
+                                  and held.get("holder") != self.token)
+        return self.lost
+
     def mark_failed(self) -> None:
         """Kept by a failed run: said so in the lock, so that nobody takes it for a dead run's."""
         self.stop_renewing()
         try:
+            if self._taken_over():
+                return
             self.adapter.renew_lock(LOCK_INDEX, self.doc_id, self.run_id, {"state": "failed", "renewed": time.time()})
         except Exception:  # the run's own error is the one to report
             self.renewals_failed += 1
@@ -273,6 +298,8 @@ class RunLock:
         """Kept by a deferred run, said so: its trigger renews it (`renew_deferred`) until the run resumes."""
         self.stop_renewing()
         try:
+            if self._taken_over():
+                return
             renew_deferred(self.adapter, self.run_id, marking=True)
         except Exception:  # a failed mark leaves the lock live for STALE_S, while the trigger takes over
             self.renewals_failed += 1
@@ -287,7 +314,7 @@ class RunLock:
         self.stop_renewing()
         if self.held:
             holder = read_holder(self.adapter)
-            if holder is not None and holder.run_id == self.run_id:
+            if holder is not None and holder.run_id == self.run_id and not self._taken_over():
                 self.adapter.delete_lock(LOCK_INDEX, self.doc_id)
             self.held = False
 

@@ -199,12 +199,15 @@ def execute(target: Target, journal: Journal, playbook: Playbook, transport: Tra
                         takeover, abort, accept_unavailable, stop_after, deferral)
 
 
-def lock_trouble(emit: EventSink, abort: AbortFlag) -> Trouble:
+def lock_trouble(emit: EventSink, abort: AbortFlag, lock: RunLock) -> Trouble:
     """A renewal's trouble, said as it happens (the lock's `status` says it too); past RENEWAL_TROUBLE_S, the
-    run stops at its next safe point (every node back, every setting restored), which `resume` continues."""
+    run stops at its next safe point (every node back, every setting restored), which `resume` continues. A lock
+    taken over by another machine's resume of the run: this process stops at once, changing nothing more."""
     def told(said: str, stop: bool) -> None:
         emit(Event("warning", said, data={"lock_renewal": "stopping" if stop else "failing"}))
-        if stop and not abort.requested:
+        if lock.lost:
+            abort.request("its lock was taken over by another machine's resume of the run", hands_off=True)
+        elif stop and not abort.requested:
             abort.request("its lock could not be renewed: stopping before another run could take it as stale")
     return told
 
@@ -216,7 +219,8 @@ def _execute(target: Target, journal: Journal, playbook: Playbook, transport: Tr
     lock = RunLock(target.cluster, inv.cluster.name, journal.run_id, stale_s=inv.timeouts.lock_stale_s)
     lock.acquire(takeover=takeover)
     # Under the lock, the run's journal is copied into the cluster: any operator there sees it and can take it over.
-    journal.copied_to(JournalCopy(target.cluster, journal.run_id, target.cluster.cluster_identity()))
+    journal.copied_to(JournalCopy(target.cluster, journal.run_id, target.cluster.cluster_identity(),
+                                  still_held=lock.still_held))
     if accept_unavailable:  # under the lock: the journal has one writer
         journal.accept_unavailable(accept_unavailable)
         emit(Event("run", "accepted for the rest of the run: indices matching "
@@ -229,7 +233,7 @@ def _execute(target: Target, journal: Journal, playbook: Playbook, transport: Tr
                      journal=journal, emit=emit, tuner=tuner, abort=abort, deferral=deferral)
     failed = True
     try:
-        lock.keep_renewed(trouble=lock_trouble(emit, abort))  # stopped in `finally`, whatever happens
+        lock.keep_renewed(trouble=lock_trouble(emit, abort, lock))  # stopped in `finally`, whatever happens
         with abort_on_signals(abort, emit):
             procedure = resolve(playbook, target.product)
             while True:
@@ -414,7 +418,8 @@ def abandon_run(journal: Journal, cluster: ClusterAdapter[Any], name: str, emit:
         raise JournalError(f"run {journal.run_id} is {journal.state.value}: nothing to abandon")
     lock = RunLock(cluster, name, journal.run_id)
     lock.acquire(takeover=True)  # RunLocked while the run lives (or another run holds the lock)
-    journal.copied_to(JournalCopy(cluster, journal.run_id, cluster.cluster_identity()))  # seen abandoned everywhere
+    # Seen abandoned from every machine.
+    journal.copied_to(JournalCopy(cluster, journal.run_id, cluster.cluster_identity(), still_held=lock.still_held))
     try:
         put_back(journal, cluster, emit)
         down = [n for n, r in journal.nodes.items()

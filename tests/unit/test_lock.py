@@ -296,7 +296,7 @@ def test_failed_renewals_are_told_as_they_happen_and_stop_the_run_before_its_loc
         now[0] += RENEWAL_TROUBLE_S / 3  # each look, as if a third of the allowed time had passed
         return now[0]
 
-    lock.keep_renewed(interval_s=0.01, trouble=lock_trouble(events.append, abort), clock=clock)
+    lock.keep_renewed(interval_s=0.01, trouble=lock_trouble(events.append, abort, lock), clock=clock)
     deadline = time.monotonic() + 5
     while not abort.requested and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -322,3 +322,32 @@ def test_stopping_the_renewer_twice_is_harmless() -> None:
     lock.stop_renewing()  # mark_failed, then the run's own end, say
     lock.release()
     assert cluster.read_lock(LOCK_INDEX, RUN_DOC) is None
+
+
+def test_a_process_whose_run_another_machine_took_over_stops_and_changes_nothing_of_the_new_holders() -> None:
+    """Never two at once, within one run: machine A's process, cut off long enough for machine B to take its run
+    over (`resume --take-over`), wakes up. Its next renewal sees the lock is B's taking of it: it says so and asks
+    its run to stop at once; it renews, marks, releases and copies nothing of B's."""
+    from orchestrator.restart.journal_copy import BASE_DOC, JournalCopy
+
+    cluster = FakeCluster.of(["n1"])
+    run_id = "20261126T000000-abcdef"
+    a = RunLock(cluster, "c", run_id, stale_s=30)  # type: ignore[arg-type]
+    a.acquire()
+    cluster.locks[(LOCK_INDEX, RUN_DOC)].update(host="machine-a", renewed=time.time() - 60)  # silent past 30 s
+    b = RunLock(cluster, "c", run_id, stale_s=30)  # type: ignore[arg-type]
+    b.acquire(takeover=True)  # machine B's resume --take-over
+    taken = dict(cluster.locks[(LOCK_INDEX, RUN_DOC)])
+    told: list[tuple[str, bool]] = []
+    a.keep_renewed(interval_s=0.02, trouble=lambda said, stop: told.append((said, stop)))
+    deadline = time.monotonic() + 5
+    while not told and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert told and told[0][1] and "was taken over" in told[0][0], told
+    assert a.lost and not a.still_held() and b.still_held()
+    copy = JournalCopy(cluster, run_id, "u", still_held=a.still_held)  # type: ignore[arg-type]
+    copy.saved(7, None, lambda: "{}")
+    a.mark_failed()
+    a.release()
+    assert cluster.locks[(LOCK_INDEX, RUN_DOC)] == taken, "B's lock as B took it: not renewed, marked or removed by A"
+    assert (LOCK_INDEX, BASE_DOC) not in cluster.locks and copy.behind, "A copies nothing over B's journal"

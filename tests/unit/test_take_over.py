@@ -245,3 +245,32 @@ def test_the_lines_after_the_base_are_read_in_order_round_after_round_of_their_s
             assert read is not None and read.seq == seq and read.raw["message"] == f"change {seq}", seq
     slots = [k for k in cluster.locks if k[1].startswith("journal-log-")]
     assert len(slots) <= MIN_RING, "the slots are written over, never more than a ring of them"
+
+
+def test_a_process_whose_run_was_taken_over_stops_at_once_leaving_node_and_settings_to_the_new_holder() -> None:
+    """Machine A's run, its lock taken over while its node is down (the lock's renewal says so: `hands_off`),
+    brings nothing back and restores nothing: the node and the settings are machine B's run's now."""
+    from orchestrator.config.model import NodeEntry
+    from orchestrator.errors import Aborted
+    from orchestrator.hosts.transport import CommandResult
+    from tests.unit.test_engine import ORIGINAL, engine, fake, new_journal, state_dir
+
+    with state_dir():
+        inv, cluster = fake(["a", "b"])
+        journal = new_journal(inv, cluster)
+        eng = engine(inv, cluster, journal, [])
+        real_run = eng.ctx.transport.run
+
+        def run_then_taken_over(node: NodeEntry, command: str, timeout_s: float | None = None,
+                                stdin: bytes | None = None) -> CommandResult:
+            result = real_run(node, command, timeout_s, stdin)
+            if "systemctl stop" in command and node.name == "a":
+                eng.ctx.abort.request("its lock was taken over", hands_off=True)  # the node is down now
+            return result
+
+        eng.ctx.transport.run = run_then_taken_over  # type: ignore[method-assign]
+        with pytest.raises(Aborted, match="nothing restored: another process goes on with the run"):
+            eng.run()
+    assert not cluster.nodes["a"].up and cluster.nodes["a"].starts == 0, "left down, for the new holder's resume"
+    assert cluster.settings != ORIGINAL and cluster.settings[("cluster", LIMIT)] == "raised", "nothing restored"
+    assert journal.state.value == "aborted"
