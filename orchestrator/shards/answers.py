@@ -74,7 +74,9 @@ def shaped(what: str) -> Iterator[None]:
 
 
 def not_its_shape(what: str, why: str) -> ClusterError:
-    return ClusterError(f"{what}: the cluster's answer is not what Elasticsearch or OpenSearch send ({why[:400]}); "
+    # ``why`` may quote the answer's own keys (a field's place): any text, a line break or a terminal's escape too.
+    why = "".join(c if c.isprintable() else "?" for c in why[:400])
+    return ClusterError(f"{what}: the cluster's answer is not what Elasticsearch or OpenSearch send ({why}); "
                         "is a proxy or load balancer between the tool and the cluster answering in its place?")
 
 

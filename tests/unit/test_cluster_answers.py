@@ -87,6 +87,7 @@ def test_each_read_answers_as_usual_when_nothing_is_in_the_way(
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(pair=st.sampled_from(PAIRS), answer=WRONG)
 @example(pair=("recovery", "GET /_cat/recovery"), answer=1)  # found once by chance: a number where rows go
+@example(pair=("replicas", "GET /{indices}/_settings"), answer={"\n": 0})  # found by chance: a line break in a key
 def test_any_answer_in_the_clusters_place_is_the_clusters_error_never_a_crash(
         fake: tuple[FakeEsServer, ShardClusterAdapter, Plan], pair: tuple[str, str], answer: Any) -> None:
     server, adapter, plan = fake
