@@ -435,7 +435,10 @@ def unlock(cluster: str = ClusterOpt, config: Path = ConfigOpt,
 def abandon(cluster: str = ClusterOpt, config: Path = ConfigOpt,
             run_id: str = typer.Option(None, "--run", help="Run id (default: the latest run of the cluster)."),
             yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
-            json_out: bool = JsonOpt) -> None:
+            json_out: bool = JsonOpt,
+            take_over: bool = typer.Option(False, "--take-over", help="Give up the run the cluster holds a copy of, "
+                                           "started on another machine (as `resume --take-over` takes it: only "
+                                           "once that run is not alive).")) -> None:
     """Give up an aborted, stopped or failed run that you will not resume, so that a new run may start.
 
     Every temporary setting the run still holds in force (allocation, recovery limits, search weights,
@@ -447,6 +450,11 @@ def abandon(cluster: str = ClusterOpt, config: Path = ConfigOpt,
     from orchestrator.runs.target import open_target
 
     target = open_target(cluster, config)
+    if take_over:
+        from orchestrator.runs.take_over import take_over as take_over_run
+
+        run_id, said = take_over_run(target, run_id)
+        say(said)
     journal = journals.latest(target.name, run_id)
     if journal is None:
         raise JournalError(f"no run of cluster {target.name} to abandon")

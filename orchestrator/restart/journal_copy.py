@@ -121,6 +121,17 @@ class CopiedRun:
     host: str
     saved: float | None
 
+    @property
+    def created(self) -> float:
+        """When its run began (0 when the copy does not say): of two runs, the later began later. Run ids sort
+        by the second only."""
+        created = self.raw.get("created")
+        return float(created) if isinstance(created, int | float) and not isinstance(created, bool) else 0.0
+
+    def began_after(self, journal: Any) -> bool:
+        """Whether its run is another than ``journal``'s (a Journal) and began after it."""
+        return bool(self.run_id != journal.run_id and self.created > journal.created)
+
 
 def read_copy(adapter: ClusterAdapter[Any], identity: str | None) -> CopiedRun | None:
     """The run whose journal the cluster holds a copy of (None: no copy); JournalError for a copy that is

@@ -29,7 +29,7 @@ def status(target: Target) -> dict[str, Any]:
     except JournalError as exc:
         copy_error = str(exc)
     where = str(last.path) if last is not None else ""
-    if copy is not None and (last is None or copy.run_id > last.run_id
+    if copy is not None and (last is None or copy.began_after(last)
                              or (copy.run_id == last.run_id and copy.seq > last.changes_saved)):
         # A run of another machine (or this machine's, further on there): the cluster's copy is the newest word.
         try:

@@ -43,10 +43,38 @@ def newer_in_the_cluster(target: Target, journal: Journal) -> CopiedRun | None:
     return copy if copy is not None and copy.run_id == journal.run_id and copy.seq > journal.changes_saved else None
 
 
-def finished_in_the_cluster(target: Target, journal: Journal) -> bool:
-    """Whether ``journal``'s run, unfinished here, was finished from another machine."""
-    copy = newer_in_the_cluster(target, journal)
-    return copy is not None and copy.raw.get("state") in ("succeeded", "abandoned")
+def over_elsewhere(target: Target, journal: Journal) -> str | None:
+    """Why ``journal``'s run, unfinished on this machine, is over all the same (None: not known to be): finished
+    or given up from another machine, or followed there by a newer run (which only such an end allows)."""
+    try:
+        copy = copied_run(target)
+    except OrchestratorError:
+        return None
+    if copy is None:
+        return None
+    if copy.run_id == journal.run_id and copy.seq > journal.changes_saved and copy.raw.get("state") in FINISHED:
+        return f"run {journal.run_id} was finished on another machine ({copy.host}: {copy.raw['state']})"
+    if copy.began_after(journal):
+        return (f"run {copy.run_id} ({copy.host}) has run on this cluster since run {journal.run_id}, which only its "
+                "end, here or on another machine, allows; this machine's journal of it is out of date")
+    return None
+
+
+FINISHED = ("succeeded", "abandoned")
+
+
+def unfinished_elsewhere(target: Target, latest_here: Journal | None) -> CopiedRun | None:
+    """The run the cluster's copy holds when it is unfinished and is not this machine's: started (or taken over)
+    on another machine, stopped there or gone with it. A new run must not begin over it unseen."""
+    try:
+        copy = copied_run(target)
+    except OrchestratorError:
+        return None  # a copy refused or unreadable: `status` says why; it holds no run to protect
+    if copy is None or copy.raw.get("state") in FINISHED:
+        return None
+    if latest_here is not None and (latest_here.run_id == copy.run_id or not copy.began_after(latest_here)):
+        return None  # this machine's own run, or one older than this machine's latest
+    return None if _local(target.name, copy.run_id) is not None else copy
 
 
 def take_over(target: Target, run_id: str | None = None) -> tuple[str, str]:

@@ -100,7 +100,7 @@ def test_a_run_stopped_on_one_machine_is_seen_and_finished_on_another_each_node_
     assert after is not None and after.raw["state"] == "succeeded", "the copy follows the run to its end"
     machines["on"]("b")  # B's journal of the run, left stopped, is behind the run's end: a new run is not refused
     assert api.status(NAME)["run"]["state"] == "succeeded"
-    with pytest.raises(JournalError, match="was finished from another machine"):
+    with pytest.raises(JournalError, match="was finished on another machine"):
         api.resume(NAME)
     assert api.restart(NAME).result == "succeeded"
     assert starts(cluster) == dict.fromkeys(NODES, 2)
@@ -274,3 +274,31 @@ def test_a_process_whose_run_was_taken_over_stops_at_once_leaving_node_and_setti
     assert not cluster.nodes["a"].up and cluster.nodes["a"].starts == 0, "left down, for the new holder's resume"
     assert cluster.settings != ORIGINAL and cluster.settings[("cluster", LIMIT)] == "raised", "nothing restored"
     assert journal.state.value == "aborted"
+
+
+def test_a_new_run_is_refused_over_another_machines_unfinished_run_until_taken_over_or_given_up(
+        machines: dict[str, Any]) -> None:
+    """Machine B, which never ran on this cluster, must not begin a new run over machine A's stopped one unseen:
+    refused with both ways out; `abandon --take-over` gives A's run up from B (its settings put back, the copy
+    says abandoned), then B's new run starts; A's own resume then says the run was finished elsewhere."""
+    from typer.testing import CliRunner
+
+    from orchestrator.cli.main import app
+
+    cluster, config = machines["cluster"], str(machines["configs"] / f"{NAME}.yaml")
+    machines["on"]("a")
+    with pytest.raises(StoppedAfter):
+        api.restart(NAME, stop_after=1)
+    machines["on"]("b")
+    with pytest.raises(PreflightFailed, match=r"last saved by .* is stopped and not finished: `orchestrate resume "
+                                              r"--cluster prod --take-over` finishes it here"):
+        api.restart(NAME)
+    assert sum(starts(cluster).values()) == 1, "nothing begun"
+    given_up = CliRunner().invoke(app, ["abandon", "--config", config, "--take-over", "--yes"])
+    assert given_up.exit_code == 0, given_up.output
+    copy_now = read_copy(cluster, cluster.uuid)
+    assert copy_now is not None and copy_now.raw["state"] == "abandoned"
+    assert api.restart(NAME).result == "succeeded"
+    machines["on"]("a")
+    with pytest.raises(JournalError, match=r"has run on this cluster since run .* out of date"):
+        api.resume(NAME)
