@@ -118,7 +118,10 @@ def run_restart_and_verify(sandboxes: SandboxManager, shape: Shape, by: str,
     if tuned:
         assert read_ahead == set(before_pids), "hosts already tuned: each read ahead, none touched while down"
     # The lock index (made by this run if no earlier one did): released, and hidden from index patterns.
-    assert es.count(index="orchestrator-locks")["count"] == 0, "the lock is released"
+    assert not es.exists(index="orchestrator-locks", id="run"), "the lock is released"
+    # Its journal's copy stays beside it, saying the run's end, for `status` from any machine.
+    copied = es.get(index="orchestrator-locks", id="journal")["_source"]
+    assert copied["run_id"] == summary["run_id"] and '"state":"succeeded"' in copied["base"].replace(" ", "")
     hidden = es.indices.get_settings(index="orchestrator-locks", name="index.hidden")
     assert hidden["orchestrator-locks"]["settings"]["index"]["hidden"] == "true"
     assert "orchestrator-locks" not in {row["index"] for row in es.cat.indices(index="*", format="json")}
@@ -128,9 +131,19 @@ def run_restart_and_verify(sandboxes: SandboxManager, shape: Shape, by: str,
     return summary
 
 
+def lock_index_documents(es: Elasticsearch) -> dict[str, Any]:
+    """The documents of the lock's index (the lock, a pause, the journal's copy), each with its version."""
+    if not es.indices.exists(index="orchestrator-locks"):
+        return {}
+    es.indices.refresh(index="orchestrator-locks")
+    found = es.search(index="orchestrator-locks", size=1000, version=True)["hits"]["hits"]
+    return {h["_id"]: h["_version"] for h in found}
+
+
 def test_plan_changes_nothing_and_orders_master_last(sandboxes: SandboxManager) -> None:
     info, es = prepared(sandboxes, Shape())
     before = settings(es)
+    documents = lock_index_documents(es)
     pids = {n["name"]: n["pid"] for n in info["nodes"]}
     proc = orchestrate("plan", "--cluster", "sandbox", "--json")
     assert proc.returncode == 0, proc.stderr
@@ -147,7 +160,7 @@ def test_plan_changes_nothing_and_orders_master_last(sandboxes: SandboxManager) 
     assert human.returncode == 0 and "SAFE" in human.stdout and "THP" in human.stdout
     assert settings(es) == before
     assert {n["name"]: n["pid"] for n in sandboxes.status()["nodes"]} == pids
-    assert not es.indices.exists(index="orchestrator-locks") or es.count(index="orchestrator-locks")["count"] == 0
+    assert lock_index_documents(es) == documents, "no lock taken, no document written"
 
 
 def test_plan_says_unsafe_for_an_index_without_replicas(sandboxes: SandboxManager) -> None:
