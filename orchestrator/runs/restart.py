@@ -55,7 +55,7 @@ from orchestrator.restart.steps import put_back
 from orchestrator.runs.audit import audit_log
 from orchestrator.runs.host_reads import in_background
 from orchestrator.runs.metrics import metrics_sink
-from orchestrator.runs.take_over import newer_in_the_cluster, over_elsewhere, unfinished_elsewhere
+from orchestrator.runs.take_over import ahead_of, cluster_copy, over_elsewhere, unfinished_elsewhere
 from orchestrator.runs.take_over import take_over as take_over_run
 from orchestrator.runs.target import Target, transport_of
 from orchestrator.tuning.apply import make_tuner
@@ -146,11 +146,12 @@ def other_runs(target: Target) -> list[str]:
     while another run is restarting nodes, the plan's complaints (a node away) are its doing."""
     problems = []
     previous = unfinished_run(target.name)
-    if previous is not None and over_elsewhere(target, previous) is None:
+    copy = cluster_copy(target)
+    if previous is not None and over_elsewhere(copy, previous) is None:
         problems.append(f"run {previous.run_id} on this cluster is {previous.state.value} and not finished: "
                         f"`orchestrate resume --cluster {target.name}` finishes it, or `orchestrate abandon "
                         f"--cluster {target.name}` gives it up (its temporary settings put back)")
-    elsewhere = unfinished_elsewhere(target, latest_run(target.name))
+    elsewhere = unfinished_elsewhere(copy, latest_run(target.name), target.name)
     if elsewhere is not None:
         problems.append(f"run {elsewhere.run_id}, last saved by {elsewhere.host} (the cluster's copy of its journal), "
                         f"is {elsewhere.raw.get('state')} and not finished: `orchestrate resume --cluster "
@@ -371,9 +372,10 @@ def resume(target: Target, emit: EventSink, run_id: str | None = None, accept_ch
     if journal.product != target.product.name:
         raise JournalError(f"run {journal.run_id} is a {journal.product} run; cluster {target.name} is now "
                            f"{target.product.name}. Check the inventory.")
-    if not take_over and (over := over_elsewhere(target, journal)) is not None:
+    copy = None if take_over else cluster_copy(target)
+    if (over := over_elsewhere(copy, journal)) is not None:
         raise JournalError(f"{over} (the cluster's copy of its journal says so); nothing to resume")
-    if not take_over and newer_in_the_cluster(target, journal) is not None:
+    if copy is not None and copy.run_id == journal.run_id and ahead_of(copy, journal):
         # The run went on from another machine after this one lost it: never resumed from a journal behind it.
         taken, said = take_over_run(target, journal.run_id)
         emit(Event("run", f"this machine's journal of run {taken} is behind the cluster's copy: {said}",

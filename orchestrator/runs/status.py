@@ -10,7 +10,7 @@ from orchestrator.errors import JournalError
 from orchestrator.restart import journal as journals
 from orchestrator.restart.journal import Journal, RunState
 from orchestrator.restart.lock import pause_request, read_holder
-from orchestrator.runs.take_over import copied_run
+from orchestrator.runs.take_over import ahead_of, copied_run
 from orchestrator.runs.target import Target
 
 
@@ -29,8 +29,7 @@ def status(target: Target) -> dict[str, Any]:
     except JournalError as exc:
         copy_error = str(exc)
     where = str(last.path) if last is not None else ""
-    if copy is not None and (last is None or copy.began_after(last)
-                             or (copy.run_id == last.run_id and copy.seq > last.changes_saved)):
+    if copy is not None and (last is None or ahead_of(copy, last)):
         # A run of another machine (or this machine's, further on there): the cluster's copy is the newest word.
         try:
             last = Journal.from_raw(copy.raw, f"the cluster's copy of run {copy.run_id}")

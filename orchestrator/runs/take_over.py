@@ -33,48 +33,46 @@ def copied_run(target: Target) -> CopiedRun | None:
     return read_copy(target.cluster, target.cluster.cluster_identity())
 
 
-def newer_in_the_cluster(target: Target, journal: Journal) -> CopiedRun | None:
-    """The cluster's copy of ``journal``'s run when it holds more changes than this machine's journal: the run
-    went on from another machine (taken over), and this machine's journal is behind it."""
+def cluster_copy(target: Target) -> CopiedRun | None:
+    """The cluster's copy for a decision that goes on without it when it cannot be had: refused (said by
+    `status`), or the cluster not answering (this machine's journal decides)."""
     try:
-        copy = copied_run(target)
+        return copied_run(target)
     except OrchestratorError:
-        return None  # a copy refused (said by `status`), or the cluster not answering: this machine's journal
-    return copy if copy is not None and copy.run_id == journal.run_id and copy.seq > journal.changes_saved else None
+        return None
 
 
-def over_elsewhere(target: Target, journal: Journal) -> str | None:
+def ahead_of(copy: CopiedRun | None, journal: Journal) -> bool:
+    """Whether the copy holds ``journal``'s run further on than this machine's journal (it went on from another
+    machine), or a run that began after it."""
+    return copy is not None and (copy.began_after(journal)
+                                 or (copy.run_id == journal.run_id and copy.seq > journal.changes_saved))
+
+
+def over_elsewhere(copy: CopiedRun | None, journal: Journal) -> str | None:
     """Why ``journal``'s run, unfinished on this machine, is over all the same (None: not known to be): finished
     or given up from another machine, or followed there by a newer run (which only such an end allows)."""
-    try:
-        copy = copied_run(target)
-    except OrchestratorError:
+    if copy is None or not ahead_of(copy, journal):
         return None
-    if copy is None:
-        return None
-    if copy.run_id == journal.run_id and copy.seq > journal.changes_saved and copy.raw.get("state") in FINISHED:
-        return f"run {journal.run_id} was finished on another machine ({copy.host}: {copy.raw['state']})"
-    if copy.began_after(journal):
-        return (f"run {copy.run_id} ({copy.host}) has run on this cluster since run {journal.run_id}, which only its "
-                "end, here or on another machine, allows; this machine's journal of it is out of date")
-    return None
+    if copy.run_id == journal.run_id:
+        if copy.raw.get("state") in FINISHED:
+            return f"run {journal.run_id} was finished on another machine ({copy.host}: {copy.raw['state']})"
+        return None  # went on elsewhere, unfinished: resumed from the copy
+    return (f"run {copy.run_id} ({copy.host}) has run on this cluster since run {journal.run_id}, which only its "
+            "end, here or on another machine, allows; this machine's journal of it is out of date")
 
 
 FINISHED = ("succeeded", "abandoned")
 
 
-def unfinished_elsewhere(target: Target, latest_here: Journal | None) -> CopiedRun | None:
+def unfinished_elsewhere(copy: CopiedRun | None, latest_here: Journal | None, cluster: str) -> CopiedRun | None:
     """The run the cluster's copy holds when it is unfinished and is not this machine's: started (or taken over)
     on another machine, stopped there or gone with it. A new run must not begin over it unseen."""
-    try:
-        copy = copied_run(target)
-    except OrchestratorError:
-        return None  # a copy refused or unreadable: `status` says why; it holds no run to protect
     if copy is None or copy.raw.get("state") in FINISHED:
         return None
     if latest_here is not None and (latest_here.run_id == copy.run_id or not copy.began_after(latest_here)):
         return None  # this machine's own run, or one older than this machine's latest
-    return None if _local(target.name, copy.run_id) is not None else copy
+    return None if _local(cluster, copy.run_id) is not None else copy
 
 
 def take_over(target: Target, run_id: str | None = None) -> tuple[str, str]:
