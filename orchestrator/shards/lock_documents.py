@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.shards.answers import Document, parsed
+from orchestrator.shards.answers import Document, not_its_shape, parsed
 from orchestrator.shards.requests import ShardRequests, no_handler
 from orchestrator.shards.rest import HttpError, part
 
@@ -24,8 +24,11 @@ class LockDocuments(ShardRequests):
             answer = (self._do(what, "GET", "/_cluster/state/metadata", {"filter_path": "metadata.cluster_uuid"})
                       or {}).get("metadata") or {}
         uuid = answer.get("cluster_uuid") if isinstance(answer, dict) else None
+        if not isinstance(uuid, str) or not uuid:
+            # An answer without the UUID is the cluster's error, never "no identity": the copy's check would go.
+            raise not_its_shape(what, "no cluster_uuid")
         # "_na_": a node that has not joined a cluster yet.
-        return uuid[:100] if isinstance(uuid, str) and uuid and uuid != "_na_" else None
+        return uuid[:100] if uuid != "_na_" else None
 
     def create_lock(self, index: str, doc_id: str, body: dict[str, Any]) -> bool:
         """Create the lock document; False when it already exists (someone else holds it)."""
