@@ -53,6 +53,7 @@ READS_FORMATS = (2, 3)
 SERIES_FIELDS = ("at", "worst_ms", "mean_ms", "rate")
 SERIES_POINTS = 240
 RUN_ID = re.compile(r"\d{8}T\d{6}-[0-9a-f]{6}")
+RESUME_CHANGES_SHOWN = 10  # a resume's history line names this many of the inventory's changes, then counts the rest
 
 
 @dataclass
@@ -152,7 +153,9 @@ class Journal:
 
     def resumed(self, changes: list[str]) -> None:
         """A resume begins (``changes``: what it accepted of a changed inventory)."""
-        said = f"resumed from {self.state.value}" + (f"; inventory changed: {'; '.join(changes[:10])}" if changes
+        shown = changes[:RESUME_CHANGES_SHOWN]
+        more = f"; and {len(changes) - len(shown)} more" if len(changes) > len(shown) else ""
+        said = f"resumed from {self.state.value}" + (f"; inventory changed: {'; '.join(shown)}{more}" if changes
                                                      else "")
         with self.change():
             self.history = [*self.history, HistoryEntry(time.time(), "resumed", said)]

@@ -207,7 +207,6 @@ class RunLock:
         self.lost = False  # the lock was taken over: this process changes nothing more, and releases nothing
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
-        self.renewals_failed = 0
 
     def acquire(self, takeover: bool = False) -> None:
         body = {"run_id": self.run_id, "host": socket.gethostname(), "pid": os.getpid(), "started": time.time(),
@@ -234,7 +233,7 @@ class RunLock:
     def keep_renewed(self, interval_s: float | None = None, trouble: Trouble | None = None,
                      clock: Callable[[], float] = time.monotonic) -> None:
         """Renew the lock every ``interval_s`` from a background thread until release. A failed renewal is
-        counted and tried again; the lock stays, and goes stale only if renewals keep failing. Each failure is
+        tried again; the lock stays, and goes stale only if renewals keep failing. Each failure is
         told to ``trouble`` (what went wrong, and whether renewals have failed for RENEWAL_TROUBLE_S: the run
         must then stop at a safe point), and so is the first renewal that works again."""
         last_renewed = clock()
@@ -255,14 +254,13 @@ class RunLock:
                         return
                     renewed = self.adapter.renew_lock(LOCK_INDEX, self.doc_id, self.run_id, {"renewed": time.time()})
                     why = "" if renewed else "the lock document is no longer this run's"
-                except Exception as exc:  # a renewal must never kill the run: counted and told instead
+                except Exception as exc:  # a renewal must never kill the run: told instead
                     renewed, why = False, f"{type(exc).__name__}: {str(exc)[:200]}"
                 if renewed:
                     if failing and trouble is not None:
                         trouble(f"the run's lock is renewed again, after {counted(failing, 'failed renewal')}", False)
                     failing, last_renewed = 0, clock()
                     continue
-                self.renewals_failed += 1
                 failing += 1
                 quiet = clock() - last_renewed
                 if trouble is not None:
@@ -291,8 +289,8 @@ class RunLock:
             if self._taken_over():
                 return
             self.adapter.renew_lock(LOCK_INDEX, self.doc_id, self.run_id, {"state": "failed", "renewed": time.time()})
-        except Exception:  # the run's own error is the one to report
-            self.renewals_failed += 1
+        except Exception:  # the run's own error is the one to report; the lock stays, marked or not
+            pass
 
     def mark_deferred(self) -> None:
         """Kept by a deferred run, said so: its trigger renews it (`renew_deferred`) until the run resumes."""
@@ -302,7 +300,7 @@ class RunLock:
                 return
             renew_deferred(self.adapter, self.run_id, marking=True)
         except Exception:  # a failed mark leaves the lock live for STALE_S, while the trigger takes over
-            self.renewals_failed += 1
+            pass
 
     def stop_renewing(self) -> None:
         self._stop.set()

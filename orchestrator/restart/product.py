@@ -21,10 +21,10 @@ from orchestrator.config.playbook import Playbook
 from orchestrator.errors import ConfigError
 from orchestrator.hosts.capacity import HostCapacity
 from orchestrator.hosts.transport import Transport
+from orchestrator.pending.verdict import RunningNode
 from orchestrator.restart.adapter import AdapterT
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.journal import RunOptions
-from orchestrator.restart.pending import RunningNode
 from orchestrator.restart.plan import Mode, Plan
 from orchestrator.restart.steps import StepFn
 
@@ -164,7 +164,7 @@ class Product(Protocol[SnapshotT, AdapterT]):
         ...
 
     def running_nodes(self, adapter: AdapterT) -> list[RunningNode]:
-        """What each running node says of itself for `orchestrate pending` (restart/pending.py): its
+        """What each running node says of itself for `orchestrate pending` (pending/verdict.py): its
         version, process, start time, and the files it read at start; empty where nothing can be read."""
         ...
 

@@ -14,9 +14,9 @@ from orchestrator.config.playbook import Playbook
 from orchestrator.errors import ConfigError
 from orchestrator.hosts.capacity import HostCapacity
 from orchestrator.hosts.transport import Transport
+from orchestrator.pending.verdict import RunningNode
 from orchestrator.restart.budget import window_asked
 from orchestrator.restart.journal import RunOptions
-from orchestrator.restart.pending import RunningNode
 from orchestrator.restart.plan import Mode, Plan
 from orchestrator.restart.product import Column, Product, not_discoverable
 from orchestrator.riak import steps

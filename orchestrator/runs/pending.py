@@ -1,6 +1,6 @@
 """`orchestrate pending` and `plan/restart --pending`: which nodes need a restart, and why. The cluster says
 what each node runs (its product's `running_nodes`), each host what is installed and configured
-(restart/pending_host.py, one read-only command per host, in parallel), and restart/pending.py judges.
+(pending/host.py, one read-only command per host, in parallel), and pending/verdict.py judges.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from orchestrator.config.model import Inventory, NodeEntry, settings_of
 from orchestrator.errors import OrchestratorError
 from orchestrator.hosts.transport import Transport
 from orchestrator.paths import write_file_for_the_operator
+from orchestrator.pending.host import HostAsk, host_command, parse_host
+from orchestrator.pending.verdict import REASONS, NodePending, RunningNode, judge, version_problem
 from orchestrator.restart.adapter import ClusterAdapter
 from orchestrator.restart.journal import RunOptions
-from orchestrator.restart.pending import REASONS, NodePending, RunningNode, judge, version_problem
-from orchestrator.restart.pending_host import HostAsk, host_command, parse_host
 from orchestrator.restart.product import Product
 from orchestrator.runs.target import Target, transport_of
 

@@ -1,4 +1,4 @@
-"""What Elasticsearch and OpenSearch nodes say of themselves for `orchestrate pending` (restart/pending.py):
+"""What Elasticsearch and OpenSearch nodes say of themselves for `orchestrate pending` (pending/verdict.py):
 each node's version, process and start time, and the files it read at start, found from its own JVM
 arguments and settings. Pure: the `_nodes` answer in, the running nodes out."""
 
@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from typing import Any
 
+from orchestrator.pending.verdict import RunningNode
 from orchestrator.reading import plain_path
-from orchestrator.restart.pending import RunningNode
 from orchestrator.shards.answers import Node, Nodes
 
 # Settings that name a file the node reads at start: its TLS keys, certificates and stores (both

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import subprocess
 import sys
 import tempfile
@@ -21,34 +20,9 @@ from typing import Any
 
 import yaml
 
+from tests.unit.snapshots import generated_state
+
 REPO = Path(__file__).resolve().parents[2]
-
-
-def generate(nodes: int, copies: int, zones: int, seed: int = 7) -> tuple[dict[str, Any], dict[str, Any]]:
-    rng = random.Random(seed)
-    names = [f"n{i:04d}" for i in range(nodes)]
-    zone_of = {n: f"z{i % zones}" for i, n in enumerate(names)}
-    by_zone: dict[str, list[str]] = {}
-    for n in names:
-        by_zone.setdefault(zone_of[n], []).append(n)
-    es_nodes = [{"id": f"id-{n}", "name": n, "host": n, "ip": f"10.{i // 65536}.{i // 256 % 256}.{i % 256}",
-                 "roles": ["master", "data"] if i < 3 else ["data"], "zone": zone_of[n], "version": "9.5.3",
-                 "process_id": 1000 + i, "start_time_ms": 1} for i, n in enumerate(names)]
-    shards = []
-    per_shard = 2  # primary + one replica, in two different zones (awareness)
-    zone_names = sorted(by_zone)
-    for s in range(copies // per_shard):
-        index, shard = f"logs-{s // 10:05d}", s % 10
-        first, second = rng.sample(zone_names, 2)
-        for copy, zone in enumerate((first, second)):
-            shards.append({"index": index, "shard": shard, "primary": copy == 0, "state": "STARTED",
-                           "node_id": f"id-{rng.choice(by_zone[zone])}", "size_bytes": rng.randint(10**6, 5 * 10**9)})
-    snapshot = {"cluster_name": "scale", "health": {"status": "green", "number_of_nodes": nodes},
-                "nodes": es_nodes, "master_id": "id-n0000", "shards": shards}
-    inventory = {"cluster": {"name": "scale", "endpoints": ["http://127.0.0.1:9"]},
-                 "ssh": {"known_hosts": "/dev/null"}, "tuning": {"profile": "elasticsearch"},
-                 "nodes": [{"name": n, "host": n, "zone": zone_of[n]} for n in names]}
-    return snapshot, inventory
 
 
 def run_plan(inventory: Path, snapshot: Path, mode: str, budget: str = "") -> dict[str, Any]:
@@ -85,7 +59,7 @@ def main() -> None:
     parser.add_argument("--max-unavailable", default="", help="also plan node mode with this window's budget (5%%)")
     parser.add_argument("--out", type=Path, default=REPO / "reports" / "bench-plan.json")
     args = parser.parse_args()
-    snapshot, inventory = generate(args.nodes, args.copies, args.zones)
+    snapshot, inventory = generated_state(args.nodes, args.copies, args.zones)
     with tempfile.TemporaryDirectory() as d:
         snap_path, inv_path = Path(d) / "snapshot.json", Path(d) / "inventory.yaml"
         snap_path.write_text(json.dumps(snapshot))

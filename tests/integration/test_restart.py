@@ -436,14 +436,18 @@ def test_sigkill_mid_run_then_resume_restarts_no_node_twice(sandboxes: SandboxMa
     assert es.cluster.health()["status"] == "green"
 
 
-def test_second_concurrent_run_is_refused(sandboxes: SandboxManager) -> None:
-    prepared(sandboxes, Shape())
+def test_second_concurrent_run_is_refused(sandboxes: SandboxManager, tmp_path: Path) -> None:
+    """A second run, from another machine (a state directory of its own: it knows nothing of the first run), is
+    refused by the lock in the cluster, changing nothing; the first goes on and stops cleanly on SIGTERM."""
+    info, _ = prepared(sandboxes, Shape())
     first = start_background_run()
     try:
         read_events_until(first, lambda e: e.get("event") == "batch", 120)
-        second = orchestrate("restart", "--cluster", "sandbox", "--yes")
+        second = orchestrate("restart", "--config", info["inventory"], "--yes",
+                             env={"ORCHESTRATOR_STATE": str(tmp_path / "machine-b")})
         assert second.returncode in (5, 7), second.stderr
-        assert "lock" in second.stderr or "not finished" in second.stderr
+        assert "another run holds this cluster's lock" in second.stderr, second.stderr
+        assert not list((tmp_path / "machine-b").glob("runs/*/*.json")), "the refused run wrote no journal"
         kept = orchestrate("unlock", "--cluster", "sandbox", "--yes")  # a live run's lock is not removed
         assert kept.returncode == 6 and "is alive: it renewed its lock" in kept.stderr, kept.stderr
         status = json.loads(orchestrate("status", "--cluster", "sandbox", "--json").stdout)

@@ -193,41 +193,19 @@ def test_a_resumed_run_setting_again_a_value_changed_since_keeps_its_one_undo_re
         assert cluster.settings[("cluster", "k")] == "temp"
 
 
-def test_a_nodes_identity_is_read_at_once_or_waited_for_server_side_with_the_runs_plan() -> None:
-    from orchestrator.restart.plan import Plan
+def test_a_nodes_identity_is_one_look_unless_a_wait_is_asked_then_the_node_as_it_joins() -> None:
+    """What a stop and a rejoin see of a node: without a wait, one look (a node still booting is not serving);
+    with one, the node once it has joined, where the product waits server-side; a node that is down stays None."""
     from orchestrator.restart.steps import live_identity
 
     with state_dir():
         inv, cluster = fake(["a"])
-        journal = new_journal(inv, cluster)
-        ctx = context_of(inv, cluster, journal)
-        asked: list[tuple[str, bool, float | None]] = []
-        real_live, real_await = cluster.live_identity, cluster.await_identity
-
-        def live(plan: Plan, name: str) -> str | None:
-            asked.append(("live", plan is journal.plan, None))
-            return real_live(plan, name)
-
-        def waited(plan: Plan, name: str, timeout_s: float) -> str | None:
-            asked.append(("await", plan is journal.plan, timeout_s))
-            return real_await(plan, name, timeout_s)
-
-        cluster.live_identity, cluster.await_identity = live, waited  # type: ignore[method-assign]
-        for wait_s in (0, 0.5, 5):
-            live_identity(ctx, "a", wait_s)
-        assert asked == [("live", True, None), ("await", True, 0.5), ("live", True, None), ("await", True, 5),
-                         ("live", True, None)], "the fake's wait reads the node live after it"
-
-
-def test_a_nodes_identity_is_read_at_once_unless_a_wait_is_asked() -> None:
-    from orchestrator.restart.steps import live_identity
-
-    with state_dir():
-        inv, cluster = fake(["a"])
-        ctx = context_of(inv, cluster)
-
-        def no_wait(*args: object) -> None:
-            raise AssertionError("waited server-side though no wait was asked")
-
-        cluster.await_identity = no_wait  # type: ignore[method-assign,assignment]
-        assert live_identity(ctx, "a") is not None
+        ctx = context_of(inv, cluster, new_journal(inv, cluster))
+        node = cluster.nodes["a"]
+        assert live_identity(ctx, "a") == f"pid {node.pid}", "a serving node, at once"
+        node.polls_to_join = 1000  # booting: it would join only after many looks
+        assert live_identity(ctx, "a") is None, "one look, no wait: not serving yet"
+        assert node.polls_to_join == 999, "looked once"
+        assert live_identity(ctx, "a", 5) == f"pid {node.pid}", "the wait gives the node as it joined"
+        node.up = False
+        assert live_identity(ctx, "a", 5) is None, "a node down is not waited into being"

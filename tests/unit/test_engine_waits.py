@@ -162,24 +162,29 @@ def test_a_deferring_run_leaves_a_gate_or_a_pause_to_its_watcher_saying_what_it_
                                                                  "`orchestrate continue --cluster fake`")
 
 
-def test_the_time_left_keeps_a_tenth_of_a_second() -> None:
+def test_the_time_left_follows_the_batches_left_and_what_they_measured() -> None:
+    """What `status` and the live view say is left: the plan's estimates of the batches left before anything is
+    measured, then the last like run's batch time, then this run's own; less as batches end, less again with
+    several nodes in flight."""
     with state_dir():
         inv, cluster = fake(["a", "b", "c"])
         journal = new_journal(inv, cluster)
         plan = journal.plan
         journal.spec = replace(journal.spec, plan=replace(plan, batches=tuple(
-            replace(b, estimate_s=1.25 + b.number) for b in plan.batches)))
+            replace(b, estimate_s=10.0 * b.number) for b in plan.batches)))
         eng = engine(inv, cluster, journal, [])
         eng.prior_batch_s = None
-        assert eng.eta_s() == 9.8, "2.25 + 3.25 + 4.25, rounded to a tenth"
-        eng.prior_batch_s = 1.25
-        assert eng.eta_s() == 3.8, "3 x 1.25, rounded to a tenth"
+        assert eng.eta_s() == pytest.approx(60, abs=0.1), "the plan's estimates, 10 + 20 + 30"
+        eng.prior_batch_s = 7.0
+        assert eng.eta_s() == pytest.approx(21, abs=0.1), "three batches at the last like run's 7 s"
         journal.batches[0].state = BatchState.DONE
-        assert eng.eta_s() == 2.5, "the batches left"
-        eng.prior_batch_s = None
-        assert eng.eta_s() == 7.5
-        eng.batch_seconds = [1.0, 1.25]
-        assert eng.eta_s() == 2.2, "2 x 1.125, rounded to a tenth"
+        assert eng.eta_s() == pytest.approx(14, abs=0.1), "two left"
+        eng.batch_seconds = [4.0, 6.0]
+        assert eng.eta_s() == pytest.approx(10, abs=0.1), "this run's own mean of 5 s, over the last like run's"
+        eng.at_once = 2
+        assert eng.eta_s() == pytest.approx(5, abs=0.1), "two nodes in flight at once"
+        journal.batches[1].state = journal.batches[2].state = BatchState.DONE
+        assert eng.eta_s() == 0
 
 
 def test_a_runs_batch_and_end_events_carry_their_batch_time_left_and_result() -> None:

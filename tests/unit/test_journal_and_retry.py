@@ -284,14 +284,22 @@ def test_every_field_a_run_sets_is_read_back_from_its_log_and_from_its_base(tmp_
     assert based.prelude_reports == {"forcemerge": {"outcome": "success", "merged": ["logs-1"]}}
 
 
-def test_a_resume_says_at_most_ten_inventory_changes(tmp_path: Path) -> None:
+def test_a_resume_names_the_inventory_changes_it_accepted_on_one_bounded_line(tmp_path: Path) -> None:
+    """`status` and the report show a resume's history line: it names what changed in the inventory, and an
+    inventory rewritten whole does not flood them (the line stays short, and says how many it left out)."""
     j = journal(tmp_path / "r1.json")
-    j.resumed([f"change {n}" for n in range(12)])
+    j.resumed(["node es-9 added", "timeouts.start_s 300 -> 600"])
     said = j.history[-1].message
-    assert said.startswith("resumed from running; inventory changed: change 0; change 1;")
-    assert "change 9" in said and "change 10" not in said
+    assert "node es-9 added" in said and "timeouts.start_s 300 -> 600" in said and "more" not in said
+    j.resumed([f"node es-{n} added" for n in range(500)])
+    long = j.history[-1].message
+    assert "\n" not in long and len(long) < 1000, "one short line, whatever the inventory"
+    assert "node es-0 added" in long
+    left_out = [n for n in range(500) if f"node es-{n} added" not in long]
+    assert left_out and f"and {len(left_out)} more" in long, "what it left out, counted"
     j.resumed([])
-    assert j.history[-1].message == "resumed from running"
+    assert "inventory" not in j.history[-1].message, "no change, none said"
+    assert Journal.load(tmp_path / "r1.json").history[-2].message == long, "kept in the journal"
 
 
 def test_a_run_asked_by_id_is_found_or_the_refusal_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -396,37 +404,48 @@ def test_a_journal_whose_change_number_is_missing_or_odd_keeps_every_change_made
         assert (last.state, last.paused, last.history[-2].event) == (RunState.FAILED, None, "resumed"), seq
 
 
+def one_short_line(error: BaseException, *named: str) -> str:
+    """An operator's refusal: one line, not flooded by what a planted file holds, naming what it must."""
+    text = str(error)
+    assert "\n" not in text and len(text) < 500, text
+    for name in named:
+        assert name in text, (name, text)
+    return text
+
+
 def test_the_refusals_of_a_journal_say_whose_it_is_briefly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A journal planted or damaged with long values is refused in one short line that names its file and what is
+    wrong with it, never echoing the planted values whole."""
     from orchestrator.restart.journal import RunFailed, load_run, newest_first, runs_dir
 
-    with pytest.raises(JournalError, match=r"^journal has no path$"):
+    with pytest.raises(JournalError, match="no path"):
         journal_of(plan_of([["a"]])).save()
     named = "20261121T100000-aaaaaa"
-    j = journal_of(plan_of([["a"]]), run_id="r" * 60)
+    j = journal_of(plan_of([["a"]]), run_id="r" * 600)
     j.path = tmp_path / f"{named}.json"
     j.save()
     with pytest.raises(JournalError) as err:
         Journal.load(tmp_path / f"{named}.json")
-    assert str(err.value) == (f"journal {tmp_path / f'{named}.json'} is damaged (it holds run {'r' * 40!r}, not the "
-                              "run its name says); it was not written by this tool or was changed since")
+    said = one_short_line(err.value, str(tmp_path / f"{named}.json"), "damaged", "rrrr")
+    assert "r" * 600 not in said and "not the run its name says" in said
     raw = journal(tmp_path / "x.json").to_dict()
-    (tmp_path / "x.json").write_text(json.dumps(raw | {"batches": [raw["batches"][0] | {"state": "s" * 300}]}))
+    (tmp_path / "x.json").write_text(json.dumps(raw | {"batches": [raw["batches"][0] | {"state": "s" * 3000}]}))
     (tmp_path / "x.changes").unlink(missing_ok=True)
     with pytest.raises(JournalError) as damaged:
         Journal.load(tmp_path / "x.json")
-    inside = str(damaged.value).split(" is damaged (", 1)[1].rsplit("); it was not written", 1)[0]
-    assert len(inside) == 200 and inside.startswith("'sss"), "what is wrong, at most 200 characters of it"
+    said = one_short_line(damaged.value, str(tmp_path / "x.json"), "damaged", "sss")
+    assert "s" * 3000 not in said
     monkeypatch.setenv("ORCHESTRATOR_STATE", str(tmp_path / "state"))
     runs_dir("c").mkdir(parents=True, mode=0o700)
     assert runs_dir("c") == tmp_path / "state" / "runs" / "c"
     other = journal_of(plan_of([["a"]]), run_id="20261121T100000-bbbbbb")
-    other.cluster = "d" * 100
+    other.cluster = "d" * 1000
     other.path = runs_dir("c") / "20261121T100000-bbbbbb.json"
     other.save()
     with pytest.raises(JournalError) as moved:
         load_run("c", other.path)
-    assert str(moved.value) == (f"journal {other.path} is of cluster {'d' * 80!r}, not 'c'; it was moved or changed "
-                                "since it was written")
+    said = one_short_line(moved.value, str(other.path), "dddd", "not 'c'")
+    assert "d" * 1000 not in said
     good = journal_of(plan_of([["a"]]), run_id="20261121T090000-cccccc")
     good.path = runs_dir("c") / "20261121T090000-cccccc.json"
     good.save()
@@ -474,26 +493,35 @@ def test_the_journals_dict_holds_what_its_file_holds_and_a_state_without_message
     assert j.message == ""
 
 
-def test_the_runs_looked_back_on_are_the_newest_fifty_and_for_the_first_eta_the_newest_five(
+def test_the_first_eta_is_the_last_like_run_s_and_a_long_history_is_not_read_whole(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before a run has timed a batch of its own, its ETA is the newest succeeded run's of the same mode (not a
+    failed one's, nor another mode's, nor its own); a cluster with hundreds of runs behind it is not read whole
+    for it, or for `status`."""
     from orchestrator.restart.journal import measured_batch_seconds, newest_first, runs_dir
     from orchestrator.restart.plan import Mode
 
     monkeypatch.setenv("ORCHESTRATOR_STATE", str(tmp_path))
     runs_dir("c").mkdir(parents=True)
 
-    def run(minute: int, mode: Mode) -> None:
-        run_id = f"20261121T10{minute:02}00-aaaaaa"
+    def run(n: int, mode: Mode, seconds: float, state: RunState = RunState.SUCCEEDED) -> str:
+        run_id = f"20261121T{n // 60:02}{n % 60:02}00-aaaaaa"
         j = journal_of(plan_of([["a"]], mode=mode), run_id=run_id)
-        j.path, j.state = runs_dir("c") / f"{run_id}.json", RunState.SUCCEEDED
-        j.batches[0].started, j.batches[0].finished = 100.0, 112.0
+        j.path, j.state = runs_dir("c") / f"{run_id}.json", state
+        j.batches[0].started, j.batches[0].finished = 100.0, 100.0 + seconds
         j.save()
+        return run_id
 
-    run(0, Mode.ZONE)
-    for minute in range(1, 6):
-        run(minute, Mode.NODE)
-    assert measured_batch_seconds("c", "zone", "20261121T110000-ffffff") is None, "six runs back: not looked at"
-    assert measured_batch_seconds("c", "zone", "20261121T100500-aaaaaa") == 12
-    for minute in range(6, 51):
-        run(minute, Mode.NODE)
-    assert len(list(newest_first("c"))) == 50 and list(newest_first("c"))[-1].run_id == "20261121T100100-aaaaaa"
+    run(0, Mode.ZONE, 40)
+    run(1, Mode.NODE, 12)
+    run(2, Mode.NODE, 99, RunState.FAILED)
+    mine = run(3, Mode.NODE, 1000)
+    assert measured_batch_seconds("c", "node", mine) == 12, "the newest succeeded run of its mode, not its own"
+    assert measured_batch_seconds("c", "zone", mine) == 40
+    assert measured_batch_seconds("c", "node", "20261121T000000-aaaaaa") is None, "no run before it"
+    for n in range(4, 400):
+        run(n, Mode.ZONE, 40)
+    assert measured_batch_seconds("c", "node", "20261121T235900-ffffff") is None, "hundreds of runs back: not read"
+    seen = [j.run_id for j in newest_first("c")]
+    assert seen and seen == sorted(seen, reverse=True) and seen[0] == "20261121T063900-aaaaaa", "newest first"
+    assert len(seen) < 100, "a long history is not read whole"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.restart.journal import RunOptions
-from orchestrator.restart.pending import (
+from orchestrator.pending.host import HostAsk, HostEvidence, host_command, parse_host
+from orchestrator.pending.verdict import (
     CONFIGURATION,
     REBOOT,
     REPLACED_CODE,
@@ -25,7 +25,7 @@ from orchestrator.restart.pending import (
     judge,
     settings_differ,
 )
-from orchestrator.restart.pending_host import HostAsk, HostEvidence, host_command, parse_host
+from orchestrator.restart.journal import RunOptions
 from orchestrator.runs.pending import PendingReport, pending_notes, pending_options, pending_problems
 from orchestrator.shards.answers import Nodes
 from orchestrator.shards.running import running_nodes

@@ -13,9 +13,9 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from orchestrator.pending.host import HostAsk, host_command, parse_host
+from orchestrator.pending.verdict import CONFIGURATION, RunningNode, judge, settings_differ
 from orchestrator.reading import lines, plain_path, whole_number
-from orchestrator.restart.pending import CONFIGURATION, RunningNode, judge, settings_differ
-from orchestrator.restart.pending_host import HostAsk, host_command, parse_host
 from orchestrator.shards.answers import Nodes
 from orchestrator.shards.running import running_nodes
 

@@ -276,12 +276,12 @@ def test_a_plan_from_a_saved_state_ends_without_freeing_it_and_loses_no_output(t
 
     import yaml
 
-    from tests.benchmarks.bench_plan import generate
     from tests.helpers import orchestrate
+    from tests.unit.snapshots import generated_state
     from tests.unit.test_events_schema import validate
 
     where = Path(str(tmp_path))
-    state, inv = generate(30, 3000, 3)
+    state, inv = generated_state(30, 3000, 3)
     (where / "state.json").write_text(json.dumps(state))
     (where / "inv.yaml").write_text(yaml.safe_dump(inv))
     args = ("plan", "--config", str(where / "inv.yaml"), "--snapshot", str(where / "state.json"))
@@ -308,11 +308,11 @@ def test_the_plan_says_tuning_is_persistent_and_where_and_no_tune_leaves_it_out(
 
     import yaml
 
-    from tests.benchmarks.bench_plan import generate
     from tests.helpers import orchestrate
+    from tests.unit.snapshots import generated_state
 
     where = Path(str(tmp_path))
-    state, inv = generate(3, 30, 3)
+    state, inv = generated_state(3, 30, 3)
     (where / "state.json").write_text(json.dumps(state))
     (where / "inv.yaml").write_text(yaml.safe_dump(inv))
     args = ("plan", "--config", str(where / "inv.yaml"), "--snapshot", str(where / "state.json"))

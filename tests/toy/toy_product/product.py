@@ -20,9 +20,9 @@ from orchestrator.config.playbook import Playbook
 from orchestrator.errors import ConfigError, UnsafeToProceed
 from orchestrator.hosts.capacity import HostCapacity
 from orchestrator.hosts.transport import Transport
+from orchestrator.pending.verdict import RunningNode
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.journal import BatchRecord, RunOptions
-from orchestrator.restart.pending import RunningNode
 from orchestrator.restart.plan import Batch, Mode, Plan, SettingChange
 from orchestrator.restart.product import Column, Product
 from orchestrator.restart.steps import set_temporarily

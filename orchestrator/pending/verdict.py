@@ -1,5 +1,5 @@
 """Which nodes need a restart, and why (`orchestrate pending`, `plan --pending`, `restart --pending`): what a
-product says of each running node (``RunningNode``) and what its host says (restart/pending_host.py), judged
+product says of each running node (``RunningNode``) and what its host says (pending/host.py), judged
 by a pure function into reasons, each with its evidence. What cannot be read is unknown, never clean.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 from orchestrator.config.loader import MAX_CONFIG_BYTES, parse
 from orchestrator.errors import ConfigError
-from orchestrator.restart.pending_host import HostEvidence
+from orchestrator.pending.host import HostEvidence
 
 VERSION = "version"
 CONFIGURATION = "configuration"

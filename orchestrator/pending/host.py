@@ -1,4 +1,4 @@
-"""What a host says about the node it runs, for `orchestrate pending` (restart/pending.py judges it): one
+"""What a host says about the node it runs, for `orchestrate pending` (pending/verdict.py judges it): one
 read-only shell command per host over the usual transport, its answer one fact a line.
 
 Read as the transport's user; with a root shell (root's login, or `ssh.sudo_rules: shell`) everything can
