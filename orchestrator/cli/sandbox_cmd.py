@@ -81,13 +81,13 @@ def up(
     the three from `sandbox status --json` (ca_file, username, password_file).
     """
     from orchestrator.sandbox import lifecycle
+    from orchestrator.sandbox.shape import SandboxShape, mode_named, product_named
 
-    mode = (hosts.value if hosts else ("netns" if os.geteuid() == 0 else "local"))
+    mode = mode_named(hosts.value if hosts else ("netns" if os.geteuid() == 0 else "local"))
     version = os_version if product is Product.opensearch else es_version
-    shape = lifecycle.SandboxShape(nodes=nodes, zones=zones, es_version=version, mode=mode, heap_mb=heap_mb,
-                                   product=product.value, masters=masters, also_versions=tuple(also_version or ()),
-                                   bastion=bastion, secured=product is Product.elasticsearch and not insecure,
-                                   packages=packages)
+    shape = SandboxShape(nodes=nodes, zones=zones, es_version=version, mode=mode, heap_mb=heap_mb,
+                         product=product_named(product.value), masters=masters, also_versions=tuple(also_version or ()),
+                         bastion=bastion, secured=product is Product.elasticsearch and not insecure, packages=packages)
     lifecycle.up(SandboxPaths.default(), shape, timeout, say)
     _print_status(as_json=False)
 
@@ -117,21 +117,23 @@ def load(
     from orchestrator.sandbox import lifecycle
     from orchestrator.sandbox.rest import access_of
 
-    info = lifecycle.status(SandboxPaths.default())
-    if not info.get("running"):
+    sandbox = lifecycle.status(SandboxPaths.default())
+    if not sandbox.running or sandbox.state is None:
         raise SandboxError("no sandbox is running: `orchestrate sandbox up` first")
-    if info.get("product") == "riak":
+    product = sandbox.state.product
+    if product == "riak":
         raise SandboxError("`sandbox load` indexes into Elasticsearch or OpenSearch; the running sandbox is Riak")
+    access = access_of(sandbox.as_json())
     if duration is None:
         from orchestrator.sandbox.data import load_sample_data
 
-        load_sample_data(info["endpoints"], docs, indices, say, info["product"], access_of(info))
+        load_sample_data(sandbox.endpoints, docs, indices, say, product, access)
         return
     from orchestrator.sandbox.load import LoadGenerator
 
-    gen = LoadGenerator(info["endpoints"], duration_s=duration, product=info["product"], access=access_of(info))
+    gen = LoadGenerator(sandbox.endpoints, duration_s=duration, product=product, access=access)
     gen.start()
-    say(f"load: indexing and searching through {len(info['endpoints'])} nodes for {duration:.0f} s")
+    say(f"load: indexing and searching through {len(sandbox.endpoints)} nodes for {duration:.0f} s")
     try:
         while any(t.is_alive() for t in gen.threads):
             time.sleep(1)
@@ -171,7 +173,7 @@ def status(json_out: bool = typer.Option(False, "--json", help="Print one JSON o
 def _print_status(as_json: bool) -> None:
     from orchestrator.sandbox import lifecycle
 
-    info = lifecycle.status(SandboxPaths.default())
+    info = lifecycle.status(SandboxPaths.default()).as_json()
     if as_json:
         emit_json(info)
         return

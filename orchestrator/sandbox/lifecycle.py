@@ -7,7 +7,7 @@ import shutil
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from orchestrator.sandbox.netns_mode import up_netns
 from orchestrator.sandbox.node_setup import CLUSTER_NAME, LABELS, Home, service_of
 from orchestrator.sandbox.opensearch_home import ensure_opensearch_home
 from orchestrator.sandbox.rootfs import ensure_rootfs
+from orchestrator.sandbox.shape import SandboxShape
 
 Say = hosts.Say
 
@@ -46,50 +47,6 @@ def describe(st: state.SandboxState) -> str:
     return "Riak stand-in" if st.product == "riak" else f"{LABELS[st.product]} {st.es_version}"
 
 
-@dataclass(frozen=True)
-class SandboxShape:
-    """What `sandbox up` builds. ``mode``: netns (test hosts) or local (nodes on 127.0.0.1); ``masters``: how
-    many nodes (the first ones) are master-eligible, 0: all of them; ``also_versions``: versions assembled
-    beside ``es_version`` that `orchestrate upgrade --to` can switch to; ``secured``: Elasticsearch's
-    security on (TLS, users, an API key, security.py); ``packages``: each host installs the product from the
-    sandbox's apt repository (debs.py), and upgrades with apt; ``bastion``: SSH reaches the node hosts only
-    through a bastion host."""
-
-    nodes: int = 3
-    zones: int = 1
-    es_version: str = "9.5.3"
-    mode: str = "netns"
-    heap_mb: int = 512
-    product: str = "elasticsearch"
-    masters: int = 0
-    also_versions: tuple[str, ...] = ()
-    bastion: bool = False
-    secured: bool = False
-    packages: bool = False
-
-    def problems(self) -> list[str]:
-        """Why this shape cannot be built (each option's own limits, and which go together), before anything
-        is touched."""
-        netns, riak_product = self.mode == "netns", self.product == "riak"
-        checks = [
-            (1 <= self.nodes <= 12, "--nodes must be between 1 and 12 on one machine"),
-            (1 <= self.zones <= self.nodes, "--zones must be between 1 and the number of nodes"),
-            (0 <= self.masters <= self.nodes, "--masters must be between 1 and the number of nodes (0: every node)"),
-            (not (self.masters and riak_product), "--masters is for an Elasticsearch or OpenSearch sandbox"),
-            (netns or not riak_product,
-             "the Riak sandbox needs --hosts netns (each node is a host with its own address)"),
-            (not self.bastion or (netns and self.product == "elasticsearch"),
-             "--bastion is for an Elasticsearch sandbox with --hosts netns"),
-            (not self.packages or (netns and not riak_product),
-             "--packages is for an Elasticsearch or OpenSearch sandbox with --hosts netns"),
-            (not (self.also_versions and riak_product), "--also-version is for an Elasticsearch or OpenSearch sandbox"),
-            (not self.secured or self.product == "elasticsearch",
-             "a secured sandbox is for Elasticsearch (OpenSearch's security plugin is not on Maven Central; the "
-             "Riak stand-in has none): add --insecure"),
-        ]
-        return [why for holds, why in checks if not holds]
-
-
 def up(paths: SandboxPaths, shape: SandboxShape, timeout_s: float, say: Say) -> state.SandboxState:
     """Build and start the sandbox of ``shape``; refused before anything is touched when the shape cannot be
     built or a sandbox is running."""
@@ -97,7 +54,7 @@ def up(paths: SandboxPaths, shape: SandboxShape, timeout_s: float, say: Say) -> 
     if problems:
         raise SandboxError(problems[0])
     nodes, zones, mode, product = shape.nodes, shape.zones, shape.mode, shape.product
-    es_version, heap_mb, secured = shape.es_version, shape.heap_mb, shape.secured
+    es_version, secured = shape.es_version, shape.secured
     existing = state.load(paths.state_file)
     if existing is not None and any_alive(paths, existing):
         raise SandboxError(f"a sandbox is already running ({len(existing.hosts)} nodes, {describe(existing)}); "
@@ -134,13 +91,13 @@ def up(paths: SandboxPaths, shape: SandboxShape, timeout_s: float, say: Say) -> 
     write_ssh_files(paths, [], mode)  # the client key exists before any host is prepared
     try:
         if es_home is None:
-            members = riak.up_netns(paths, st, nodes, zones, say)
+            members = riak.up_netns(paths, st, shape, say)
             say(f"waiting for {nodes} Riak nodes to serve riak_kv")
             riak.wait_ready(paths, members, timeout_s)
         elif mode == "netns":
-            up_netns(paths, st, nodes, zones, homes, heap_mb, say, shape.masters or nodes, shape.bastion)
+            up_netns(paths, st, shape, homes, say)
         else:
-            up_local(paths, st, nodes, zones, homes, heap_mb, say, shape.masters or nodes)
+            up_local(paths, st, shape, homes, say)
         if es_home is not None:
             say(f"waiting for {nodes} nodes to form a green cluster")
             wait_green(paths, st, nodes, timeout_s)
@@ -259,38 +216,74 @@ def reboot(paths: SandboxPaths, name: str, say: Say, timeout_s: float = 120) -> 
     say(f"{name} rebooted")
 
 
-def status(paths: SandboxPaths) -> dict[str, Any]:
+@dataclass(frozen=True)
+class NodeStatus:
+    name: str
+    host: str
+    zone: str
+    http: str
+    pid: int | None  # its JVM (or Riak daemon) as seen from here; None: not running
+
+
+@dataclass(frozen=True)
+class SandboxStatus:
+    """What `sandbox status` says of the sandbox: what runs, and what scripts and tests need to reach it (its
+    inventory, ssh config, known hosts, the hosts' non-root user, a secured sandbox's CA and users). ``state``
+    None: no sandbox."""
+
+    running: bool
+    state: state.SandboxState | None = None
+    paths: SandboxPaths | None = None
+    nodes: tuple[NodeStatus, ...] = ()
+    deploy_password_file: Path | None = None
+
+    @property
+    def endpoints(self) -> list[str]:
+        return [h.http_url for h in self.state.hosts if h.http_url] if self.state else []
+
+    def as_json(self) -> dict[str, Any]:
+        """`sandbox status --json`: one object (`{"running": false}` without a sandbox)."""
+        st, paths = self.state, self.paths
+        if st is None or paths is None:
+            return {"running": False}
+        netns, shards = st.mode == "netns", st.product != "riak"
+        return {
+            "running": self.running,
+            "mode": st.mode,
+            "product": st.product,
+            "es_version": st.es_version,
+            "versions": st.versions,
+            "packages": st.packages,
+            "snapshot_dir": str(paths.root / "snapshots") if shards else None,
+            "describe": describe(st),
+            "cluster_name": st.cluster_name,
+            "inventory": str(paths.inventory),
+            "ssh_config": str(paths.ssh_config) if netns else None,
+            "bastion": st.bastion.address if st.bastion else None,
+            "known_hosts": str(paths.known_hosts) if netns else None,
+            # Only the @cert-authority line of the hosts' certificates (Elasticsearch and OpenSearch hosts).
+            "known_hosts_ca": str(paths.known_hosts_ca) if netns and shards else None,
+            # The hosts' non-root user and the password sudo asks it for (host_setup.add_deploy_user).
+            "deploy_user": host_setup.DEPLOY_USER if self.deploy_password_file else None,
+            "deploy_password_file": str(self.deploy_password_file) if self.deploy_password_file else None,
+            "endpoints": self.endpoints,
+            **security.status_fields(paths, st.secured),
+            "nodes": [asdict(n) for n in self.nodes],
+        }
+
+
+def status(paths: SandboxPaths) -> SandboxStatus:
     st = state.load(paths.state_file)
     if st is None:
-        return {"running": False}
+        return SandboxStatus(running=False)
     pids = node_pids(paths, st)
     deploy_password = paths.secret(host_setup.DEPLOY_PASSWORD) if st.mode == "netns" and st.product != "riak" else None
     if deploy_password is not None and not deploy_password.exists():
         deploy_password = None  # no such user on the hosts (host_setup.add_deploy_user)
-    return {
-        "running": any_alive(paths, st),
-        "mode": st.mode,
-        "product": st.product,
-        "es_version": st.es_version,
-        "versions": st.versions,
-        "packages": st.packages,
-        "snapshot_dir": str(paths.root / "snapshots") if st.product != "riak" else None,
-        "describe": describe(st),
-        "cluster_name": st.cluster_name,
-        "inventory": str(paths.inventory),
-        "ssh_config": str(paths.ssh_config) if st.mode == "netns" else None,
-        "bastion": st.bastion.address if st.bastion else None,
-        "known_hosts": str(paths.known_hosts) if st.mode == "netns" else None,
-        # Only the @cert-authority line of the hosts' certificates (Elasticsearch and OpenSearch hosts).
-        "known_hosts_ca": str(paths.known_hosts_ca) if st.mode == "netns" and st.product != "riak" else None,
-        # The hosts' non-root user and the password sudo asks it for (host_setup.add_deploy_user).
-        "deploy_user": host_setup.DEPLOY_USER if deploy_password else None,
-        "deploy_password_file": str(deploy_password) if deploy_password else None,
-        "endpoints": [h.http_url for h in st.hosts if h.http_url],
-        **security.status_fields(paths, st.secured),
-        "nodes": [{"name": h.name, "host": h.address, "zone": h.zone, "http": h.http_url, "pid": pids.get(h.name)}
-                  for h in st.hosts],
-    }
+    return SandboxStatus(running=any_alive(paths, st), state=st, paths=paths,
+                         nodes=tuple(NodeStatus(h.name, h.address, h.zone, h.http_url, pids.get(h.name))
+                                     for h in st.hosts),
+                         deploy_password_file=deploy_password)
 
 
 def node_pids(paths: SandboxPaths, st: state.SandboxState) -> dict[str, int]:

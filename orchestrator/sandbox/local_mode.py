@@ -29,6 +29,7 @@ from orchestrator.sandbox.node_setup import (
     write_start_script,
     zone_of,
 )
+from orchestrator.sandbox.shape import SandboxShape
 
 LOCAL_HTTP_BASE = 19200
 
@@ -53,8 +54,8 @@ def port_free(port: int) -> bool:
     return True
 
 
-def up_local(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: int, homes: list[Home],
-              heap_mb: int, say: Say, eligible: int) -> None:
+def up_local(paths: SandboxPaths, st: state.SandboxState, shape: SandboxShape, homes: list[Home], say: Say) -> None:
+    nodes, zones, heap_mb, eligible = shape.nodes, shape.zones, shape.heap_mb, shape.eligible
     names = node_names(nodes)
     taken = [p for i in range(nodes) for p in (LOCAL_HTTP_BASE + i, LOCAL_TRANSPORT_BASE + i) if not port_free(p)]
     if taken:

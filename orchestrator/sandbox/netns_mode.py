@@ -34,16 +34,18 @@ from orchestrator.sandbox.node_setup import (
     write_start_script,
     zone_of,
 )
+from orchestrator.sandbox.shape import SandboxShape
 
 
-def up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: int, homes: list[Home],
-              heap_mb: int, say: Say, eligible: int, bastion: bool = False) -> None:
-    names = node_names(nodes)
-    test_hosts = [hosts.TestHost(name, i, zone_of(i, zones)) for i, name in enumerate(names, start=1)]
+def up_netns(paths: SandboxPaths, st: state.SandboxState, shape: SandboxShape, homes: list[Home], say: Say) -> None:
+    names = node_names(shape.nodes)
+    heap_mb, eligible, bastion = shape.heap_mb, shape.eligible, shape.bastion
+    test_hosts = [hosts.TestHost(name, i, zone_of(i, shape.zones)) for i, name in enumerate(names, start=1)]
     seeds = [f"{h.address}:9300" for h in test_hosts]
     masters = names[: min(3, eligible)]
     scheduler = hosts.data_disk_scheduler(paths.root)
-    say(f"creating {nodes} test hosts on {hosts.SUBNET}.0/24" + (", SSH only through a bastion" if bastion else ""))
+    say(f"creating {shape.nodes} test hosts on {hosts.SUBNET}.0/24"
+        + (", SSH only through a bastion" if bastion else ""))
     host_network.create_bridge()
     if bastion:
         host_network.create_back_bridge()

@@ -16,6 +16,7 @@ from pathlib import Path
 from orchestrator.errors import SandboxError
 from orchestrator.sandbox import host_network, host_power, host_setup, hosts, state
 from orchestrator.sandbox.layout import HostPaths, SandboxPaths
+from orchestrator.sandbox.shape import SandboxShape
 
 STANDIN_DIR = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "riak"
 RING_SIZE = 16
@@ -79,20 +80,20 @@ def _install_standin(hp: HostPaths, address: str, standin: Path, shared: Path, f
     host_setup.enable_unit(units, "riak.service")
 
 
-def up_netns(paths: SandboxPaths, st: state.SandboxState, nodes: int, zones: int,
-             say: hosts.Say) -> list[str]:
+def up_netns(paths: SandboxPaths, st: state.SandboxState, shape: SandboxShape, say: hosts.Say) -> list[str]:
     """Create and boot the hosts; return the Riak node names."""
     hosts.check_prerequisites()
     standin = standin_dir()
     shared = cluster_dir(paths)
     shutil.rmtree(shared, ignore_errors=True)
     shared.mkdir(parents=True)
-    test_hosts = [hosts.TestHost(name, i, f"zone-{(i - 1) % zones + 1}")
-                  for i, name in enumerate(node_names(nodes), start=1)]
+    test_hosts = [hosts.TestHost(name, i, f"zone-{(i - 1) % shape.zones + 1}")
+                  for i, name in enumerate(node_names(shape.nodes), start=1)]
     members = [f"riak@{h.address}" for h in test_hosts]
     (shared / "state.json").write_text(json.dumps({"ring_size": RING_SIZE, "members": members,
                                                    "claimant": members[0], "nodes": {}, "transfers": []}))
     scheduler = hosts.data_disk_scheduler(paths.root)
+    nodes = shape.nodes
     say(f"creating {nodes} Riak test hosts on {hosts.SUBNET}.0/24 (Riak stand-in from {standin})")
     host_network.create_bridge()
     host_keys = []

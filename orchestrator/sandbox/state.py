@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from orchestrator.config.loader import read_bytes_of
 from orchestrator.errors import ConfigError, SandboxError
 from orchestrator.paths import existing_private_dir, write_atomically
 
 STATE_VERSION = 1
+SandboxMode = Literal["netns", "local"]  # each node in a test host of its own, or all on 127.0.0.1
+SandboxProduct = Literal["elasticsearch", "opensearch", "riak"]
 
 
 @dataclass
@@ -28,7 +31,7 @@ class HostRecord:
 
 @dataclass
 class SandboxState:
-    mode: str
+    mode: SandboxMode
     es_version: str
     cluster_name: str
     zones: int
@@ -36,7 +39,7 @@ class SandboxState:
     started_at: float = 0.0
     ready: bool = False
     version: int = STATE_VERSION
-    product: str = "elasticsearch"
+    product: SandboxProduct = "elasticsearch"
     versions: list[str] = field(default_factory=list)  # Elasticsearch versions each host can switch to
     bastion: HostRecord | None = None  # `up --bastion`: the only way SSH reaches the node hosts
     secured: bool = False  # Elasticsearch's security on: TLS with the sandbox CA, users, an API key

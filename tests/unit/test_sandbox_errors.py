@@ -9,8 +9,9 @@ import pytest
 from orchestrator.errors import SandboxError
 from orchestrator.sandbox import hosts, java_home
 from orchestrator.sandbox.layout import SandboxPaths
-from orchestrator.sandbox.lifecycle import SandboxShape, up
+from orchestrator.sandbox.lifecycle import up
 from orchestrator.sandbox.node_setup import zone_of
+from orchestrator.sandbox.shape import SandboxShape
 
 
 def test_no_suitable_jdk_says_what_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
