@@ -40,13 +40,40 @@ def listed(problems: list[str]) -> str:
     return "\n".join(f"  - {p}" for p in problems)
 
 
+RESUME_HERE = "`orchestrate resume`"  # how an operator at a terminal tries a run again
+
+
+def with_next_try(what: str, resume: str, next_try: str | None = RESUME_HERE) -> str:
+    """``what`` happened, then what the run's next try does (``resume``), said as ``next_try`` names that try
+    (None: not said, for a run that will not be tried again)."""
+    return f"{what}; {next_try} {resume}" if resume and next_try else what
+
+
 class OrchestratorError(Exception):
-    """Base of every error the orchestrator raises for an operator to read."""
+    """Base of every error the orchestrator raises for an operator to read. ``resume``: what the run's next try
+    does ("waits again"), a field and not words of the message, so that each front end says it its own way (a
+    terminal's `orchestrate resume`, an Airflow task's next try) and an abandoned run not at all."""
 
     exit_code = 1
     # A run that fails keeps its temporary settings in force (allocation restricted) unless its error
     # says otherwise: with a node in trouble, restoring them would start copying its shards elsewhere.
     restores_settings = False
+
+    def __init__(self, *args: object, resume: str = "") -> None:
+        super().__init__(*args)
+        self.resume = resume
+
+    @property
+    def what(self) -> str:
+        """The message, without the next try."""
+        return super().__str__()
+
+    def told(self, next_try: str | None = RESUME_HERE) -> str:
+        """The message with the next try named as ``next_try`` (None: without it)."""
+        return with_next_try(self.what, self.resume, next_try)
+
+    def __str__(self) -> str:
+        return self.told()
 
 
 class ConfigError(OrchestratorError):
@@ -149,6 +176,6 @@ class OutsideWindow(StoppedAfter):
 
     exit_code = 12
 
-    def __init__(self, message: str, opens: datetime | None = None) -> None:
+    def __init__(self, message: str, opens: datetime | None = None, resume: str = "") -> None:
         self.opens = opens
-        super().__init__(message)
+        super().__init__(message, resume=resume)

@@ -38,13 +38,14 @@ class Seen(Generic[T]):
 
 
 def wait_until(probe: Callable[[Seen[T]], T | None], *, what: str, timeout_s: float, interval_s: float,
-               clock: Clock | None = None, hint: str = "",
+               clock: Clock | None = None, hint: str = "", resume: str = "",
                should_stop: Callable[[], bool] | None = None,
                on_first_miss: Callable[[str], None] | None = None, waited_before_s: float = 0.0) -> T:
     """Call ``probe`` until it returns a value; raise WaitTimeout naming what was awaited and seen.
     ``on_first_miss``: called (with what was seen) when the first look finds the wait not over; it may
     raise to leave the wait to someone else (a scheduler's trigger, restart/deferral.py);
-    ``waited_before_s``: how long the wait went on before this call (said in the timeout's message)."""
+    ``waited_before_s``: how long the wait went on before this call (said in the timeout's message); ``hint``:
+    what to check, said with the timeout; ``resume``: what the run's next try does then (errors.py)."""
     clock = clock or Clock()
     seen: Seen[T] = Seen()
     start = clock.monotonic()
@@ -83,7 +84,7 @@ def wait_until(probe: Callable[[Seen[T]], T | None], *, what: str, timeout_s: fl
             raise Aborted(f"stopped while waiting for {what}")
         waited_s = waited_before_s + timeout_s
         raise WaitTimeout(f"timed out after {waited_s:.0f} s waiting for {what}; last seen: {seen.text}"
-                          + (f". {hint}" if hint else ""))
+                          + (f". {hint}" if hint else ""), resume=resume)
     return result
 
 

@@ -42,6 +42,8 @@ def done_batches(summary: dict[str, Any]) -> int:
     return sum(1 for batch in summary.get("batches", ()) if batch.get("state") == "done")
 
 
+NEXT_TRY = "a new try of this task (clear it, or let it retry)"  # what `orchestrate resume` is to an Airflow user
+
 class ClusterOperator(BaseOperator):
     """What the three operators share: the cluster (``cluster``: an inventory name; ``inventory``: its
     path; or the connection's `inventory` extra) and the connection (``conn_id``)."""
@@ -73,8 +75,7 @@ class ClusterOperator(BaseOperator):
     def failed(self, exc: OrchestratorError) -> AirflowException:
         # What a terminal's operator types, an Airflow user does by clearing the task: its next try resumes
         # the run it started (RollingRestartOperator.execute finds it by the task's key).
-        said = str(exc).replace("`orchestrate resume`", "a new try of this task (clear it, or let it retry)")
-        return AirflowException(f"{type(exc).__name__}: {said}")
+        return AirflowException(f"{type(exc).__name__}: {exc.told(NEXT_TRY)}")
 
 
 class PlanCheckOperator(ClusterOperator):

@@ -55,7 +55,7 @@ def run_prelude(ctx: RunContext) -> None:
     report = run_merges(cluster, decisions, wanted.max_segments, wanted.concurrency, ctx.emit,
                         should_stop=lambda: ctx.abort.requested)
     if report.outcome == "failure":
-        raise UnsafeToProceed("force-merge failed; the restart did not start. `orchestrate resume` tries again")
+        raise UnsafeToProceed("force-merge failed; the restart did not start", resume="tries again")
     if ctx.abort.requested:
         raise Aborted("stopped by the operator during the force-merge")
     ctx.journal.prelude_done(NAME, report.to_json())

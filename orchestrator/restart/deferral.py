@@ -103,7 +103,8 @@ def merged(waits: list[Wait]) -> Wait:
 
 def deferrable_wait(deferral: Deferral | None, kind: WaitKind, batch: int, nodes: tuple[str, ...],
                     probe: Callable[[Seen[T]], T | None], *, what: str, timeout_s: float, interval_s: float,
-                    clock: Clock | None = None, hint: str = "", should_stop: Callable[[], bool] | None = None) -> T:
+                    clock: Clock | None = None, hint: str = "", resume: str = "",
+                    should_stop: Callable[[], bool] | None = None) -> T:
     """`wait_until`, for a run that may defer: without a deferral, exactly it. With one, the first look
     that finds the wait not over raises `Deferred`, unless this is the wait the run came back for:
     then it is waited here, for what is left of its timeout (counted from when it first began)."""
@@ -114,5 +115,5 @@ def deferrable_wait(deferral: Deferral | None, kind: WaitKind, batch: int, nodes
         raise Deferred(Wait(kind, batch, nodes, what, since, timeout_s, seen))
 
     return wait_until(probe, what=what, timeout_s=max(timeout_s - waited, 0.0), interval_s=interval_s, clock=clock,
-                      hint=hint, should_stop=should_stop, waited_before_s=min(waited, timeout_s),
+                      hint=hint, resume=resume, should_stop=should_stop, waited_before_s=min(waited, timeout_s),
                       on_first_miss=defer if defers(deferral, kind, batch) else None)

@@ -134,7 +134,7 @@ class Engine(Generic[SnapshotT, AdapterT]):
             # Temporary settings stay in force (allocation restricted), kept by the journal for `resume`,
             # unless the error says the node is lost for longer than planned (errors.py).
             failed = self.restore_after_failure(exc) if exc.restores_settings else exc
-            self.finish(RunState.FAILED, str(failed))
+            self.finish(RunState.FAILED, failed.what, failed.resume)
             self.hooks(HookPoint.ON_FAILURE, never_abort=True)
             if failed is exc:
                 raise
@@ -153,10 +153,10 @@ class Engine(Generic[SnapshotT, AdapterT]):
                 raise UnsafeToProceed(f"this run carries a {name} before its restart, which cannot run here")
             self.preludes[name](self.ctx)
 
-    def finish(self, state: RunState, message: str) -> None:
+    def finish(self, state: RunState, message: str, resume: str = "") -> None:
         self.ctx.journal.calls(self.ctx.cluster.calls)  # before the end event: metrics publish on it
-        self.ctx.journal.set_state(state, message)
-        self.ctx.emit(Event("run", f"run {state.value}: {message}", data={"result": state.value}))
+        self.ctx.journal.set_state(state, message, resume)
+        self.ctx.emit(Event("run", f"run {state.value}: {self.ctx.journal.said()}", data={"result": state.value}))
 
     def stop_safely(self, exc: Aborted) -> Aborted:
         """After an abort: every temporary setting put back, so nothing is left half-set; or, when another process
@@ -166,31 +166,33 @@ class Engine(Generic[SnapshotT, AdapterT]):
                        "settings are its own now")
             self.finish(RunState.ABORTED, message)
             return exc.__class__(message)
-        message = self.restore_everything(exc, "`orchestrate resume` continues the remaining batches")
-        self.finish(RunState.STOPPED if isinstance(exc, StoppedAfter) else RunState.ABORTED, message)
-        return OutsideWindow(message, exc.opens) if isinstance(exc, OutsideWindow) else exc.__class__(message)
+        message, resume = self.restore_everything(exc, "continues the remaining batches")
+        self.finish(RunState.STOPPED if isinstance(exc, StoppedAfter) else RunState.ABORTED, message, resume)
+        return OutsideWindow(message, exc.opens, resume) if isinstance(exc, OutsideWindow) else \
+            exc.__class__(message, resume=resume)
 
     def restore_after_failure(self, exc: OrchestratorError) -> OrchestratorError:
         """After a failure whose error asks it (errors.py): every temporary setting put back; the error,
         its message saying so."""
-        return exc.__class__(self.restore_everything(exc, "Once the cause is fixed, `orchestrate resume` "
-                                                          "finishes the run"))
+        message, resume = self.restore_everything(exc, "finishes the run once the cause is fixed")
+        return exc.__class__(message, resume=resume)
 
-    def restore_everything(self, exc: OrchestratorError, then: str) -> str:
+    def restore_everything(self, exc: OrchestratorError, then: str) -> tuple[str, str]:
         """Every temporary setting put back, and what `resume` needs made again: a batch whose nodes have
         not begun to stop starts over (its setting set again before any stop), and the run's
-        `before_run` steps run again. The run's message, saying how it went."""
+        `before_run` steps run again. The run's message, saying how it went, and what its next try does
+        (``then``, once the settings are back)."""
         try:
             steps.restore_settings(self.ctx)
         except OrchestratorError as restore_error:
-            return (f"{exc}; restoring settings FAILED ({restore_error}): `orchestrate status` shows what is "
-                    "pending, `orchestrate resume` restores it")
+            return (f"{exc.what}; restoring settings FAILED ({restore_error.what}): `orchestrate status` shows "
+                    "what is pending", "restores it")
         journal = self.ctx.journal
         for batch in journal.batches:
             if batch.state == BatchState.RUNNING and not self.any_node_stopping(batch):
                 journal.reopen_batch(batch)
         journal.setup_undone()
-        return f"{exc}; temporary settings restored. {then}"
+        return f"{exc.what}; temporary settings restored", then
 
     def any_node_stopping(self, batch: BatchRecord) -> bool:
         return any(reached(self.ctx.record(name).phase, Phase.STOPPING) for name in batch.nodes)

@@ -51,8 +51,8 @@ def install_version(ctx: RunContext, batch: BatchRecord) -> None:
             if not result.ok:
                 text = (result.stderr or result.stdout).strip()[-300:]
                 raise HostError(f"{name}: installing {version} failed (exit {result.rc}) in `{command[:200]}`: "
-                                f"{text}. The node is stopped on its old version; fix the host, then "
-                                "`orchestrate resume` installs again")
+                                f"{text}. The node is stopped on its old version; fix the host",
+                                resume="installs again")
         ctx.timed(name, "install", ctx.clock.monotonic() - started)
         ctx.journal.mark(name, INSTALLED)
         ctx.emit(Event("step", f"{name}: installed {version} ({method.describe(version, name)}) in "

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import JournalError, OrchestratorError
+from orchestrator.errors import RESUME_HERE, JournalError, OrchestratorError, with_next_try
 from orchestrator.hosts.changes import HostChange
 from orchestrator.paths import existing_private_dir, private_dir, state_root
 from orchestrator.restart import journal_file
@@ -69,6 +69,7 @@ class Journal:
     updated: float = field(default_factory=time.time)
     finished: float | None = None
     message: str = ""
+    resume: str = ""  # what the run's next try does (errors.py: an error's ``resume``), said apart from ``message``
     run_setup_done: bool = False
     preludes_done: list[str] = field(default_factory=list)
     prelude_reports: dict[str, Any] = field(default_factory=dict)
@@ -141,15 +142,22 @@ class Journal:
                 self._texts.pop(id(record), None)
             self.save()
 
-    def set_state(self, state: RunState, message: str = "") -> None:
+    def said(self, next_try: str | None = RESUME_HERE) -> str:
+        """How the run ended or stands, with what its next try does, said as ``next_try`` names that try."""
+        return with_next_try(self.message, self.resume, next_try)
+
+    def set_state(self, state: RunState, message: str = "", resume: str = "") -> None:
+        """The run's state, with what happened and what its next try does (errors.py: an error's ``resume``)."""
         with self.change():
             self.state = state
             self.message = message
+            self.resume = resume
             self.finished = None if state in (RunState.RUNNING, RunState.DEFERRED) else time.time()
             if state is not RunState.DEFERRED:
                 self.waiting = None
             if state is not RunState.RUNNING:
-                self.history = [*self.history, HistoryEntry(self.finished or time.time(), state.value, message)]
+                self.history = [*self.history, HistoryEntry(self.finished or time.time(), state.value,
+                                                            with_next_try(message, resume))]
 
     def resumed(self, changes: list[str]) -> None:
         """A resume begins (``changes``: what it accepted of a changed inventory)."""
@@ -326,7 +334,8 @@ class Journal:
     def _run_fields(self) -> dict[str, Any]:
         """The run's own fields that a transition may change (each line of the log holds them): a few values."""
         return {"state": self.state.value, "created": self.created, "updated": self.updated, "finished": self.finished,
-                "message": self.message, "run_setup_done": self.run_setup_done, "preludes_done": self.preludes_done,
+                "message": self.message, "resume": self.resume, "run_setup_done": self.run_setup_done,
+                "preludes_done": self.preludes_done,
                 "cluster_calls": self.cluster_calls, "paused": self.paused, "hook_values": self.hook_values,
                 "waiting": self.waiting, "origin": self.origin, "search": self.search}
 
@@ -422,7 +431,8 @@ class Journal:
                 state=RunState(raw["state"]), undo=[UndoRecord(**{**u, "state": UndoState(u["state"])})
                                                     for u in raw["undo"]],
                 created=raw["created"], updated=raw["updated"], finished=raw["finished"], message=raw["message"],
-                run_setup_done=raw["run_setup_done"], preludes_done=raw["preludes_done"],
+                resume=str(raw.get("resume") or ""), run_setup_done=raw["run_setup_done"],
+                preludes_done=raw["preludes_done"],
                 prelude_reports=raw["prelude_reports"], cluster_calls=raw["cluster_calls"],
                 paused=None if raw.get("paused") is None else str(raw["paused"]),
                 hook_values={str(k): str(v) for k, v in dict(raw.get("hook_values", {})).items()},
@@ -457,7 +467,7 @@ class RunFailed(OrchestratorError):
     """A run that had started failed: the cause, and the journal of the run (for its report)."""
 
     def __init__(self, cause: OrchestratorError, journal: Journal) -> None:
-        super().__init__(str(cause))
+        super().__init__(cause.what, resume=cause.resume)
         self.cause = cause
         self.journal = journal
         self.exit_code = cause.exit_code

@@ -106,9 +106,9 @@ def reboot_host(ctx: RunContext, batch: BatchRecord) -> None:
             after = wait_until(new_boot, what=f"{name}'s host to come back from its reboot",
                                timeout_s=ctx.inv.timeouts.reboot_s,
                                interval_s=max(ctx.inv.timeouts.poll_interval_s, 1), clock=ctx.clock,
-                               hint=f"Check {node.host}'s console; when it is back, `orchestrate resume` goes on.")
+                               hint=f"Check {node.host}'s console", resume="goes on once it is back")
         except WaitTimeout as exc:
-            raise HostDidNotReturn(str(exc)) from None
+            raise HostDidNotReturn(exc.what, resume=exc.resume) from None
         seconds = ctx.clock.monotonic() - started
         ctx.timed(name, "reboot", seconds)
         ctx.journal.mark(name, REBOOTED)

@@ -126,7 +126,7 @@ def model(journal: Journal, columns: Sequence[Column] = ()) -> dict[str, Any]:
             left, width = x(since), max(round((end - since) / span * TIMELINE_WIDTH, 1), 6.0)
             # Its label after the mark, or before it where it would run past the picture's edge.
             after = LABEL_WIDTH + TIMELINE_WIDTH + 40 - (left + width + 4) >= LABEL_ROOM
-            failure = {"x": left, "w": width, "title": f"{rec.name} {state} here: {journal.message}",
+            failure = {"x": left, "w": width, "title": f"{rec.name} {state} here: {journal.said()}",
                        "label_x": left + width + 4 if after else left - 4, "anchor": "start" if after else "end"}
         rows.append({"name": rec.name, "batch": rec.batch, "state": state, "y": 30 + i * ROW_HEIGHT, "bars": drawn,
                      "failure": failure, "restarted": rec.restarted,

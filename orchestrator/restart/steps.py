@@ -265,8 +265,8 @@ def wait_for_join(ctx: RunContext, batch: BatchRecord) -> None:
                                    what=f"{name} to rejoin the cluster as a new process",
                                    timeout_s=ctx.inv.timeouts.join_s, interval_s=ctx.inv.timeouts.poll_interval_s,
                                    clock=ctx.clock,
-                                   hint=f"Check the service and its log on {ctx.node(name).host}; when the node is "
-                                        "back, `orchestrate resume` continues (temporary settings stay meanwhile).")
+                                   hint=f"Check the service and its log on {ctx.node(name).host}",
+                                   resume="continues once the node is back (temporary settings stay meanwhile)")
         # Join time counts from the moment the start command returned (wall clock: survives a resume).
         issued = rec.started_at.get("start_issued")
         join_s = time.time() - issued - rec.phases.get("start", 0) if issued else ctx.clock.monotonic() - started

@@ -54,8 +54,7 @@ def wait_for_service(ctx: RunContext[RiakAdapter], batch: BatchRecord) -> None:
 
         wait_until(up, what=f"{service} to be up on {riak_name}", timeout_s=ctx.inv.timeouts.join_s,
                    interval_s=ctx.inv.timeouts.poll_interval_s, clock=ctx.clock,
-                   hint=f"Check `riak-admin services` and the Riak logs on {node.host}; `orchestrate resume` "
-                        "waits again.")
+                   hint=f"Check `riak-admin services` and the Riak logs on {node.host}", resume="waits again")
         ctx.timed(name, "service", ctx.clock.monotonic() - started)
         if admin.admin_form(node) != cfg.admin_command:
             ctx.emit(Event("step", f"{name}: admin commands run as `{admin.admin_form(node)}` there (a Riak 3.x "
@@ -84,13 +83,13 @@ def wait_for_handoffs(ctx: RunContext[RiakAdapter], batch: BatchRecord) -> None:
         if stalled:
             raise UnsafeToProceed(
                 f"handoff stalled after restarting {', '.join(batch.nodes)}: {stalled}. The run stops here with "
-                "every node up; `orchestrate resume` waits for the handoffs again once they move")
+                "every node up", resume="waits for the handoffs again once they move")
         seen.text = transfers.describe()
         return True if transfers.none else None
 
     wait_until(drained, what="handoffs to finish", timeout_s=ctx.inv.timeouts.recovery_s,
                interval_s=ctx.inv.timeouts.poll_interval_s, clock=ctx.clock, should_stop=lambda: ctx.abort.requested,
-               hint="Transfers are still running (`riak-admin transfers`); `orchestrate resume` waits again.")
+               hint="Transfers are still running (`riak-admin transfers`)", resume="waits again")
     elapsed = ctx.clock.monotonic() - started
     for name in batch.nodes:
         seen, objects = watch.handed_to(ctx.cluster.cfg.riak_name(ctx.node(name)))

@@ -8,8 +8,6 @@ says what changed in the inventory since the run started.
 
 from __future__ import annotations
 
-import itertools
-import re
 import signal
 import threading
 from collections.abc import Iterator
@@ -287,8 +285,8 @@ def hold_until_the_window_opens(ctx: RunContext[Any], opens: datetime) -> None:
     said_at = -HOLD_SAID_EVERY_S
     while (left := (opens - clock.wall()).total_seconds()) > 0:
         if ctx.abort.requested:
-            raise Aborted(f"stopped by the operator ({ctx.abort.reason}) while held for the maintenance window; "
-                          "`orchestrate resume` goes on")
+            raise Aborted(f"stopped by the operator ({ctx.abort.reason}) while held for the maintenance window",
+                          resume="goes on")
         if clock.monotonic() - said_at >= HOLD_SAID_EVERY_S:
             said_at = clock.monotonic()
             ctx.emit(Event("wait", f"held outside the maintenance window, every node back and every setting "
@@ -405,21 +403,6 @@ def resume(target: Target, emit: EventSink, run_id: str | None = None, accept_ch
                    accept_unavailable=accept_unavailable, stop_after=stop_after, deferral=deferral)
 
 
-RESUME_HINT = "`orchestrate resume`"
-
-
-def without_resume_hint(message: str) -> str:
-    """A run's message with what it said `orchestrate resume` would do taken out: the sentences that say it
-    (or, in the first, its clauses from the one that says it): an abandoned run is never resumed."""
-    sentences = re.split(r"(?<=\.)\s+", message)
-    kept = [s for s in sentences[1:] if RESUME_HINT not in s]
-    first = sentences[0]
-    if RESUME_HINT in first:
-        clauses = first.split("; ")
-        first = "; ".join(itertools.takewhile(lambda c: RESUME_HINT not in c, clauses)).rstrip(":, ")
-    return " ".join(part for part in (first, *kept) if part)
-
-
 def abandon_run(journal: Journal, cluster: ClusterAdapter[Any], name: str, emit: EventSink) -> Journal:
     """Give up ``journal``'s run: every temporary setting it still holds in force is put back (its undo
     records), it is marked abandoned (never resumed), and its lock released, so that a new run may start.
@@ -435,7 +418,7 @@ def abandon_run(journal: Journal, cluster: ClusterAdapter[Any], name: str, emit:
         put_back(journal, cluster, emit)
         down = [n for n, r in journal.nodes.items()
                 if reached(r.phase, Phase.STOPPING) and not reached(r.phase, Phase.JOINED)]
-        was = f"{journal.state.value}: {without_resume_hint(journal.message) or 'no message'}"
+        was = f"{journal.state.value}: {journal.said(next_try=None) or 'no message'}"  # it will not be resumed
         message = f"abandoned (was {was}); temporary settings put back"
         if down:
             message += (f"; NOT BACK: {', '.join(down)} (stopped by the run and not started again: start "

@@ -51,7 +51,7 @@ def status(target: Target) -> dict[str, Any]:
     if copy_error:
         out["copy_error"] = copy_error
     if last is not None:
-        state, message = last.state.value, last.message
+        state, message = last.state.value, last.said()
         killed = holder is not None and holder.run_id == last.run_id and holder.gone_here()
         if last.state is RunState.RUNNING and killed and holder is not None:
             # The journal says running because a killed process journals nothing: its lock says it is gone.
@@ -87,7 +87,7 @@ def summary(journal: Journal) -> dict[str, Any]:
         "run_id": journal.run_id,
         "mode": journal.mode,
         "options": asdict(journal.spec.options),
-        "message": journal.message,
+        "message": journal.said(),
         "journal": str(journal.path),
         "batches": [{"number": b.number, "label": b.label, "nodes": b.nodes, "state": b.state,
                      "duration_s": round((b.finished or end) - b.started, 1) if b.started else None}

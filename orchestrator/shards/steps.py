@@ -213,8 +213,8 @@ def wait_for_recovery(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) 
     deferrable_wait(ctx.deferral, "recovery", batch.number, tuple(batch.nodes), settled, what=what, timeout_s=limit,
                     interval_s=ctx.inv.timeouts.poll_interval_s, clock=ctx.clock,
                     should_stop=lambda: ctx.abort.requested,
-                    hint="Shards are still recovering or cannot be allocated (see `_cluster/allocation/explain`); "
-                         "`orchestrate resume` waits again.")
+                    hint="Shards are still recovering or cannot be allocated (see `_cluster/allocation/explain`)",
+                         resume="waits again")
     record_recovered(ctx, batch, ctx.clock.monotonic() - started + earlier_s)
 
 
@@ -310,8 +310,8 @@ def wait_for_own_recovery(ctx: RunContext[ShardClusterAdapter], batch: BatchReco
                     what=f"the copies of {', '.join(batch.nodes)} to recover", timeout_s=ctx.inv.timeouts.recovery_s,
                     interval_s=ctx.inv.timeouts.poll_interval_s, clock=ctx.clock,
                     should_stop=lambda: ctx.abort.requested,
-                    hint="Shards are still recovering or cannot be allocated (see `_cluster/allocation/explain`); "
-                         "`orchestrate resume` waits again.")
+                    hint="Shards are still recovering or cannot be allocated (see `_cluster/allocation/explain`)",
+                         resume="waits again")
     record_recovered(ctx, batch, ctx.clock.monotonic() - started + earlier_s)
 
 
@@ -444,8 +444,8 @@ def check_version(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) -> N
     wait_until(versions_seen, what=f"the version of {', '.join(batch.nodes)}", timeout_s=ctx.inv.timeouts.join_s,
                interval_s=ctx.inv.timeouts.poll_interval_s, clock=ctx.clock)
     for name, found in wrong.items():
-        raise OrchestratorError(f"{name} rejoined running {found}, not {version}: check the install on its host; "
-                                "`orchestrate resume` checks again")
+        raise OrchestratorError(f"{name} rejoined running {found}, not {version}: check the install on its host",
+                                resume="checks again")
     for name in batch.nodes:
         ctx.emit(Event("step", f"{name}: runs {version}", node=name, data={"version": version}))
 

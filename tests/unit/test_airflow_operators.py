@@ -41,10 +41,13 @@ def test_a_failure_tells_the_airflow_user_to_clear_the_task_not_to_type_a_comman
     from orchestrator.errors import UnsafeToProceed
 
     task = RollingRestartOperator(task_id="restart", cluster="prod")
-    said = str(task.failed(UnsafeToProceed("es-2 did not rejoin; `orchestrate resume` continues the remaining "
-                                           "batches")))
+    failure = UnsafeToProceed("es-2 did not rejoin", resume="continues the remaining batches")
+    assert str(failure) == "es-2 did not rejoin; `orchestrate resume` continues the remaining batches", "a terminal"
+    said = str(task.failed(failure))
     assert said == ("UnsafeToProceed: es-2 did not rejoin; a new try of this task (clear it, or let it retry) "
                     "continues the remaining batches")
+    other = str(task.failed(UnsafeToProceed("a message that names `orchestrate resume` as a word of its own")))
+    assert "`orchestrate resume`" in other, "the tool's own words are never rewritten by pattern"
 
 
 def test_deferrable_follows_airflows_default_deferrable_unless_given(monkeypatch: pytest.MonkeyPatch) -> None:

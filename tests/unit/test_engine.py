@@ -650,13 +650,12 @@ def test_a_host_that_does_not_come_back_from_its_reboot_ends_the_run_with_every_
         with pytest.raises(HostDidNotReturn) as err:
             engine_over(hosts, events).run()
         assert "timed out after 120 s waiting for b's host to come back from its reboot" in str(err.value)
-        assert "; temporary settings restored. Once the cause is fixed, `orchestrate resume`" in str(err.value)
+        assert str(err.value).endswith("; temporary settings restored; `orchestrate resume` finishes the run once "
+                                       "the cause is fixed"), str(err.value)
         assert err.value.exit_code == 4
         assert cluster.settings == ORIGINAL, "the batch's hold and the run's limit both put back"
         assert all(u.state is UndoState.RESTORED for u in journal.undo)
-        assert journal.state is RunState.FAILED and journal.message.endswith(
-            "; temporary settings restored. Once the cause is fixed, `orchestrate resume` finishes the run"), \
-            journal.message
+        assert journal.state is RunState.FAILED and journal.said() == str(err.value)
         assert [name for name, command in hosts.commands if command == "systemctl reboot"] == ["a", "b"]
 
         hosts.lost.clear()  # b is back (with a new boot): a resume finishes the run, rebooting nothing twice
@@ -724,7 +723,7 @@ def test_an_abandoned_run_puts_back_every_setting_releases_its_lock_and_lets_a_n
         assert unfinished_run("fake") is not None and cluster.settings != ORIGINAL
 
         events: list[Event] = []
-        assert "`orchestrate resume`" in journal.message
+        assert "`orchestrate resume`" in journal.said()
         abandon_run(journal, cluster, "fake", events.append)  # type: ignore[arg-type]
         assert cluster.settings == ORIGINAL, "the batch's hold and the run's limit put back"
         assert journal.state is RunState.ABANDONED and "NOT BACK: a" in journal.message
@@ -795,21 +794,29 @@ def test_status_says_a_run_whose_process_was_killed_on_this_machine_is_interrupt
         assert status(target)["run"]["state"] == "running", "a process on another machine is not judged from here"
 
 
-@pytest.mark.parametrize(("message", "shown"), [
-    ("es-2 did not rejoin; temporary settings restored. `orchestrate resume` continues the remaining batches",
-     "es-2 did not rejoin; temporary settings restored."),
-    ("timed out after 600 s waiting for es-2 to rejoin. Check the service and its log on h2; when the node is "
-     "back, `orchestrate resume` continues (temporary settings stay meanwhile).",
-     "timed out after 600 s waiting for es-2 to rejoin."),
-    ("force-merge failed; the restart did not start. `orchestrate resume` tries again",
-     "force-merge failed; the restart did not start."),
-    ("boom; restoring settings FAILED (x): `orchestrate resume` restores it", "boom"),
-    ("no hint here", "no hint here"),
-])
-def test_an_abandoned_runs_message_keeps_what_happened_without_what_resume_would_do(message: str, shown: str) -> None:
-    from orchestrator.runs.restart import without_resume_hint
+def test_a_failed_runs_next_try_is_said_where_it_is_read_and_never_by_an_abandoned_run() -> None:
+    """What the run's next try does is a field of its error and of its journal (errors.py: ``resume``), not
+    words in its message: the terminal says it as `orchestrate resume`, `status` too, and an abandoned run,
+    which will not be tried again, not at all."""
+    from orchestrator.restart.lock import LOCK_INDEX, RUN_DOC
+    from orchestrator.runs.restart import abandon_run
 
-    assert without_resume_hint(message) == shown
+    with state_dir():
+        inv, cluster = inventory(["a"], join_s=20), FakeCluster.of(["a"], settings=dict(ORIGINAL))
+        cluster.nodes["a"].rejoins = False
+        journal = new_journal(inv, cluster)
+        with pytest.raises(WaitTimeout) as failed:
+            run(inv, cluster, journal)
+        error = failed.value
+        assert error.resume and str(error) == f"{error.what}; `orchestrate resume` {error.resume}"
+        assert "orchestrate resume" not in error.what
+        loaded = Journal.load(journal.path)  # type: ignore[arg-type]
+        assert (loaded.message, loaded.resume) == (error.what, error.resume), "kept apart in the journal"
+        assert loaded.said() == str(error) and loaded.history[-1].message == str(error)
+        cluster.locks[(LOCK_INDEX, RUN_DOC)] = {"run_id": journal.run_id, "host": "elsewhere", "pid": 1,
+                                                "started": time.time(), "state": "failed"}
+        abandon_run(loaded, cluster, "fake", lambda e: None)  # type: ignore[arg-type]
+        assert error.what in loaded.message and "resume" not in loaded.said()
 
 
 def test_each_setting_set_and_put_back_is_an_undo_event_saying_what_it_was_and_became() -> None:

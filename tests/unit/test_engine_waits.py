@@ -398,7 +398,7 @@ def test_a_stop_says_the_settings_are_back_and_resume_goes_on_or_that_putting_th
 
     with state_dir():
         said = stopped_in_batch_1(FakeCluster.of(["a", "b"], settings=dict(ORIGINAL)))
-        assert said.endswith("; temporary settings restored. `orchestrate resume` continues the remaining batches")
+        assert said.endswith("; temporary settings restored; `orchestrate resume` continues the remaining batches")
     with state_dir():
         cluster = FakeCluster.of(["a", "b"], settings=dict(ORIGINAL))
         real = cluster.put_settings
@@ -411,7 +411,7 @@ def test_a_stop_says_the_settings_are_back_and_resume_goes_on_or_that_putting_th
         cluster.put_settings = no_restore  # type: ignore[method-assign]
         said = stopped_in_batch_1(cluster)
         assert "; restoring settings FAILED (" in said and "403 read-only" in said
-        assert said.endswith("): `orchestrate status` shows what is pending, `orchestrate resume` restores it"), said
+        assert said.endswith("): `orchestrate status` shows what is pending; `orchestrate resume` restores it"), said
 
 
 def test_ctrl_c_at_the_end_of_a_batch_or_in_the_pause_after_it_stops_the_run_cleanly() -> None:
