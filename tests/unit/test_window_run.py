@@ -340,3 +340,65 @@ def test_metrics_published_from_several_nodes_in_flight_say_each_batch_once_and_
         assert 'orchestrator_batches{cluster="fake",state="done"} 9.0' in published, published
         assert 'orchestrator_run_state{cluster="fake",state="succeeded"} 1.0' in published
         assert sum(1 for e in events if e.kind == "batch" and e.data.get("state") == "done") == 9
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**6), nodes=st.integers(10, 13), copies=st.integers(2, 6),
+       zones=st.sampled_from([1, 2, 3]), replicas=st.sampled_from([1, 1, 2]), budget=st.integers(2, 4),
+       back_s=st.floats(0.0, 0.25), blind_s=st.sampled_from([0.0, 0.0, 0.3]))
+def test_random_layouts_restart_times_and_failed_reads_never_leave_a_shard_without_a_started_copy(
+        tmp_path_factory: pytest.TempPathFactory, seed: int, nodes: int, copies: int, zones: int, replicas: int,
+        budget: int, back_s: float, blind_s: float) -> None:
+    """The window over the fake Elasticsearch, through the real adapter and client, on layouts drawn at random
+    (3 dedicated masters and 7 to 10 data nodes, copies scattered over them, 1 or 2 replicas, 1 to 3 zones, and
+    an index filtered onto two nodes: the trap, those two must never be away together), each node back a random
+    time after its start, and one node's stats failing for a while mid-run (a proof that cannot be read). The
+    fake records, at every stop, any shard left with no started copy: it must record none; and each node
+    restarts exactly once, within the budget."""
+    import threading
+
+    from orchestrator.runs import plans
+    from orchestrator.runs import restart as runs
+    from orchestrator.runs.target import open_target
+    from orchestrator.testing.fake_es.hosts import AnsweringHosts, FakeHostTransport, fake_inventory
+    from orchestrator.testing.fake_es.model import FakeCluster as FakeEs
+    from orchestrator.testing.fake_es.server import FakeEsServer
+
+    tmp = tmp_path_factory.mktemp("window")
+    cluster = FakeEs.generate(nodes, copies_per_node=copies, zones=zones, seed=seed, scattered=True,
+                              replicas=replicas)
+    data = sorted(n.name for n in cluster.nodes.values() if n.is_data)
+    trap = tuple(cluster.random.sample(data, 2))
+    cluster.create_index("trap", 1, 1, on=trap)
+    pids = {n: cluster.by_name[n].pid for n in cluster.by_name}
+    with pytest.MonkeyPatch.context() as patch, FakeEsServer(cluster) as server:
+        patch.setenv("ORCHESTRATOR_STATE", str(tmp / "state"))
+        server.restart_s = (0.0, back_s)
+        config = fake_inventory(tmp / "c.yaml", server.url, [(n, cluster.by_name[n].ip) for n in sorted(pids)],
+                                timeouts={"poll_interval_s": 0.05, "recovery_s": 60, "unhealthy_s": 60,
+                                          "join_s": 30})
+        target, chosen = plans.windowed(open_target(None, config), str(budget), Mode.NODE)
+        transport = FakeHostTransport(server.url)
+        options = RunOptions(max_unavailable=chosen)
+        plan = plans.make_plan(target, Mode.NODE, options, host_transport=lambda: transport)
+        blind = cluster.by_name[cluster.random.choice(data)].id
+
+        def blinded(on: bool) -> None:
+            with cluster.lock:
+                (cluster.stats_failing.add if on else cluster.stats_failing.discard)(blind)
+
+        timers = [threading.Timer(0.5, blinded, [True]), threading.Timer(0.5 + blind_s, blinded, [False])] \
+            if blind_s else []
+        for timer in timers:
+            timer.start()
+        try:
+            journal = runs.start(target, plan, options, lambda e: None, early=AnsweringHosts(transport))  # type: ignore[arg-type]
+        finally:
+            for timer in timers:
+                timer.cancel()
+            blinded(False)
+    assert journal.state is RunState.SUCCEEDED, journal.message
+    assert cluster.without_started_copy == [], cluster.without_started_copy
+    assert max(cluster.down_at_stops) <= budget, cluster.down_at_stops
+    assert all(cluster.by_name[n].pid == pids[n] + 10_000 for n in pids), "each node restarted exactly once"
+    assert all(i.settings == {} for i in cluster.indices.values()), "each index's delay put back to its own"

@@ -144,14 +144,20 @@ class FakeCluster:
         self.random = random.Random(seed)
         self._placement: Iterator[FakeNode] | None = None
         self._data_count = 0
+        self.scattered = False  # each new shard's copies on data nodes drawn at random (generate)
+        self._by_zone: dict[str | None, list[FakeNode]] = {}  # the up data nodes by zone, for `drawn`
 
     # --- building ------------------------------------------------------------------------------
     @classmethod
     def generate(cls, nodes: int, copies_per_node: int = 200, zones: int = 1, seed: int = 7,
-                 version: str = "9.5.3") -> FakeCluster:
+                 version: str = "9.5.3", scattered: bool = False, replicas: int = 1) -> FakeCluster:
         """``nodes`` nodes (from 10, three of them dedicated masters, the rest data nodes; below 10 every node
-        both) spread over ``zones`` awareness zones, holding about ``copies_per_node`` copies per data node."""
+        both) spread over ``zones`` awareness zones, holding about ``copies_per_node`` copies per data node, each
+        shard with ``replicas`` replicas. The copies of a shard go to the data nodes in turn (a node shares data
+        with few others), or with ``scattered`` each to data nodes drawn at random (of distinct zones, as
+        awareness places them): a node then shares data with about as many others as it holds copies."""
         cluster = cls(version=version, seed=seed)
+        cluster.scattered = scattered
         zone_names = [f"zone-{z + 1}" for z in range(zones)]
         masters = 3 if nodes >= 10 else 0
         for i in range(1, nodes + 1):
@@ -168,7 +174,7 @@ class FakeCluster:
             if made >= copies_per_node * data_nodes:
                 break
             primaries = min(cluster.random.choices(widths, weights)[0], max(data_nodes // 2, 1))
-            made += cluster.create_index(f"logs-{number:06d}", primaries, 1 if data_nodes > 1 else 0)
+            made += cluster.create_index(f"logs-{number:06d}", primaries, replicas if data_nodes > 1 else 0)
         return cluster
 
     def add_node(self, name: str, zone: str | None, roles: tuple[str, ...]) -> FakeNode:
@@ -180,6 +186,7 @@ class FakeCluster:
         self.by_name[name] = node
         self.on_node[node.id] = set()
         self._placement = None
+        self._by_zone = {}
         return node
 
     def placement(self) -> Iterator[FakeNode]:
@@ -195,8 +202,10 @@ class FakeCluster:
         return self._placement
 
     def create_index(self, name: str, primaries: int, replicas: int, hidden: bool = False,
-                     auto_expand: str | None = None) -> int:
-        """A new index, its copies started on data nodes (as if created long ago); returns its copies."""
+                     auto_expand: str | None = None, on: tuple[str, ...] = ()) -> int:
+        """A new index, its copies started on data nodes (as if created long ago), or on the nodes named ``on``
+        alone (as allocation filtering keeps them: each shard's copies there, at most one on each); returns its
+        copies."""
         if self._placement is None:
             self._data_count = sum(1 for n in self.nodes.values() if n.is_data and n.up)
         data = self._data_count
@@ -208,7 +217,11 @@ class FakeCluster:
         created = now_ms() - 3_600_000
         pick = self.placement()
         for shard in range(primaries):
-            holders: list[FakeNode] = []
+            if on:
+                holders = [self.by_name[n] for n in on][:copies_per_shard]
+                copies_per_shard = len(holders)
+            else:
+                holders = self.drawn(copies_per_shard) if self.scattered else []
             while len(holders) < copies_per_shard:
                 candidate = next(pick)
                 if candidate.up and candidate not in holders:
@@ -226,6 +239,22 @@ class FakeCluster:
         self.total_shards += primaries
         self.total_copies += primaries * copies_per_shard
         return primaries * copies_per_shard
+
+    def drawn(self, count: int) -> list[FakeNode]:
+        """``count`` up data nodes drawn at random, each of another zone while there are zones left to draw
+        from (awareness)."""
+        if not self._by_zone:
+            for n in self.nodes.values():
+                if n.is_data and n.up:
+                    self._by_zone.setdefault(n.zone, []).append(n)
+        zones = self.random.sample(sorted(self._by_zone, key=str), min(count, len(self._by_zone)))
+        holders = [self.random.choice(self._by_zone[z]) for z in zones]
+        everyone = sum(len(group) for group in self._by_zone.values())
+        while len(holders) < min(count, everyone):
+            candidate = self.random.choice(self._by_zone[self.random.choice(zones)])
+            if candidate not in holders:
+                holders.append(candidate)
+        return [n for n in holders if n.up]  # a node down since: the rest are placed in turn
 
     def drop_index(self, name: str) -> None:
         """The index deleted, every copy of it gone."""
