@@ -83,6 +83,11 @@ class ClusterAdapter(Protocol[SnapshotT_co]):
         """Update the lock's fields (`renewed`, `state`) if ``run_id`` still holds it; False when it does not."""
         ...
 
+    def write_lock_document(self, index: str, doc_id: str, body: dict[str, Any]) -> None:
+        """A document beside the lock written whole, over whatever it held (the journal's copy, which the run that
+        holds the lock alone writes: restart/journal_copy.py): one write, no read before it."""
+        ...
+
 
 # A product's adapter type. Generic code (the engine, the steps every product shares) names no
 # product: it sees `ClusterAdapter[Any]`, the default; a product's own steps see its concrete adapter.

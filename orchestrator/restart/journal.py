@@ -129,6 +129,15 @@ class Journal:
                 return True, u.before
         return False, None
 
+    def undo_by_key(self) -> dict[tuple[str, str], tuple[UndoRecord, UndoRecord | None]]:
+        """(key, scope) -> (its first undo record, whose ``before`` is the original; its first still pending, or
+        None): what `original_value` and `pending_undo` say of each key, for many keys in one pass."""
+        found: dict[tuple[str, str], tuple[UndoRecord, UndoRecord | None]] = {}
+        for u in self.undo:
+            first, pending = found.get((u.key, u.scope), (u, None))
+            found[(u.key, u.scope)] = (first, pending or (u if u.state is not UndoState.RESTORED else None))
+        return found
+
     # --- the transitions: each changes state and saves it, under the lock ----------------------
     @contextmanager
     def change(self, *records: NodeRecord | BatchRecord | UndoRecord) -> Iterator[None]:
@@ -247,15 +256,26 @@ class Journal:
 
     def record_undo(self, key: str, scope: str, before: Any, applied: Any, batch: int | None) -> UndoRecord:
         """Write the undo record of a change about to be made (state: intended)."""
-        record = UndoRecord(id=len(self.undo) + 1, key=key, scope=scope, before=before, applied=applied,
-                            batch=batch)
-        with self.change(record):
-            self.undo.append(record)
-        return record
+        return self.record_undos([(key, scope, before, applied)], batch)[0]
+
+    def record_undos(self, changes: list[tuple[str, str, Any, Any]], batch: int | None) -> list[UndoRecord]:
+        """The undo records of several changes about to be made, each (key, scope, before, applied), in one save:
+        a window's delay is a change of every index (thousands), and each save is copied into the cluster."""
+        first = len(self.undo) + 1
+        records = [UndoRecord(id=first + i, key=key, scope=scope, before=before, applied=applied, batch=batch)
+                   for i, (key, scope, before, applied) in enumerate(changes)]
+        with self.change(*records):
+            self.undo.extend(records)
+        return records
 
     def undo_state(self, record: UndoRecord, state: UndoState) -> None:
-        with self.change(record):
-            record.state = state
+        self.undo_states([record], state)
+
+    def undo_states(self, records: list[UndoRecord], state: UndoState) -> None:
+        """Several undo records moved to ``state`` together, in one save."""
+        with self.change(*records):
+            for record in records:
+                record.state = state
 
     def set_phase(self, node: str, phase: Phase) -> NodeRecord:
         """Move a node to ``phase``; an illegal move raises (the journal and the run would disagree)."""

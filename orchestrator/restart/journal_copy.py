@@ -99,15 +99,11 @@ class JournalCopy:
             self._retry_at = time.monotonic() + RETRY_AFTER_S
 
     def _put(self, doc_id: str, fields: dict[str, Any]) -> None:
-        body = {"run_id": self.run_id, "identity": self.identity, "host": socket.gethostname(),
-                "saved": time.time(), **fields}
-        # Written over this run's own document only (the renewal checks the run); another run's is replaced.
-        if self.adapter.renew_lock(LOCK_INDEX, doc_id, self.run_id, body):
-            return
-        self.adapter.delete_lock(LOCK_INDEX, doc_id)
-        if not self.adapter.create_lock(LOCK_INDEX, doc_id, body):
-            raise JournalError(f"the cluster's copy of run {self.run_id}: its document {doc_id} was written by "
-                               "someone else meanwhile")
+        # Written whole over whatever the document held (an earlier run's copy, or this run's line of an earlier
+        # round): one request a save. Only the process that holds the run's lock writes (``still_held``).
+        self.adapter.write_lock_document(LOCK_INDEX, doc_id, {
+            "run_id": self.run_id, "identity": self.identity, "host": socket.gethostname(), "saved": time.time(),
+            **fields})
 
 
 @dataclass(frozen=True)

@@ -76,24 +76,35 @@ def set_temporarily(ctx: RunContext, key: str, scope: str, live: Any, value: Any
 def set_all_temporarily(ctx: RunContext, changes: list[tuple[str, str, Any, Any]], batch: int | None) -> None:
     """``set_temporarily`` for several (key, scope, live, value) at once: every undo record is written
     first, then one request per scope."""
-    written: list[tuple[UndoRecord, Any, Any]] = []
+    known = ctx.journal.undo_by_key()
+    kept: list[UndoRecord] = []  # pending from before (a resumed run's): applied again as they are
+    new: list[tuple[str, str, Any, Any]] = []
     by_scope: dict[str, dict[str, Any]] = {}
     for key, scope, live, value in changes:
-        known, original = ctx.journal.original_value(key, scope)
-        before = original if known else live
-        pending = [u for u in ctx.journal.pending_undo() if u.key == key and u.scope == scope]
-        if live == value and pending:
+        first, pending = known.get((key, scope), (None, None))
+        before = first.before if first is not None else live
+        if live == value and pending is not None:
             continue  # already in force, and its undo is on record
-        record = pending[0] if pending else ctx.journal.record_undo(key, scope, before, value, batch)
-        written.append((record, before, value))
+        if pending is not None:
+            kept.append(pending)
+        else:
+            new.append((key, scope, before, value))
         by_scope.setdefault(scope, {})[key] = value
+    written = kept + ctx.journal.record_undos(new, batch) if new else kept
     for scope, values in by_scope.items():
         ctx.cluster.put_settings(scope, values)
-    for record, before, value in written:
-        ctx.journal.undo_state(record, UndoState.APPLIED)
-        ctx.emit(Event("undo", f"set {record.scope} {record.key}={value} "
-                               f"(was {before if before is not None else 'unset'})", batch=batch,
-                       data={"key": record.key, "scope": record.scope, "before": before, "value": value}))
+    if written:
+        ctx.journal.undo_states(written, UndoState.APPLIED)
+    for record in said_once(written):
+        ctx.emit(Event("undo", f"set {record.scope} {record.key}={record.applied} "
+                               f"(was {record.before if record.before is not None else 'unset'})", batch=batch,
+                       data={"key": record.key, "scope": record.scope, "before": record.before,
+                             "value": record.applied}))
+    for setting, records in by_setting_of_many(written).items():
+        ctx.emit(Event("undo", f"set {setting}={records[0].applied} for the run on each of {len(records)}, each "
+                               "one's own value journaled", batch=batch,
+                       data={"key": records[0].key.partition("/")[2], "scope": records[0].scope,
+                             "count": len(records), "value": records[0].applied}))
 
 
 def restore_settings(ctx: RunContext, keys: set[str] | None = None, batch: int | None = None) -> None:
@@ -112,11 +123,31 @@ def put_back(journal: Journal, cluster: ClusterAdapter[Any], emit: EventSink, ke
         by_scope.setdefault(record.scope, {})[record.key] = record.before
     for scope, values in by_scope.items():
         cluster.put_settings(scope, values)
-    for record in reversed(chosen):
-        journal.undo_state(record, UndoState.RESTORED)
+    if chosen:
+        journal.undo_states(chosen, UndoState.RESTORED)
+    for record in said_once(list(reversed(chosen))):
         shown = record.before if record.before is not None else "unset"
         emit(Event("undo", f"restored {record.scope} {record.key}={shown}",
                    data={"key": record.key, "scope": record.scope, "value": record.before}))
+    for setting, records in by_setting_of_many(chosen).items():
+        emit(Event("undo", f"restored {setting} of {len(records)} to each one's own",
+                   data={"key": records[0].key.partition("/")[2], "scope": records[0].scope, "count": len(records)}))
+
+
+# A setting of one of many things (each index of an Elasticsearch cluster) is journaled as "THING/SETTING", one
+# record each, and a run may change it on thousands of them at once: said once per setting, not once per thing.
+def said_once(records: list[UndoRecord]) -> list[UndoRecord]:
+    """The records said one by one: those of a setting of the whole cluster."""
+    return [r for r in records if "/" not in r.key]
+
+
+def by_setting_of_many(records: list[UndoRecord]) -> dict[str, list[UndoRecord]]:
+    """The records of a setting of many things, by (scope and) setting."""
+    out: dict[str, list[UndoRecord]] = {}
+    for r in records:
+        if "/" in r.key:
+            out.setdefault(f"{r.scope} {r.key.partition('/')[2]}", []).append(r)
+    return out
 
 
 # --- the node's process ----------------------------------------------------------------------------

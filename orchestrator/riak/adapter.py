@@ -241,6 +241,13 @@ class RiakAdapter:
     def delete_lock(self, index: str, doc_id: str) -> None:
         self._on(self.lock_node, f"rm -f {self._lock_path(index, doc_id)}", 30)
 
+    def write_lock_document(self, index: str, doc_id: str, body: dict[str, Any]) -> None:
+        path, data = self._lock_path(index, doc_id), shlex.quote(json.dumps(body))
+        rc, out = self._on(self.lock_node, f"mkdir -p {LOCK_DIR} && printf '%s' {data} > {path}.new && mv -f "
+                                           f"{path}.new {path}", 30)  # replaced in one rename
+        if rc != 0:
+            raise ClusterError(f"cannot write {path} on {self.lock_node.name}: {out.strip()[-200:]}")
+
     def renew_lock(self, index: str, doc_id: str, run_id: str, update: dict[str, Any]) -> bool:
         held = self.read_lock(index, doc_id)
         if held is None or held.get("run_id") != run_id:

@@ -30,8 +30,8 @@ class LockDocuments(ShardRequests):
         # "_na_": a node that has not joined a cluster yet.
         return uuid[:100] if uuid != "_na_" else None
 
-    def create_lock(self, index: str, doc_id: str, body: dict[str, Any]) -> bool:
-        """Create the lock document; False when it already exists (someone else holds it)."""
+    def _lock_index(self, index: str) -> None:
+        """The lock's index, created once with its settings: a write to a missing index would create it plain."""
         try:
             # Hidden: not in index patterns, wildcard searches or `_cat/indices/*`.
             self._do("take the run lock", "PUT", f"/{part(index)}", body={"settings": {
@@ -39,6 +39,10 @@ class LockDocuments(ShardRequests):
         except HttpError as exc:
             if "resource_already_exists" not in str(exc.body):
                 raise
+
+    def create_lock(self, index: str, doc_id: str, body: dict[str, Any]) -> bool:
+        """Create the lock document; False when it already exists (someone else holds it)."""
+        self._lock_index(index)
         # No refresh: the lock is only ever read by id, and a read by id is real-time.
         try:
             self._do("take the run lock", "PUT", f"/{part(index)}/_create/{part(doc_id)}", None, body)
@@ -63,6 +67,12 @@ class LockDocuments(ShardRequests):
         except HttpError as exc:
             if exc.status != 404:
                 raise
+
+    def write_lock_document(self, index: str, doc_id: str, body: dict[str, Any]) -> None:
+        if index not in self._lock_indices_seen:  # the lock's index is there while its run goes on
+            self._lock_index(index)
+            self._lock_indices_seen.add(index)
+        self._do("copy the run's journal", "PUT", f"/{part(index)}/_doc/{part(doc_id)}", None, body)
 
     def renew_lock(self, index: str, doc_id: str, run_id: str, update: dict[str, Any]) -> bool:
         path = f"/{part(index)}/_doc/{part(doc_id)}"

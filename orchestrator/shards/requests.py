@@ -39,6 +39,7 @@ class ShardRequests:
         self.calls = 0  # requests made, for the run's figures
         self._counting = threading.Lock()
         self._credentials_accepted = False
+        self._lock_indices_seen: set[str] = set()  # the lock's index, made sure of once (lock_documents.py)
 
     @property
     def label(self) -> str:

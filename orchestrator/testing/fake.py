@@ -228,6 +228,10 @@ class FakeCluster:
     def delete_lock(self, index: str, doc_id: str) -> None:
         self.locks.pop((index, doc_id), None)
 
+    def write_lock_document(self, index: str, doc_id: str, body: dict[str, Any]) -> None:
+        with self._lock:
+            self.locks[(index, doc_id)] = dict(body)
+
     def renew_lock(self, index: str, doc_id: str, run_id: str, update: dict[str, Any]) -> bool:
         with self._lock:
             held = self.locks.get((index, doc_id))

@@ -193,7 +193,7 @@ class Flaky:
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self.cluster, name)
-        if name in ("create_lock", "renew_lock", "delete_lock"):
+        if name in ("create_lock", "renew_lock", "delete_lock", "write_lock_document"):
             def refused(*args: Any) -> Any:
                 if self.down:
                     raise ConnectionError("unreachable")

@@ -117,6 +117,9 @@ class ToyCluster:
     def delete_lock(self, index: str, doc_id: str) -> None:
         self._lock(index, doc_id).unlink(missing_ok=True)
 
+    def write_lock_document(self, index: str, doc_id: str, body: dict[str, Any]) -> None:
+        self._lock(index, doc_id).write_text(json.dumps(body))
+
     def renew_lock(self, index: str, doc_id: str, run_id: str, update: dict[str, Any]) -> bool:
         held = self.read_lock(index, doc_id)
         if held is None or held.get("run_id") != run_id:
