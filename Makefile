@@ -43,5 +43,5 @@ report-shot: setup
 # Mutation testing of the safety core over the unit suite (mutmut; not in CI: hours on 2 cores).
 # Resumable; its report is reports/mutation.md (docs/safety.md, "Mutation testing").
 mutate: setup
-	.venv/bin/pip install -q mutmut==3.8.1
+	.venv/bin/pip install -q mutmut==3.8.1 pytest-timeout==2.4.0
 	.venv/bin/python scripts/mutate.py

@@ -1,15 +1,19 @@
 """`make mutate`: mutation testing of the safety core with mutmut, one module at a time, each against the
 unit tests that exercise it (MODULES), in a copy of the repository of its own (build/mutate/NAME: mutmut
-rewrites the code it runs in mutants/ there). A module stopped half way goes on from where it was when
-run again; a source file changed since is tested again. Then reports/mutation.md (scripts/mutation_report.py).
+rewrites the code it runs in mutants/ there). Every run starts from a clean mutmut cache and records the
+commit it tests (build/mutate/RUN.json), so that the report speaks of one commit only; `--resume` goes on with
+a run that was stopped, refused if the tree changed since it began. Each mutant killed by a timeout is run
+again with a timeout per test, to name the test that ran out of time. Then reports/mutation.md
+(scripts/mutation_report.py).
 
-    python scripts/mutate.py [MODULE ...] [--minutes N]    (MODULE: e.g. lock or restart/lock.py)
+    python scripts/mutate.py [MODULE ...] [--minutes N] [--resume]   (MODULE: e.g. lock or restart/lock.py)
     python scripts/mutate.py MODULE ... --survivors        (only the module's survivors, against the tests now)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -42,6 +46,18 @@ MODULES: dict[str, tuple[str, ...]] = {
     # module's pass went from minutes to hours); test_ssh_config holds each route's parts.
     "orchestrator/hosts/ssh_config.py": ("test_ssh_config", "test_discover", "test_revoked_host_keys"),
     "orchestrator/restart/hooks.py": ("test_hooks", "test_command_steps"),
+    # What feeds the decisions (issue 58): the shard adapter's reads and their answers, what needs a restart,
+    # and the window.
+    "orchestrator/shards/adapter.py": ("test_batch_reads", "test_last_look_proof", "test_take_over",
+                                       "test_window_run"),
+    "orchestrator/shards/batch_reads.py": ("test_batch_reads", "test_last_look_proof", "test_waits"),
+    "orchestrator/shards/answers.py": ("test_cluster_answers", "test_batch_reads", "test_last_look_proof"),
+    "orchestrator/pending/verdict.py": ("test_pending", "test_pending_hostile"),
+    "orchestrator/pending/host.py": ("test_pending", "test_pending_hostile"),
+    "orchestrator/runs/pending.py": ("test_pending",),
+    "orchestrator/shards/window.py": ("test_window", "test_window_run"),
+    "orchestrator/restart/window_run.py": ("test_window_run",),
+    "orchestrator/restart/budget.py": ("test_window_run", "test_window"),
 }
 COPIED_NOT = shutil.ignore_patterns(".git", ".venv", "build", "mutants", "reports", "__pycache__", "*.egg-info",
                                     ".mypy_cache", ".ruff_cache", ".pytest_cache", ".hypothesis")
@@ -82,15 +98,69 @@ def chosen(names: list[str]) -> dict[str, tuple[str, ...]]:
     return picked
 
 
+def commit_tested() -> dict[str, object]:
+    """The commit the run tests, and whether the tree holds changes not committed (then the report says so)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+
+    return {"commit": git("rev-parse", "HEAD"), "subject": git("log", "-1", "--format=%s")[:100],
+            "changed": bool(git("status", "--porcelain", "--untracked-files=no", "--", "orchestrator", "tests")),
+            "date": git("log", "-1", "--format=%cI")}
+
+
+def begin_run(modules: dict[str, tuple[str, ...]], resume: bool) -> None:
+    """A clean cache for each module (mutmut keeps results per function, of whatever code it last saw), and
+    the commit recorded; or, with ``resume``, the run that was stopped, on the same commit."""
+    record = WORK / "RUN.json"
+    now = commit_tested()
+    if resume:
+        if not record.exists() or json.loads(record.read_text()).get("commit") != now["commit"]:
+            sys.exit("mutate: --resume goes on with a stopped run of this commit only; run without it")
+        return
+    for module in modules:
+        shutil.rmtree(work_dir(module), ignore_errors=True)
+    WORK.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps({**now, "modules": sorted(modules)}, indent=2))
+
+
+def name_the_timeouts(module: str, tests: tuple[str, ...]) -> None:
+    """For each mutant of ``module`` killed by a timeout, the test that ran out of time: its tests run again,
+    one at a time with pytest-timeout's limit (scripts' TIMEOUT_S), the first that times out named."""
+    work = work_dir(module)
+    verdicts = results().get(module, (work, {}))[1]
+    out: dict[str, str] = {}
+    for name in sorted(n for n, v in verdicts.items() if v == "timeout"):
+        run = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                              f"--timeout={TIMEOUT_S}", "--hypothesis-seed=0", "--hypothesis-profile=mutation",
+                              *(f"tests/unit/{t}.py" for t in tests)],
+                             cwd=work / "mutants", capture_output=True, text=True, timeout=TIMEOUT_S * 40,
+                             env={**os.environ, "MUTANT_UNDER_TEST": name})
+        timed_out = [line.split(" ", 1)[1].split(" - ")[0] for line in run.stdout.splitlines()
+                     if line.startswith("FAILED ") and "Timeout" in line]
+        failed = [line.split(" ", 1)[1].split(" - ")[0] for line in run.stdout.splitlines()
+                  if line.startswith("FAILED ")]
+        out[name] = (f"{timed_out[0]} (over {TIMEOUT_S} s)" if timed_out else
+                     f"{failed[0]} (failed when run alone: an assertion)" if failed else
+                     "none timed out when run again" if run.returncode == 0 else f"pytest exit {run.returncode}")
+    (work / "timeouts.json").write_text(json.dumps(out, indent=2))
+
+
+TIMEOUT_S = 30  # a test of the unit suite takes at most a few seconds; a mutant's that runs past this has hung
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("modules", nargs="*", help="only these (default: all of MODULES)")
-    parser.add_argument("--minutes", type=float, default=60, help="at most this long per module (it resumes)")
+    parser.add_argument("--minutes", type=float, default=60, help="at most this long per module (--resume goes on)")
+    parser.add_argument("--resume", action="store_true", help="go on with a stopped run of this commit")
     parser.add_argument("--survivors", action="store_true",
                         help="test again only the mutants that survived, as after adding tests")
     args = parser.parse_args()
     mutmut = Path(sys.executable).with_name("mutmut")
-    for module, tests in chosen(args.modules).items():
+    modules = chosen(args.modules)
+    if not args.survivors:
+        begin_run(modules, args.resume)
+    for module, tests in modules.items():
         work = prepared(module, tests)
         again = survivors(module) if args.survivors else []
         if args.survivors and not again:
@@ -111,7 +181,9 @@ def main() -> None:
         except subprocess.TimeoutExpired:
             os.killpg(run.pid, signal.SIGTERM)
             run.wait(timeout=60)
-            print(f"mutate: {module}: stopped after {args.minutes:.0f} min; run again to go on", flush=True)
+            print(f"mutate: {module}: stopped after {args.minutes:.0f} min; --resume goes on", flush=True)
+            continue
+        name_the_timeouts(module, tests)
     subprocess.run([sys.executable, str(REPO / "scripts" / "mutation_report.py")], check=True)
 
 

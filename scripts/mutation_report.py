@@ -1,8 +1,9 @@
-"""The mutation testing report of the safety core (`make mutate`): per module, mutants made, killed (a
-test failed, or the mutant ran out of time), survived, with no test, and not yet checked, against the 90 %
-target; then each survivor, named as `mutmut show NAME` shows its change. Read from mutmut's own results
-in each module's build/mutate/NAME/mutants/ (scripts/mutate.py; a module stopped half way reports what
-it checked, and `make mutate` goes on from there).
+"""The mutation testing report of the safety core (`make mutate`): the commit tested, then per module the
+mutants made, killed by a failing assertion, killed by a timeout (apart: a timeout says the mutant hung, not
+what it broke), survived, with no test, and not yet checked, against the 90 % target of assertion kills; then
+each timeout with the test that ran out of time, and each survivor, named as `mutmut show NAME` shows its
+change, with the argument for it where one is written (scripts/mutation_arguments.json). Read from mutmut's
+own results in each module's build/mutate/NAME/mutants/ (scripts/mutate.py).
 
     python scripts/mutation_report.py [--out reports/mutation.md]
 """
@@ -17,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+ARGUMENTS = REPO / "scripts" / "mutation_arguments.json"  # mutant name -> why no behaviour tells it apart
 TARGET = 90.0
 KILLED, TIMEOUT, NO_TESTS = {1, 3}, {-24, 24, 152, 255, 36}, {5, 33}
 
@@ -58,23 +60,39 @@ def main() -> None:
     found = modules()
     if not found:
         sys.exit("no mutation results: run `make mutate` first")
-    lines = ["# Mutation testing of the safety core", "",
-             "| module | mutants | killed | timed out | survived | no tests | not checked | killed % of checked |",
-             "|---|---|---|---|---|---|---|---|"]
+    run = json.loads((REPO / "build" / "mutate" / "RUN.json").read_text()) \
+        if (REPO / "build" / "mutate" / "RUN.json").exists() else {}
+    arguments = json.loads(ARGUMENTS.read_text()) if ARGUMENTS.exists() else {}
+    tested = (f"Commit `{str(run.get('commit', '?'))[:12]}` ({run.get('subject', '?')}, {run.get('date', '?')})"
+              + (", with changes not committed" if run.get("changed") else "")
+              + ", every module from a clean mutmut cache.")
+    lines = ["# Mutation testing of the safety core", "", tested, "",
+             "| module | mutants | killed by an assertion | killed by a timeout | survived (argued) | no tests | "
+             "not checked | assertion kills % of checked | with timeouts |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for module, (_, verdicts) in found.items():
         c = Counter(verdicts.values())
         checked = len(verdicts) - c["not checked"]
-        score = 100.0 * (c["killed"] + c["timeout"]) / checked if checked else 0.0
-        mark = "" if not checked else " (met)" if score >= TARGET else " (below 90)"
-        lines.append(f"| {module} | {len(verdicts)} | {c['killed']} | {c['timeout']} | {c['survived']} | "
-                     f"{c['no tests']} | {c['not checked']} | {score:.0f} %{mark} |")
+        by_assertion = 100.0 * c["killed"] / checked if checked else 0.0
+        with_timeouts = 100.0 * (c["killed"] + c["timeout"]) / checked if checked else 0.0
+        argued = sum(1 for n, v in verdicts.items() if v == "survived" and n in arguments)
+        mark = "" if not checked else " (met)" if by_assertion >= TARGET else " (below 90)"
+        lines.append(f"| {module} | {len(verdicts)} | {c['killed']} | {c['timeout']} | {c['survived']} ({argued}) | "
+                     f"{c['no tests']} | {c['not checked']} | {by_assertion:.1f} %{mark} | {with_timeouts:.1f} % |")
     print("\n".join(lines))
     for module, (work, verdicts) in found.items():
+        timeouts = json.loads((work / "timeouts.json").read_text()) if (work / "timeouts.json").exists() else {}
+        timed_out = sorted(n for n, v in verdicts.items() if v == "timeout")
+        if timed_out:
+            lines += ["", f"## {module}: {len(timed_out)} killed by a timeout, and the test that ran out of time", ""]
+            lines += [f"- `{name}`: {timeouts.get(name, 'not run again yet')}" for name in timed_out]
         survivors = sorted(n for n, v in verdicts.items() if v in ("survived", "no tests", "suspicious"))
         if survivors:
             lines += ["", f"## {module}: {len(survivors)} survivor(s)", ""]
             for name in survivors:
+                argued_for = arguments.get(name)
                 lines += [f"### {name} ({verdicts[name]})", ""] + \
+                    ([f"Argued: {argued_for}", ""] if argued_for else []) + \
                     ([] if args.no_diffs else ["```diff", shown(name, work), "```", ""])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n")
