@@ -52,11 +52,13 @@ class Shape:
 
 # The two Elasticsearch versions of the upgrade tests: from the last 8.x to 9.
 OLD_ES, NEW_ES = "8.19.21", "9.5.3"
-# The "zones" group: 6 nodes in 2 zones, 3 of them master-eligible (es-1, es-3 in zone-1, es-2 in
-# zone-2): a zone holding 2 of the 3 masters, which zone mode must split. Its last test upgrades it by
-# zone, under writes (one six-node sandbox for both: each costs CI minutes). Insecure: six secured JVMs
-# booting on two cores cost CI about 3 minutes, and zone logic does not depend on TLS.
-SIX_NODES_TWO_ZONES = Shape(nodes=6, zones=2, masters=3, es_version=OLD_ES, also_versions=(NEW_ES,), secured=False)
+# The "zones" group: 9 nodes in 3 zones, the first 3 master-eligible (es-1, es-2, es-3: one in each zone, holding
+# data too), the other 6 data-only, two in each zone: room for a window of 3 without zones and of a zone's two
+# with them (test_window.py), and a zone-mode upgrade of three zones of three nodes under writes, its last test
+# (one sandbox for all: each costs CI minutes). Insecure: nine secured JVMs booting on two cores cost minutes,
+# and zone logic and the window's proof do not depend on TLS (the secured upgrade is the three-node one).
+NINE_NODES_THREE_ZONES = Shape(nodes=9, zones=3, masters=3, es_version=OLD_ES, also_versions=(NEW_ES,),
+                               secured=False)
 
 
 class SandboxManager:

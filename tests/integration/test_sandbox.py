@@ -11,7 +11,7 @@ import pytest
 
 from orchestrator.sandbox.rootfs import SERVICE_ACCOUNTS
 from tests.helpers import assert_no_traceback, orchestrate
-from tests.integration.conftest import SIX_NODES_TWO_ZONES, SandboxManager, Shape, es_client
+from tests.integration.conftest import NINE_NODES_THREE_ZONES, SandboxManager, Shape, es_client
 
 REAL_KNOBS = ["/sys/kernel/mm/transparent_hugepage/enabled", "/sys/kernel/mm/transparent_hugepage/defrag",
               "/proc/sys/vm/zone_reclaim_mode", "/proc/sys/vm/swappiness", "/proc/sys/vm/max_map_count"]
@@ -131,23 +131,24 @@ def test_bad_arguments_are_clear_errors() -> None:
 
 
 @pytest.mark.sandbox_shape("zones")
-def test_six_nodes_in_two_zones_keep_copies_apart_with_three_masters(sandboxes: SandboxManager) -> None:
-    info = sandboxes.get(SIX_NODES_TWO_ZONES)
+def test_nine_nodes_in_three_zones_keep_copies_apart_with_three_masters(sandboxes: SandboxManager) -> None:
+    info = sandboxes.get(NINE_NODES_THREE_ZONES)
     zones = [n["zone"] for n in info["nodes"]]
-    assert sorted(zones) == ["zone-1"] * 3 + ["zone-2"] * 3
+    assert sorted(zones) == ["zone-1"] * 3 + ["zone-2"] * 3 + ["zone-3"] * 3
     es = es_client(info)
     eligible = sorted(row["name"] for row in es.cat.nodes(format="json", h="name,node.role")
                       if "m" in row["node.role"])
     assert eligible == ["es-1", "es-2", "es-3"]
-    es.indices.create(index="aware", settings={"number_of_shards": 6, "number_of_replicas": 1})
+    es.indices.create(index="aware", settings={"number_of_shards": 9, "number_of_replicas": 1})
     es.cluster.health(index="aware", wait_for_status="green", timeout="90s")
     zone_of_node = {n["name"]: n["zone"] for n in info["nodes"]}
     copies: dict[str, list[str]] = {}
     for row in es.cat.shards(index="aware", format="json", h="shard,node"):
         copies.setdefault(row["shard"], []).append(zone_of_node[row["node"]])
-    assert len(copies) == 6
+    assert len(copies) == 9
     for shard, shard_zones in copies.items():
         assert len(set(shard_zones)) == 2, f"shard {shard} has both copies in {shard_zones}"
+    es.indices.delete(index="aware")
 
 
 @pytest.mark.sandbox_last
