@@ -77,7 +77,7 @@ def set_all_temporarily(ctx: RunContext, changes: list[tuple[str, str, Any, Any]
     """``set_temporarily`` for several (key, scope, live, value) at once: every undo record is written
     first, then one request per scope."""
     known = ctx.journal.undo_by_key()
-    kept: list[UndoRecord] = []  # pending from before (a resumed run's): applied again as they are
+    kept: list[UndoRecord] = []  # pending from before (a resumed run's, or one the run moves again)
     new: list[tuple[str, str, Any, Any]] = []
     by_scope: dict[str, dict[str, Any]] = {}
     for key, scope, live, value in changes:
@@ -96,15 +96,15 @@ def set_all_temporarily(ctx: RunContext, changes: list[tuple[str, str, Any, Any]
     if written:
         ctx.journal.undo_states(written, UndoState.APPLIED)
     for record in said_once(written):
-        ctx.emit(Event("undo", f"set {record.scope} {record.key}={record.applied} "
+        value = by_scope[record.scope][record.key]  # what was written now (a kept record's may differ)
+        ctx.emit(Event("undo", f"set {record.scope} {record.key}={value} "
                                f"(was {record.before if record.before is not None else 'unset'})", batch=batch,
-                       data={"key": record.key, "scope": record.scope, "before": record.before,
-                             "value": record.applied}))
-    for setting, records in by_setting_of_many(written).items():
-        ctx.emit(Event("undo", f"set {setting}={records[0].applied} for the run on each of {len(records)}, each "
-                               "one's own value journaled", batch=batch,
-                       data={"key": records[0].key.partition("/")[2], "scope": records[0].scope,
-                             "count": len(records), "value": records[0].applied}))
+                       data={"key": record.key, "scope": record.scope, "before": record.before, "value": value}))
+    for (scope, setting), records in by_setting_of_many(written).items():
+        value = by_scope[scope][records[0].key]
+        ctx.emit(Event("undo", f"set {scope} {setting}={value} for the run on each of {len(records)}, each one's "
+                               "own value journaled", batch=batch,
+                       data={"key": setting, "scope": scope, "count": len(records), "value": value}))
 
 
 def restore_settings(ctx: RunContext, keys: set[str] | None = None, batch: int | None = None) -> None:
@@ -129,25 +129,33 @@ def put_back(journal: Journal, cluster: ClusterAdapter[Any], emit: EventSink, ke
         shown = record.before if record.before is not None else "unset"
         emit(Event("undo", f"restored {record.scope} {record.key}={shown}",
                    data={"key": record.key, "scope": record.scope, "value": record.before}))
-    for setting, records in by_setting_of_many(chosen).items():
-        emit(Event("undo", f"restored {setting} of {len(records)} to each one's own",
-                   data={"key": records[0].key.partition("/")[2], "scope": records[0].scope, "count": len(records)}))
+    for (scope, setting), records in by_setting_of_many(chosen).items():
+        emit(Event("undo", f"restored {scope} {setting} of {len(records)} to each one's own",
+                   data={"key": setting, "scope": scope, "count": len(records)}))
 
 
-# A setting of one of many things (each index of an Elasticsearch cluster) is journaled as "THING/SETTING", one
-# record each, and a run may change it on thousands of them at once: said once per setting, not once per thing.
+# A run may change one setting of thousands of things at once (each index's delay, for a window): their records
+# are said in one event per setting, not an event each. A few are said one by one, as any other.
+SAID_ONE_BY_ONE = 8
+
+
+def kind_of(record: UndoRecord) -> tuple[str, str]:
+    """(scope, setting): a key "THING/SETTING" (an index's setting, say) names the setting after its thing."""
+    return record.scope, record.key.rpartition("/")[2]
+
+
 def said_once(records: list[UndoRecord]) -> list[UndoRecord]:
-    """The records said one by one: those of a setting of the whole cluster."""
-    return [r for r in records if "/" not in r.key]
+    """The records said one by one: those of a setting changed on no more than SAID_ONE_BY_ONE things."""
+    many = set(by_setting_of_many(records))
+    return [r for r in records if kind_of(r) not in many]
 
 
-def by_setting_of_many(records: list[UndoRecord]) -> dict[str, list[UndoRecord]]:
-    """The records of a setting of many things, by (scope and) setting."""
-    out: dict[str, list[UndoRecord]] = {}
+def by_setting_of_many(records: list[UndoRecord]) -> dict[tuple[str, str], list[UndoRecord]]:
+    """The records of a setting changed on more than SAID_ONE_BY_ONE things, by (scope, setting)."""
+    out: dict[tuple[str, str], list[UndoRecord]] = {}
     for r in records:
-        if "/" in r.key:
-            out.setdefault(f"{r.scope} {r.key.partition('/')[2]}", []).append(r)
-    return out
+        out.setdefault(kind_of(r), []).append(r)
+    return {kind: found for kind, found in out.items() if len(found) > SAID_ONE_BY_ONE}
 
 
 # --- the node's process ----------------------------------------------------------------------------

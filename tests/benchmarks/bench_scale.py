@@ -65,9 +65,11 @@ class FakeServer:
     """The fake Elasticsearch in its own process (ended by its PID)."""
 
     def __init__(self, nodes: int, copies_per_node: int, zones: int,
-                 restart_s: tuple[float, float] | None = None) -> None:
+                 restart_s: tuple[float, float] | None = None, search_qps: float = 0.0,
+                 scattered: bool = False) -> None:
         self.proc = subprocess.Popen([sys.executable, "-m", "orchestrator.testing.fake_es", "--nodes", str(nodes),
                                       "--copies-per-node", str(copies_per_node), "--zones", str(zones),
+                                      "--search-qps", str(search_qps), *(["--scattered"] if scattered else []),
                                       *(("--restart-s", *map(str, restart_s)) if restart_s else ())],
                                      stdout=subprocess.PIPE, text=True, cwd=REPO)
         assert self.proc.stdout is not None

@@ -9,9 +9,11 @@ one at a time's wall time (this machine has 2 cores: the JVMs that start togethe
 of their own is 0.25x plus the ramp).
 
 `--fake`: the fake Elasticsearch (orchestrator/testing/fake_es) in a process of its own, N nodes, 200 copies per
-data node, 1 replica at random, each node back a random 5-15 s after its start (real seconds: the server's
-`--restart-s`), a budget of 5 %. Per run: the window's mean size over the run against the budget, the wall time
-against nodes x mean restart / budget, the tool's CPU per admitted node and the bytes the whole run read.
+data node, 1 replica, each copy on a data node drawn at random (`--in-turn`: the data nodes in turn, so that a node
+shares data with two others only), each node back a random 5-15 s after its start (real seconds: the server's
+`--restart-s`), a budget of 5 %. Per run: the window's mean size over the run against the budget and against how
+many nodes the shard map lets be away together at all (the plan's reach: a greedy window over the map), the wall
+time against nodes x mean restart / budget, the tool's CPU per admitted node and the bytes the whole run read.
 Targets: mean window at least 80 % of the budget, wall time within 1.25x of the ideal, CPU at most 20 ms per
 node, under 2 GB read.
 
@@ -121,14 +123,14 @@ class Window:
         return area / (self.changes[-1][0] - self.changes[0][0])
 
 
-def fake(nodes: int, budget: str, restart_s: tuple[float, float], out: Path | None) -> None:
+def fake(nodes: int, budget: str, restart_s: tuple[float, float], out: Path | None, scattered: bool = True) -> None:
     from orchestrator.restart.budget import room_of
     from orchestrator.runs import plans
     from orchestrator.runs import restart as runs
     from orchestrator.runs.target import open_target
     from orchestrator.testing.fake_es.hosts import AnsweringHosts, FakeHostTransport
 
-    server = FakeServer(nodes, 200, 1, restart_s=restart_s)
+    server = FakeServer(nodes, 200, 1, restart_s=restart_s, scattered=scattered)
     try:
         with tempfile.TemporaryDirectory(prefix="bench-window-") as tmp:
             os.environ["ORCHESTRATOR_STATE"] = str(Path(tmp) / "state")
@@ -138,6 +140,7 @@ def fake(nodes: int, budget: str, restart_s: tuple[float, float], out: Path | No
             transport = FakeHostTransport(server.url)
             options = RunOptions(max_unavailable=chosen)
             plan = plans.make_plan(target, Mode.NODE, options, host_transport=lambda: transport)
+            reach = next((n for n in plan.notes if "could be away together" in n), "")
             server.counts(reset=True)
             window, cpu, wall = Window(), cpu_s(), time.monotonic()
             runs.start(target, plan, options, window.event, early=AnsweringHosts(transport))  # type: ignore[arg-type]
@@ -147,7 +150,8 @@ def fake(nodes: int, budget: str, restart_s: tuple[float, float], out: Path | No
         server.close()
     room = room_of(chosen, len(plan.node_ids))
     ideal_s = len(plan.batches) * sum(restart_s) / 2 / room
-    row = {"nodes": nodes, "budget": budget, "room": room, "batches": len(plan.batches), "done": window.done,
+    row = {"nodes": nodes, "budget": budget, "placement": "random" if scattered else "in turn", "reach": reach,
+           "room": room, "batches": len(plan.batches), "done": window.done,
            "wall_s": round(wall_s, 1), "ideal_s": round(ideal_s, 1), "mean_window": round(window.mean_size(), 1),
            "cpu_ms_per_node": round(1000 * cpu_run_s / max(window.done, 1), 1),
            "bytes": sum(reads["bytes"].values()), "requests": sum(reads["requests"].values())}
@@ -155,6 +159,7 @@ def fake(nodes: int, budget: str, restart_s: tuple[float, float], out: Path | No
           f"{row['wall_s'] / ideal_s:.2f}x the ideal {ideal_s:.0f} s; window {row['mean_window']} on average "
           f"({100 * row['mean_window'] / room:.0f} % of the budget); CPU {row['cpu_ms_per_node']} ms per node; "
           f"read {row['bytes'] / 1e9:.2f} GB in {row['requests']} requests", flush=True)
+    print(f"copies placed {row['placement']}; the plan: {reach}", flush=True)
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(row, indent=2))
@@ -168,12 +173,13 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=3000)
     parser.add_argument("--budget", default="5%")
     parser.add_argument("--restart-s", type=float, nargs=2, default=(5.0, 15.0))
+    parser.add_argument("--in-turn", action="store_true", help="copies on the data nodes in turn, not at random")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     if args.sandbox:
         sandbox(args.out)
     else:
-        fake(args.nodes, args.budget, tuple(args.restart_s), args.out)
+        fake(args.nodes, args.budget, tuple(args.restart_s), args.out, scattered=not args.in_turn)
 
 
 if __name__ == "__main__":
