@@ -8,6 +8,7 @@ Read from `pipeline.yaml` beside this file:
     inventory: /etc/orchestrator/clusters/logs.yaml   # or `cluster: logs`, an inventory's name
     index: logs-2026.11.25    # what the bulk load writes (and the force-merge merges)
     docs: 10000
+    nodes: []                 # only these nodes are restarted (inventory names, shell-style); none: every node
 
 See docs/pipelines.md for the connection's fields and how deferral and resume behave.
 """
@@ -47,5 +48,6 @@ with DAG("post_index_restart", schedule=None, start_date=datetime(2026, 1, 1, tz
                          PIPELINE.get("docs", 10000))
     merged = ForceMergeOperator(task_id="forcemerge", indices=PIPELINE["index"], max_segments=5, **WHERE)
     # deferrable: no worker slot held while nodes recover (a triggerer must run: `airflow triggerer`).
-    restarted = RollingRestartOperator(task_id="rolling_restart", deferrable=True, **WHERE)
+    restarted = RollingRestartOperator(task_id="rolling_restart", deferrable=True, nodes=PIPELINE.get("nodes") or (),
+                                       **WHERE)
     indexed >> merged >> restarted

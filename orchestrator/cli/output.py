@@ -22,7 +22,7 @@ class Terminal:
         self.summary_sent = False  # this command already wrote its `--json` summary (main adds none on its exit)
         self.result_sent = False  # ... or the JSON document that is its result (plan, status, tune: none added)
         # What a command keeps alive until the process ends, which then ends without freeing it (cli/main.py:
-        # run): a plan's snapshot of a large cluster (1,000,000 shard copies: 1.5 s of freeing, object by object).
+        # run): a plan's snapshot of a large cluster, which would be freed object by object (bench_plan).
         self.held_until_exit: list[object] = []
 
     @cached_property

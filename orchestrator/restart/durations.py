@@ -29,7 +29,7 @@ LINE = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)[,.](\d{3})[^\]]*\]\[[A-Z
                   r"(version\[|starting \.\.\.|started|stopping \.\.\.|closed)(?:\S*)(?:\s|$)")
 LAUNCH_S = 1.0  # the JVM and its launcher, before the node's first line
 # A graceful stop, for a node whose log shows none yet (the next plan reads the real one): a node stops
-# right after the run's flush, with nothing left to write (0.05-0.2 s on the sandbox).
+# right after the run's flush, with nothing left to write (the nodes' own logs say how long: bench_restart).
 UNSEEN_STOP_S = 1.0
 WANTED = r"\] (version\[|starting \.\.\.|started|stopping \.\.\.|closed)"  # for grep on the host: these lines
 

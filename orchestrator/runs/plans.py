@@ -246,7 +246,7 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             # What planning built is left out of later collections: the first one after enabling went
-            # through all of it (0.5 s for a 1,000,000-copy state) and could free none of it.
+            # through all of it (a large share of planning a 5,000-node state: bench_plan) and could free none of it.
             gc.freeze()
             gc.enable()
 

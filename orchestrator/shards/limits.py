@@ -38,8 +38,8 @@ MEASURED_SHARE = 0.9
 # Neither declared nor read on the hosts: 2.5 x Elasticsearch's 40mb (seed 002's operators' choice), which
 # any disk and network a data node runs on today carries.
 UNDECLARED_RATE = 100 * MIB
-# A returning node's copies recover together, bounded by the smallest data node's processors: measured
-# on 2 processors, 80 copies took 11 s at 4 at a time, 7.5 at 8, 5.5 at 15 and 4.5 at 30 (docs/benchmarks.md).
+# A returning node's copies recover together, bounded by the smallest data node's processors: more at once
+# recover sooner, up to about 16 a processor (bench_recovery; docs/benchmarks.md).
 RECOVERIES_PER_PROCESSOR = 16
 MOST_CONCURRENT = 64
 # Elasticsearch's default rate of a dedicated cold or frozen node, by the host's memory.

@@ -112,7 +112,8 @@ class ClusterSnapshot:
     @cached_property
     def _copies_indexed(self) -> tuple[dict[str, tuple[int, int]], dict[tuple[str, int], list[str]],
                                        dict[str, list[tuple[str, int]]]]:
-        """One pass over the copies for the indexes below (a pass over 1,000,000 copies is a second's work)."""
+        """One pass over the copies for the indexes below: each pass over a large cluster's copies is much of a
+        plan's time (bench_plan)."""
         count: Counter[str | None] = Counter(map(itemgetter(NODE_ID), self.shards))
         size: defaultdict[str, int] = defaultdict(int)
         holders: defaultdict[tuple[str, int], list[str]] = defaultdict(list)

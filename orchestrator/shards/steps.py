@@ -268,10 +268,16 @@ def delay_allocation(ctx: RunContext[ShardClusterAdapter]) -> None:
     set_all_temporarily(ctx, changes, None)
 
 
+REMEMBER_WAIT_S = 30.0  # how long a node's own stats may fail to answer (a busy node) before its stop is given up
+
+
 def remember_copies(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord) -> None:
     """Just before a window's node stops: the copies it holds, journaled, so that it leaves the window only once
-    they have recovered (`wait_for_own_recovery`), after a resume too."""
-    held = ctx.cluster.copies_held(batch_node_ids(ctx, batch))
+    they have recovered (`wait_for_own_recovery`), after a resume too. A node whose stats do not answer for a
+    moment (an incomplete answer) is asked again: nothing is stopped meanwhile."""
+    node_ids = batch_node_ids(ctx, batch)
+    held = wait_until(lambda seen: ctx.cluster.copies_held(node_ids), what=f"what {', '.join(batch.nodes)} hold",
+                      timeout_s=REMEMBER_WAIT_S, interval_s=ctx.inv.timeouts.poll_interval_s, clock=ctx.clock)
     ids = {node_id: name for name, node_id in ctx.journal.plan.node_ids.items()}
     for name in batch.nodes:
         if not reached(ctx.record(name).phase, Phase.STOPPING):

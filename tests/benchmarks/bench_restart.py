@@ -112,7 +112,8 @@ def eta_errors(events: list[dict[str, Any]], end: float) -> list[float]:
     return errors
 
 
-def measured_restart(by: str, load: bool = False, config: Path | None = None) -> dict[str, Any]:
+def measured_restart(by: str, load: bool = False, config: Path | None = None,
+                     extra: tuple[str, ...] = ()) -> dict[str, Any]:
     info = json.loads(orchestrate("sandbox", "status", "--json").stdout)
     es = es_client(info, max_retries=len(info["endpoints"]))
     gen = None
@@ -123,7 +124,7 @@ def measured_restart(by: str, load: bool = False, config: Path | None = None) ->
     since = time.time()
     started = time.monotonic()
     target = ["--config", str(config)] if config else ["--cluster", "sandbox"]
-    proc = orchestrate("restart", *target, "--by", by, "--yes", "--json")
+    proc = orchestrate("restart", *target, "--by", by, "--yes", "--json", *extra)
     wall = time.monotonic() - started
     end = time.time()
     since_exact = end - wall  # the command's start on the wall clock (the events' clock)
@@ -159,10 +160,11 @@ def measured_restart(by: str, load: bool = False, config: Path | None = None) ->
     }
 
 
-def sandbox(nodes: int, zones: int, docs: int = 30_000) -> None:
-    """A fresh sandbox of that shape, with ``docs`` sample documents (0: none)."""
+def sandbox(nodes: int, zones: int, docs: int = 30_000, masters: int = 0) -> None:
+    """A fresh sandbox of that shape (the first ``masters`` nodes master-eligible, 0: all), with ``docs`` sample
+    documents (0: none)."""
     orchestrate("sandbox", "down")
-    up = orchestrate("sandbox", "up", "--nodes", str(nodes), "--zones", str(zones))
+    up = orchestrate("sandbox", "up", "--nodes", str(nodes), "--zones", str(zones), "--masters", str(masters))
     if up.returncode != 0:
         raise SystemExit(f"sandbox up failed: {up.stderr[-2000:]}")
     if docs:

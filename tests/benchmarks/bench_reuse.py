@@ -4,8 +4,11 @@
 the data), 80,000 documents. Runs: right after indexing with the default `lease_wait_min_bytes`
 (1gb: the sandbox's copies are far smaller, so the run does not wait) and with `0b` (always
 wait); then idle runs back to back; then under a write load, with `0b` and with the default. Then
-(unless --no-zone) the same data set on 6 nodes in 3 zones, restarted a zone at a time with `0b`:
-after indexing, idle, under load.
+(unless --no-zone) the same data set on 6 nodes in 3 zones (3 of them master-eligible), restarted a zone at a
+time with `0b`: after indexing, idle, under load; then the window's procedure (`--max-unavailable 2`, issue 57:
+allocation left enabled, each index waiting for the nodes away), no zone known to the tool so that two data nodes
+that share no shard may be away together, with `0b`: idle and under load. The window must reuse what one at a
+time does: no copy copied in full from a peer.
 
     python -m tests.benchmarks.bench_reuse [--idle-runs 5] [--idle-wait] [--no-zone] [--out reports/bench-reuse.json]
 """
@@ -30,11 +33,15 @@ def load() -> None:
         raise SystemExit(f"sandbox load failed: {proc.stderr[-2000:]}")
 
 
-def always_wait_inventory(out_dir: Path) -> Path:
+def always_wait_inventory(out_dir: Path, zones_known: bool = True) -> Path:
     info = json.loads(orchestrate("sandbox", "status", "--json").stdout)
     inv = yaml.safe_load(Path(info["inventory"]).read_text())
     inv.setdefault("recovery", {})["lease_wait_min_bytes"] = "0b"
-    path = out_dir / "bench-reuse-inventory.yaml"
+    if not zones_known:  # an attribute no node has: the tool knows no zone
+        inv["cluster"]["awareness_attribute"] = "rack"
+        for node in inv["nodes"]:
+            node.pop("zone", None)
+    path = out_dir / f"bench-reuse-inventory{'' if zones_known else '-no-zones'}.yaml"
     path.write_text(yaml.safe_dump(inv))
     return path
 
@@ -71,12 +78,16 @@ def main() -> None:
     runs.append(row("under load, 0b", measured_restart("node", load=True, config=wait_always)))
     runs.append(row("under load, default (1gb)", measured_restart("node", load=True)))
     if args.zone:  # the same data set on 6 nodes in 3 zones, a zone (2 nodes) per batch
-        sandbox(6, 3, docs=0)
+        sandbox(6, 3, docs=0, masters=3)
         wait_always = always_wait_inventory(args.out.parent)
         load()
         runs.append(row("zone: after indexing, 0b", measured_restart("zone", config=wait_always)))
         runs.append(row("zone: idle, 0b", measured_restart("zone", config=wait_always)))
         runs.append(row("zone: under load, 0b", measured_restart("zone", load=True, config=wait_always)))
+        window, no_zones = ("--max-unavailable", "2"), always_wait_inventory(args.out.parent, zones_known=False)
+        runs.append(row("window of 2: idle, 0b", measured_restart("node", config=no_zones, extra=window)))
+        runs.append(row("window of 2: under load, 0b", measured_restart("node", load=True, config=no_zones,
+                                                                         extra=window)))
     orchestrate("sandbox", "down")
     args.out.write_text(json.dumps({"indices": INDICES, "docs": DOCS, "runs": runs}, indent=2))
     print(f"written to {args.out}")

@@ -402,3 +402,36 @@ def test_random_layouts_restart_times_and_failed_reads_never_leave_a_shard_witho
     assert max(cluster.down_at_stops) <= budget, cluster.down_at_stops
     assert all(cluster.by_name[n].pid == pids[n] + 10_000 for n in pids), "each node restarted exactly once"
     assert all(i.settings == {} for i in cluster.indices.values()), "each index's delay put back to its own"
+
+
+def test_a_node_whose_stats_fail_for_a_moment_before_its_stop_is_asked_again_not_failed() -> None:
+    """Just before a window's node stops, what it holds is read and journaled (`remember_copies`): a node whose
+    stats do not answer for a moment (Elasticsearch's `_nodes.failed`: a busy node) is asked again, and its stop
+    goes on once it answers. Before, one such answer failed the whole run with nodes away."""
+    from dataclasses import replace
+
+    from orchestrator.errors import IncompleteAnswer
+    from orchestrator.shards.snapshot import ShardCopy
+    from orchestrator.shards.steps import remember_copies
+    from tests.unit.test_engine import context_of
+
+    class Busy:
+        """copies_held as a node busy for two asks, then answering."""
+
+        asked = 0
+
+        def copies_held(self, node_ids: list[str], proof: bool = False) -> list[ShardCopy]:
+            self.asked += 1
+            if self.asked <= 2:
+                raise IncompleteAnswer("list the batch's shard copies: 1 node of the 1 asked did not answer")
+            return [ShardCopy("logs", 0, True, "STARTED", node_ids[0], 0)]
+
+    names = ["a", "b"]
+    with state_dir():
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL))
+        ctx = context_of(inventory(names), cluster)
+        busy = Busy()
+        ctx = replace(ctx, cluster=busy)
+        remember_copies(ctx, ctx.journal.batches[0])  # type: ignore[arg-type]
+        assert busy.asked == 3, "asked again until it answered"
+        assert ctx.journal.nodes["a"].held == ["logs/0"], "what it holds, journaled for its leaving the window"
