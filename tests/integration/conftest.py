@@ -67,9 +67,12 @@ class SandboxManager:
         self.used = False
 
     def status(self) -> dict[str, Any]:
-        proc = orchestrate("sandbox", "status", "--json")
-        assert proc.returncode == 0, proc.stderr
-        return json.loads(proc.stdout)
+        """What `sandbox status --json` says, read here (it reads the sandbox's state file and the nodes'
+        processes: a command of its own would cost a second before each test)."""
+        from orchestrator.sandbox import lifecycle
+        from orchestrator.sandbox.layout import SandboxPaths
+
+        return lifecycle.status(SandboxPaths.default()).as_json()
 
     def get(self, shape: Shape, fresh: bool = False) -> dict[str, Any]:
         self.used = True
@@ -151,13 +154,16 @@ def settle(sandboxes: SandboxManager) -> None:
     if before.get("pause"):  # a pause left asked would hold every later run at its first batch
         orchestrate("continue", "--cluster", "sandbox", timeout=120)
     run = before["run"]
-    if run is not None and run["state"] != "succeeded":
+    unfinished = run is not None and run["state"] != "succeeded"
+    if unfinished:
         # --yes: a test may have run with its own inventory; the journal's own spec is what resumes.
         resumed = orchestrate("resume", "--cluster", "sandbox", "--yes", "--json", timeout=900)
         assert resumed.returncode == 0, (f"run {run['run_id']} was left {run['state']} and `resume` could not "
                                          f"finish it: {resumed.stderr[-1500:]}")
-    orchestrate("unlock", "--cluster", "sandbox", "--yes", timeout=120)
-    now = status_of_sandbox()
+    if before.get("lock") is not None or unfinished:
+        orchestrate("unlock", "--cluster", "sandbox", "--yes", timeout=120)
+    # Asked again only when something was done: each `status` is a second before every test.
+    now = status_of_sandbox() if unfinished or before.get("pause") or before.get("lock") is not None else before
     assert now["temporary_settings"] == [], f"temporary settings left: {now['temporary_settings']}"
     assert now["lock"] is None, f"a lock is still held: {now['lock']}"
     assert now.get("pause") is None, f"a pause is still asked: {now['pause']}"

@@ -42,9 +42,13 @@ def connections(info: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_SANDBOX_TOOL", json.dumps(tool))
 
 
+# The run of two nodes: each deferral and resume shows with two (a third node is only CI's time).
+RESTARTED = ("es-1", "es-2")
+
+
 def pipeline(info: dict[str, Any], index: str) -> str:
     return yaml.safe_dump({"conn_id": "sandbox_tool", "index_conn_id": "sandbox_load", "inventory": info["inventory"],
-                           "index": index, "docs": 3000})
+                           "index": index, "docs": 3000, "nodes": list(RESTARTED)})
 
 
 def deferrals(seen: list[tuple[str, str]], task: str) -> int:
@@ -76,8 +80,8 @@ def test_bulk_index_then_force_merge_then_a_deferred_rolling_restart(sandboxes: 
 
     states = {ti.task_id: str(ti.state) for ti in dag_run.get_task_instances()}
     assert states == dict.fromkeys(["bulk_index", "forcemerge", "rolling_restart"], "success"), states
-    assert deferrals(seen, "rolling_restart") >= 3, "the restart deferred at least while each node rejoined"
-    assert starts_logged(info) == {n: c + 1 for n, c in starts.items()}, "each node restarted exactly once"
+    assert deferrals(seen, "rolling_restart") >= 2, "the restart deferred at least while each node rejoined"
+    assert starts_logged(info) == {n: c + (n in RESTARTED) for n, c in starts.items()}, "each node once, no other"
     assert settings(es) == before, "every setting the run changed is back"
     assert es.count(index="pipeline-1")["count"] == 3000
     shards = es.indices.segments(index="pipeline-1")["indices"]["pipeline-1"]["shards"]
@@ -149,5 +153,5 @@ def test_a_restart_task_killed_with_a_node_down_then_retried_restarts_each_node_
     assert journal is not None and journal.run_id == run_id, "the retried task resumed its own run"
     assert journal.state is journals.RunState.SUCCEEDED
     assert any(h.event == "resumed" for h in journal.history)
-    assert starts_logged(info) == {n: c + 1 for n, c in starts.items()}, "each node restarted exactly once"
+    assert starts_logged(info) == {n: c + (n in RESTARTED) for n, c in starts.items()}, "each node once, no other"
     assert settings(es) == before, "every setting the run changed is back"

@@ -49,23 +49,26 @@ def test_reboot_restart_gives_each_host_a_new_boot_and_reports_a_knob_that_was_n
     config = tmp_path / "sandbox.yaml"
     config.write_text(yaml.safe_dump(inventory))
 
-    proc = orchestrate("restart", "--config", str(config), "--reboot", "--yes", "--json", timeout=900)
+    # Two hosts: es-2's knob is not persisted, es-1's tuning survives (a third host: only CI's time).
+    proc = orchestrate("restart", "--config", str(config), "--reboot", "--nodes", "es-1", "--nodes", "es-2", "--yes",
+                       "--json", timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert_no_traceback(proc)
     events = json_lines(proc.stdout)
     summary = events[-1]
-    assert summary["result"] == "succeeded" and summary["message"] == "all 3 batches rebooted"
+    assert summary["result"] == "succeeded" and summary["message"] == "all 2 batches rebooted"
     after_boots = boot_ids(info)
-    assert all(after_boots[n] and after_boots[n] != before_boots[n] for n in before_boots), (before_boots, after_boots)
+    rebooted = {n for n in before_boots if after_boots[n] != before_boots[n]}
+    assert rebooted == {"es-1", "es-2"} and all(after_boots.values()), (before_boots, after_boots)
     assert all("reboot" in n["phases"] for n in summary["nodes"])
     # A real boot of each host's systemd: its journal keeps the boot before and holds one boot more.
     assert {n: len(ssh(info, n, "journalctl --list-boots --no-pager").stdout.splitlines()) for n in before_boots} \
-        == {n: c + 1 for n, c in journal_boots.items()}
+        == {n: c + (n in rebooted) for n, c in journal_boots.items()}
     lost = {n["name"]: n.get("not_persisted") for n in summary["nodes"]}
-    assert lost == {"es-1": None, "es-2": ["sysctl vm.swappiness"], "es-3": None}, lost
+    assert lost == {"es-1": None, "es-2": ["sysctl vm.swappiness"]}, lost
     assert any(e["event"] == "warning" and "es-2: host tuning did not survive the reboot: sysctl vm.swappiness NOT "
                "PERSISTED" in e["message"] for e in events)
-    assert sum(1 for e in events if "host tuning survived the reboot" in str(e.get("message"))) == 2
+    assert sum(1 for e in events if "host tuning survived the reboot" in str(e.get("message"))) == 1
     page = Path(str(summary["journal"])).with_suffix(".html").read_text()
     assert 'id="not-persisted"' in page and "NOT PERSISTED" in page
 
