@@ -277,8 +277,11 @@ def wait_for_join(ctx: RunContext, batch: BatchRecord) -> None:
             nonlocal started_again
             left = ctx.inv.timeouts.join_s - (ctx.clock.monotonic() - started)
             # A deferring run looks without a server-side wait (the wait is its trigger's to do), unless
-            # this is the wait its trigger handed back.
-            server_wait_s = 0.0 if defers(ctx.deferral, "join", rec.batch) else JOIN_WAIT_S
+            # this is the wait its trigger handed back; so does a window's, while a node of another batch is
+            # away too: the cluster's count of nodes then says nothing of this one (a wait for it would hold to
+            # its end), and one look a poll is what tells.
+            server_wait_s = 0.0 if defers(ctx.deferral, "join", rec.batch) or away_besides(ctx, rec.batch) \
+                else JOIN_WAIT_S
             identity = live_identity(ctx, name, wait_s=min(server_wait_s, max(left, 0)))
             if identity is None:
                 seen.text = f"{name} is not in the cluster yet"
@@ -317,6 +320,12 @@ def wait_for_join(ctx: RunContext, batch: BatchRecord) -> None:
 
 
 START_FAILED = "start_failed"  # the node's unit failed after its start: a resume starts it again
+
+
+def away_besides(ctx: RunContext, batch: int) -> bool:
+    """Whether a node of another batch than ``batch`` is down now (a window's: stopping, or not yet rejoined)."""
+    return any(r.batch != batch and reached(r.phase, Phase.STOPPING) and not reached(r.phase, Phase.JOINED)
+               for r in ctx.journal.nodes.values())
 
 
 

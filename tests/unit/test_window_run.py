@@ -435,3 +435,29 @@ def test_a_node_whose_stats_fail_for_a_moment_before_its_stop_is_asked_again_not
         remember_copies(ctx, ctx.journal.batches[0])  # type: ignore[arg-type]
         assert busy.asked == 3, "asked again until it answered"
         assert ctx.journal.nodes["a"].held == ["logs/0"], "what it holds, journaled for its leaving the window"
+
+
+def test_a_window_s_rejoin_is_looked_at_each_poll_not_waited_for_by_the_cluster_s_count() -> None:
+    """A node's rejoin is waited for server-side (the cluster's count of nodes, one of its batch back) only when
+    no node of another batch is down: in a window that count says nothing of this node, and a wait for it would
+    hold to its end (5 s a look) after the node is back. Then each look reads the node alone."""
+    names = [f"n{i}" for i in range(1, 9)]
+    with state_dir():
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), copies=layout(names, 3), start_takes_s=0.05)
+        for node in cluster.nodes.values():
+            node.polls_to_join = 0
+        cluster.join_polls = 3  # a node back is seen only at its third look
+        journal = window_journal(names, cluster, "3")
+        server_waits: list[tuple[str, frozenset[str]]] = []
+        real = cluster.await_identity
+
+        def recorded(plan: object, name: str, timeout_s: float) -> str | None:
+            if timeout_s > 0:
+                server_waits.append((name, frozenset(cluster.away() - {name})))
+            return real(plan, name, timeout_s)  # type: ignore[arg-type]
+
+        cluster.await_identity = recorded  # type: ignore[method-assign]
+        run(inventory(names), cluster, journal)
+        assert_window_kept(cluster, journal, 3)
+        assert max(len(away) for away in cluster.away_at_stops) >= 2, "nodes were away together"
+        assert all(not others for _, others in server_waits), f"a server-side wait beside nodes away: {server_waits}"
