@@ -40,10 +40,10 @@ class Seen(Generic[T]):
 def wait_until(probe: Callable[[Seen[T]], T | None], *, what: str, timeout_s: float, interval_s: float,
                clock: Clock | None = None, hint: str = "", resume: str = "",
                should_stop: Callable[[], bool] | None = None,
-               on_first_miss: Callable[[str], None] | None = None, waited_before_s: float = 0.0) -> T:
+               on_miss: Callable[[str], None] | None = None, waited_before_s: float = 0.0) -> T:
     """Call ``probe`` until it returns a value; raise WaitTimeout naming what was awaited and seen.
-    ``on_first_miss``: called (with what was seen) when the first look finds the wait not over; it may
-    raise to leave the wait to someone else (a scheduler's trigger, restart/deferral.py);
+    ``on_miss``: called (with what was seen) at each look that finds the wait not over; it may raise to
+    leave the wait to someone else (a scheduler's trigger, restart/deferral.py);
     ``waited_before_s``: how long the wait went on before this call (said in the timeout's message); ``hint``:
     what to check, said with the timeout; ``resume``: what the run's next try does then (errors.py)."""
     clock = clock or Clock()
@@ -51,19 +51,17 @@ def wait_until(probe: Callable[[Seen[T]], T | None], *, what: str, timeout_s: fl
     start = clock.monotonic()
 
     began = start
-    first = True
 
     def attempt() -> T | None:
-        nonlocal began, first
+        nonlocal began
         began = clock.monotonic()
         try:
             result = probe(seen)
         except TRANSIENT as exc:
             seen.text = f"transient error: {exc}"
             result = None
-        if result is None and first and on_first_miss is not None:
-            on_first_miss(seen.text)
-        first = False
+        if result is None and on_miss is not None:
+            on_miss(seen.text)
         return result
 
     def stop(state: RetryCallState) -> bool:

@@ -141,8 +141,9 @@ class RollingRestartOperator(ClusterOperator):
     killed mid-run, a failure fixed) resumes its own run from the journal: no node is restarted twice,
     no setting left changed. ``stop_after``: the task succeeds after that many batches, its run stopped
     (a later task resumes it). ``tune=False``: `--no-tune`, the hosts' tuning left alone. ``max_unavailable``:
-    `--max-unavailable`, several nodes away at once (the inventory's `max_unavailable` when not given); while
-    nodes are in the window the run does not defer: the task holds its worker slot."""
+    `--max-unavailable`, several nodes away at once (the inventory's `max_unavailable` when not given); the
+    task holds its worker slot while it admits nodes (each admission a live proof) and defers once, when
+    nothing is left to admit, while the window drains."""
 
     template_fields: Sequence[str] = (*ClusterOperator.template_fields, "nodes", "exclude", "upgrade_to")
 

@@ -8,10 +8,15 @@ to a watcher (runs/watch.py) that looks from outside. When the watcher says the 
 time is up), the run is resumed from its journal; the wait it came back for is then waited in the
 worker, with what is left of its timeout, so a watcher that was early costs a little polling, never
 a loop of deferrals. Timeouts count from the moment a wait first began, across deferrals.
+
+A window's run (restart/window_run.py) admits its nodes in the worker, since each admission is a live proof,
+and defers once, when nothing is left to admit: its nodes' waits then defer each at its next look
+(`Deferral.draining`), and the run leaves their rejoin to the trigger as one wait (`drained`).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -75,6 +80,12 @@ class Deferral:
     waited in the worker for what is left of its timeout."""
 
     back_for: Wait | None = None
+    # A window's: set once nothing is left to admit (the window drains); until then its waits are held in the
+    # worker, and from then each defers at its next look, not only its first.
+    draining: threading.Event | None = None
+
+    def defers_now(self) -> bool:
+        return self.draining is None or self.draining.is_set()
 
     def waiting_since(self, kind: WaitKind, batch: int) -> float | None:
         held = self.back_for
@@ -84,7 +95,7 @@ class Deferral:
 def defers(deferral: Deferral | None, kind: WaitKind, batch: int) -> bool:
     """Whether a first look that finds this wait not over defers it: a deferring run's, unless this is the
     wait it came back for."""
-    return deferral is not None and deferral.waiting_since(kind, batch) is None
+    return deferral is not None and deferral.waiting_since(kind, batch) is None and deferral.defers_now()
 
 
 def waited_before_s(deferral: Deferral | None, kind: WaitKind, batch: int) -> float:
@@ -101,19 +112,32 @@ def merged(waits: list[Wait]) -> Wait:
                 first.since, first.timeout_s, first.seen)
 
 
+def drained(waits: list[Wait]) -> Wait:
+    """A window's nodes deferred each at its own wait: one wait for all of them, the earliest kind (a rejoin
+    before a recovery: the watcher passes over the nodes already back), up to the earliest deadline."""
+    first = min(waits, key=lambda w: (KINDS.index(w.kind), w.since))
+    nodes = tuple(dict.fromkeys(n for w in waits for n in w.nodes))
+    since = min(w.since for w in waits)
+    deadline = min(w.deadline for w in waits)
+    return Wait(first.kind, first.batch, nodes, f"{', '.join(nodes)} to rejoin and recover (the window draining)",
+                since, deadline - since, "; ".join(w.seen for w in waits if w.seen))
+
+
 def deferrable_wait(deferral: Deferral | None, kind: WaitKind, batch: int, nodes: tuple[str, ...],
                     probe: Callable[[Seen[T]], T | None], *, what: str, timeout_s: float, interval_s: float,
                     clock: Clock | None = None, hint: str = "", resume: str = "",
                     should_stop: Callable[[], bool] | None = None) -> T:
     """`wait_until`, for a run that may defer: without a deferral, exactly it. With one, the first look
     that finds the wait not over raises `Deferred`, unless this is the wait the run came back for:
-    then it is waited here, for what is left of its timeout (counted from when it first began)."""
+    then it is waited here, for what is left of its timeout (counted from when it first began). A draining
+    window's wait defers at its first look after the window began to drain."""
     waited = waited_before_s(deferral, kind, batch)
     since = time.time()
 
     def defer(seen: str) -> None:
-        raise Deferred(Wait(kind, batch, nodes, what, since, timeout_s, seen))
+        if defers(deferral, kind, batch):
+            raise Deferred(Wait(kind, batch, nodes, what, since, timeout_s, seen))
 
     return wait_until(probe, what=what, timeout_s=max(timeout_s - waited, 0.0), interval_s=interval_s, clock=clock,
                       hint=hint, resume=resume, should_stop=should_stop, waited_before_s=min(waited, timeout_s),
-                      on_first_miss=defer if defers(deferral, kind, batch) else None)
+                      on_miss=defer if deferral is not None else None)

@@ -11,11 +11,16 @@ that every proof sees every node admitted before it. A node is in the window fro
 journaled running) to its batch's end, so the window is the journal's running batches, after a resume too:
 those are taken back first, whatever the room. On a failure, a stop request or a pause, nothing more is
 admitted and the nodes in the window are brought back and recovered first.
+
+A scheduler's task (a deferral) admits in its worker, since each admission is a live proof, and defers once:
+when nothing is left to admit, the waits of the nodes away defer at their next look, and the run leaves the
+window's draining to the trigger as one wait. Back from it, the rest is waited in the worker.
 """
 
 from __future__ import annotations
 
 import itertools
+import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import Any, Protocol
@@ -23,6 +28,7 @@ from typing import Any, Protocol
 from orchestrator.errors import Aborted, ClusterError, OutsideWindow, StoppedAfter, UnsafeToProceed
 from orchestrator.restart.budget import ramp, room_of
 from orchestrator.restart.context import RunContext
+from orchestrator.restart.deferral import Deferral, Deferred, Wait, drained
 from orchestrator.restart.events import Event
 from orchestrator.restart.journal import BatchRecord, BatchState, Journal
 from orchestrator.restart.lock import pause_request, request_pause
@@ -60,15 +66,19 @@ def in_the_window(journal: Journal, batch: BatchRecord | None = None) -> list[st
 
 class WindowRun:
     def __init__(self, engine: WindowedEngine) -> None:
-        # No deferral while nodes are away: each node's waits run in its own thread, and a scheduler's trigger
-        # watches one wait, not a window of them (docs/pipelines.md).
-        engine.ctx = replace(engine.ctx, deferral=None)
+        # A deferring run's waits are held in the worker while nodes are admitted (each admission a live proof
+        # only the run makes), and defer once nothing is left to admit; back from that one deferral, the run
+        # waits the rest itself (docs/pipelines.md).
+        asked = engine.ctx.deferral
+        self.draining = threading.Event() if asked is not None and asked.back_for is None else None
+        engine.ctx = replace(engine.ctx, deferral=Deferral(draining=self.draining) if self.draining else None)
         self.engine = engine
         self.ctx = engine.ctx
         self.journal = self.ctx.journal
         self.room = room_of(self.ctx.options.max_unavailable, sum(len(b.nodes) for b in self.journal.batches))
         self.under_way: dict[Future[None], BatchRecord] = {}
         self.failure: BaseException | None = None
+        self.deferred: list[Wait] = []  # the waits the nodes away left to the trigger, the window drained
         self.done_here = 0  # batches this invocation finished (for --stop-after)
         self.breach: str | None = None  # the search latency budget's sustained breach, while it closes the window
         self.refused: dict[int, str] = {}  # why each candidate waits, said once per change
@@ -106,7 +116,7 @@ class WindowRun:
         self.finish()
 
     def stopping(self) -> bool:
-        return (self.failure is not None or self.ctx.abort.requested
+        return (self.failure is not None or self.ctx.abort.requested or bool(self.deferred)
                 or bool(self.engine.stop_after and self.done_here >= self.engine.stop_after))
 
     def turn(self) -> None:
@@ -118,6 +128,8 @@ class WindowRun:
                     return
             elif self.admit():
                 return
+        if self.draining is not None and self.under_way and not self.pending() and not self.stopping():
+            self.draining.set()  # nothing left to admit: the nodes away defer at their next look
         self.wait_for_one()
 
     def admit(self) -> bool:
@@ -225,8 +237,12 @@ class WindowRun:
                 self.left(batch)
             elif isinstance(error, NotNow):
                 self.ctx.emit(Event("wait", str(error), batch=batch.number))
+            elif isinstance(error, Deferred):
+                self.deferred.append(error.wait)
             elif self.failure is None or (isinstance(self.failure, Aborted) and not isinstance(error, Aborted)):
                 self.failure = error  # the first failure, before any stop it caused
+                if self.draining is not None:
+                    self.draining.clear()  # the nodes still away come back in the worker, as any failure's
                 if self.under_way:
                     self.ctx.emit(Event("warning", f"batch {batch.number} ({batch.label}) failed: nothing more is "
                                                    f"admitted; bringing back {', '.join(in_the_window(self.journal))} "
@@ -242,6 +258,8 @@ class WindowRun:
         """After the window drained: the first failure, the stop asked, or --stop-after's end."""
         if self.failure is not None:
             raise self.failure
+        if self.deferred:
+            raise Deferred(drained(self.deferred))
         if self.ctx.abort.requested:
             raise Aborted(f"stopped by the operator ({self.ctx.abort.reason}) at a safe point: every node of the "
                           "window back")

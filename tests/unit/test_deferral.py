@@ -14,7 +14,7 @@ from orchestrator import api
 from orchestrator.errors import PreflightFailed, WaitTimeout
 from orchestrator.restart import journal as journals
 from orchestrator.restart.deferral import Wait
-from orchestrator.restart.journal import RunState
+from orchestrator.restart.journal import BatchState, RunState
 from orchestrator.restart.lock import LOCK_INDEX, RUN_DOC, read_holder
 from orchestrator.testing.fake import FLEET, HELD, LIMIT, FakeCluster
 
@@ -128,3 +128,32 @@ def test_a_trigger_renews_a_deferred_lock_as_often_as_the_run_would_by_the_stale
         assert holder is not None and not holder.is_stale(now[0]), "never stale while its trigger watches"
         now[0] += 3.0
     assert all(renewals[1:]), renewals
+
+
+def test_a_window_admits_its_nodes_in_the_worker_and_defers_once_while_it_drains(fleet: Path) -> None:
+    """With a budget, each admission is a live proof only the run can make: the task holds its worker while nodes
+    are admitted, and defers once, when nothing is left to admit, for the window's nodes to rejoin; back from it,
+    the rest is waited in the worker. Each node restarted once, every setting put back."""
+    names = ["a", "b", "c", "d", "e"]
+    cluster = FakeCluster.of(names, join_polls=6)
+    cluster.settings[("cluster", LIMIT)] = "normal"
+    FLEET["eu-5"] = cluster
+    config = fleet / "eu-5.yaml"
+    config.write_text(yaml.safe_dump({
+        "cluster": {"name": "eu-5", "product": "fake"}, "ssh": {"transport": "local"},
+        "nodes": [{"name": n, "host": f"h-{n}"} for n in names],
+        "timeouts": {"join_s": 30, "recovery_s": 60, "poll_interval_s": 0.05}}))
+    result = api.restart(config=config, defer=True, max_unavailable="2")
+    assert result.result == "deferred", result.summary
+    wait = Wait.from_json(result.summary["waiting"])
+    journal = journals.latest("eu-5", result.run_id)
+    assert journal is not None and journal.state is RunState.DEFERRED
+    assert not [b.label for b in journal.batches if b.state is BatchState.PENDING], "every node admitted first"
+    away = [n for b in journal.batches if b.state is BatchState.RUNNING for n in b.nodes]
+    assert wait.kind == "join" and away and set(wait.nodes) == set(away), (wait, away)
+    assert "e" in wait.nodes, "the last node admitted is among those the trigger waits for"
+    assert watch_until_handed_back(config, result.run_id) == "over"
+    result = api.resume(config=config, defer=True)
+    assert result.result == "succeeded", result.summary
+    assert {n.name: n.starts for n in cluster.nodes.values()} == dict.fromkeys(names, 1)
+    assert cluster.settings == {("cluster", LIMIT): "normal"}, "every temporary setting put back"
