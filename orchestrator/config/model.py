@@ -267,20 +267,31 @@ class MetricsSection(Model):
     job: str = Field("orchestrator", pattern=r"^[A-Za-z0-9_-]{1,64}$")
 
 
+class ProbeSection(Model):
+    """A search of the operator's choosing, timed by the tool every ``interval_s`` (0: the watch's own interval):
+    what a client waits for, end to end, where the nodes' counters give the time on each node per shard. With a
+    probe, the latency budget holds the probe's time (the slowest probe of each interval)."""
+
+    index: str = Field(min_length=1, max_length=255, pattern=r"^[^\s/#?]+$")  # an index, alias or pattern
+    query: dict[str, Any] = Field(default_factory=lambda: {"match_all": {}})
+    interval_s: float = Field(0, ge=0, le=3600)
+
+
 class SearchSection(Model):
     """What searchers see, watched through a run (docs/restart-procedure.md, "Searches"): every node's search
     counters read every ``interval_s`` (one light read of the nodes' stats), the baseline before the first
     stop, then continuously: events, `status`, the report and the metrics. 0 turns the watch off.
 
     ``latency_budget`` ("" : none): what the slowest node's query time may reach while the run goes on, as a
-    factor of its baseline (``2x``) or in milliseconds (``50ms``). Over it for ``sustain_s``, the recovery rate
-    the run raised is halved (never below ``recovery_floor``); within it for as long, raised again by steps
-    up to the run's own rate (restart/latency_control.py)."""
+    factor of its baseline (``2x``) or in milliseconds (``50ms``); with a ``probe``, the probe's time instead.
+    Over it for ``sustain_s``, the recovery rate the run raised is halved (never below ``recovery_floor``);
+    within it for as long, raised again by steps up to the run's own rate (restart/latency_control.py)."""
 
     interval_s: float = Field(10, ge=0, le=3600)
     latency_budget: str = Field("", pattern=r"^(|[0-9]+(\.[0-9]+)?(x|ms))$")
     sustain_s: float = Field(20, ge=0, le=3600)
     recovery_floor: str = Field("20mb", max_length=30)
+    probe: ProbeSection | None = None
 
     @field_validator("recovery_floor")
     @classmethod
@@ -293,6 +304,8 @@ class SearchSection(Model):
     def budget_needs_the_watch(self) -> SearchSection:
         if self.latency_budget and not self.interval_s:
             raise ValueError("latency_budget needs the watch: interval_s above 0")
+        if self.probe is not None and not self.interval_s:
+            raise ValueError("probe needs the watch: interval_s above 0")
         if self.latency_budget and float(self.latency_budget.rstrip("xms")) <= 0:
             raise ValueError("latency_budget must be above 0")
         return self

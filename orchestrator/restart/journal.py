@@ -50,7 +50,7 @@ FORMAT_VERSION = 3  # 3: a base and a log of changes (journal_file.py); 2 (a sin
 READS_FORMATS = (2, 3)
 # The search series a journal keeps for the report's plot: each point as a short list (a save writes the search
 # section whole, every interval), at most SERIES_POINTS of them (40 min at the default 10 s, then coarser).
-SERIES_FIELDS = ("at", "worst_ms", "mean_ms", "rate")
+SERIES_FIELDS = ("at", "worst_ms", "mean_ms", "rate", "probe_ms")
 SERIES_POINTS = 240
 RUN_ID = re.compile(r"\d{8}T\d{6}-[0-9a-f]{6}")
 RESUME_CHANGES_SHOWN = 10  # a resume's history line names this many of the inventory's changes, then counts the rest
@@ -195,7 +195,8 @@ class Journal:
         """An interval's figures (``rate``: the recovery rate in force after it, where the latency budget moves it);
         each also a point of the run's series, for the report's plot, at most SERIES_POINTS kept (every other
         point dropped when full: the whole run stays drawn, more coarsely)."""
-        point = [latest.get("at"), latest.get("worst_ms"), latest.get("mean_ms"), rate]  # SERIES_FIELDS
+        point = [latest.get("at"), latest.get("worst_ms"), latest.get("mean_ms"), rate,
+                 latest.get("probe_ms")]  # SERIES_FIELDS
         series = [*self.search.get("series", []), point]
         if len(series) > SERIES_POINTS:
             series = series[::2]

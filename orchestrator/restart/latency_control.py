@@ -3,7 +3,8 @@ LinkedIn's Cruise Control moves its partition moves' concurrency. Pure: the figu
 (restart/search_figures.py), the rate to put out, and what to say.
 
 - The slowest node's query time (`SearchSample.worst_ms`; the mean where no node had enough queries to be
-  called slowest) is held to the budget: a factor of the baseline's, or milliseconds.
+  called slowest), or the probe's time where the inventory sets a probe (`held_ms`), is held to the budget: a
+  factor of the baseline's, or milliseconds.
 - Over it for `sustain_s` (a burst of one interval is not a trend): the rate is halved, never below the
   floor; the next halving waits another `sustain_s`, so that a change is seen before the next.
 - Within it for `sustain_s`: raised by an eighth of the ceiling, never above the ceiling (the rate the run
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from orchestrator.restart.search_figures import SearchSample
+from orchestrator.restart.search_figures import SearchSample, held_ms
 from orchestrator.units import human_bytes
 
 RAISE_PARTS = 8  # a raise adds ceiling / RAISE_PARTS
@@ -25,7 +26,7 @@ RAISE_PARTS = 8  # a raise adds ceiling / RAISE_PARTS
 
 @dataclass(frozen=True)
 class LatencyBudget:
-    """``2x``: twice the baseline's slowest node; ``50ms``: 50 ms."""
+    """``2x``: twice the baseline's slowest node (its probe, with a probe); ``50ms``: 50 ms."""
 
     factor: float | None = None
     ms: float | None = None
@@ -38,11 +39,11 @@ class LatencyBudget:
             return cls(ms=float(text[:-2]))
         return cls(factor=float(text.rstrip("x")))
 
-    def limit_ms(self, baseline: SearchSample | None) -> float | None:
+    def limit_ms(self, baseline: SearchSample | None, by_probe: bool = False) -> float | None:
         """The query time allowed, or None when it needs a baseline that was not measured."""
         if self.ms is not None:
             return self.ms
-        reference = baseline and (baseline.worst_ms if baseline.worst_ms is not None else baseline.mean_ms)
+        reference = baseline and held_ms(baseline, by_probe)
         return None if not reference or self.factor is None else self.factor * reference
 
     def __str__(self) -> str:
@@ -67,9 +68,10 @@ class Step:
 
 
 def next_step(throttle: Throttle, sample: SearchSample, limit_ms: float, floor: int, ceiling: int,
-              sustain_s: float) -> Step:
-    """What to do after the interval ``sample`` ended."""
-    slowest = sample.worst_ms if sample.worst_ms is not None else sample.mean_ms
+              sustain_s: float, by_probe: bool = False) -> Step:
+    """What to do after the interval ``sample`` ended (``by_probe``: the budget holds the probe's time)."""
+    slowest = held_ms(sample, by_probe)
+    measure = "the probe's time" if by_probe else "slowest query time"
     if slowest is None:
         return Step(replace(throttle, over_since=None, within_since=None))
     began = sample.at - sample.seconds
@@ -80,7 +82,7 @@ def next_step(throttle: Throttle, sample: SearchSample, limit_ms: float, floor: 
         if throttle.rate > floor:
             rate = max(floor, throttle.rate // 2)
             return Step(Throttle(rate, over_since=sample.at), rate,
-                        f"searches over budget: slowest query time {slowest:.1f} ms against {limit_ms:.1f} ms for "
+                        f"searches over budget: {measure} {slowest:.1f} ms against {limit_ms:.1f} ms for "
                         f"{sample.at - over_since:.0f} s; recovery rate halved to {human_bytes(rate)}/s")
         if throttle.floor_said:
             return Step(replace(throttle, over_since=over_since, within_since=None))

@@ -178,18 +178,25 @@ PLOT_HEIGHT = 120  # the searches' plot, its drawing area in pixels
 
 
 def search_plot(journal: Journal, x: Any) -> dict[str, Any] | None:
-    """What searchers saw through the run, over the timeline's own time axis: the slowest node's query time
-    (and its baseline, dashed), and the recovery rate where the latency budget moved it. None: not watched."""
+    """What searchers saw through the run, over the timeline's own time axis: the time the latency budget holds
+    (the probe's where the run timed one, else the slowest node's query time) and its baseline, dashed, and the
+    recovery rate where the latency budget moved it. None: not watched."""
     points = [dict(zip(SERIES_FIELDS, p, strict=False)) for p in journal.search.get("series", [])
               if isinstance(p, list) and p and isinstance(p[0], int | float)]
-    latency = [(p["at"], p["worst_ms"] if p["worst_ms"] is not None else p["mean_ms"]) for p in points]
+    by_probe = any(isinstance(p.get("probe_ms"), int | float) for p in points)
+
+    def held(sample: dict[str, Any]) -> Any:
+        if by_probe:
+            return sample.get("probe_ms")
+        return sample.get("worst_ms") if sample.get("worst_ms") is not None else sample.get("mean_ms")
+
+    latency = [(p["at"], held(p)) for p in points]
     latency = [(at, ms) for at, ms in latency if isinstance(ms, int | float)]
     if not latency:
         return None
-    baseline = journal.search.get("baseline") or {}
-    base_ms = baseline.get("worst_ms") if baseline.get("worst_ms") is not None else baseline.get("mean_ms")
+    base_ms = held(journal.search.get("baseline") or {})
     top_ms = max([ms for _, ms in latency] + [base_ms or 0]) or 1.0
-    rates = [(p["at"], p["rate"]) for p in points if isinstance(p["rate"], int) and p["rate"] > 0]
+    rates = [(p["at"], p["rate"]) for p in points if isinstance(p.get("rate"), int) and p["rate"] > 0]
     top_rate = max([r for _, r in rates] + [1])
 
     def y(value: float, top: float) -> float:
@@ -198,7 +205,8 @@ def search_plot(journal: Journal, x: Any) -> dict[str, Any] | None:
     return {"latency": " ".join(f"{x(at)},{y(ms, top_ms)}" for at, ms in latency),
             "rate": " ".join(f"{x(at)},{y(r, top_rate)}" for at, r in rates),
             "baseline_y": y(base_ms, top_ms) if isinstance(base_ms, int | float) else None,
-            "top_ms": f"{top_ms:.1f} ms", "top_rate": f"{human_bytes(top_rate)}/s" if rates else "",
+            "top_ms": f"{top_ms:.1f} ms", "measure": "the probe's time" if by_probe else "slowest node's query time",
+            "top_rate": f"{human_bytes(top_rate)}/s" if rates else "",
             "height": PLOT_HEIGHT + 40}
 
 

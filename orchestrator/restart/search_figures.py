@@ -7,6 +7,9 @@ node over the interval. That is the time on the node, per shard query, not what 
 search fans out to shards and waits for the slowest): it moves when recovery competes for the node's disks
 and CPU, which is what the run must see. A node that restarted between two readings counts from zero
 again: its interval is left out, as is a node missing from either reading (it was away).
+
+Where the inventory sets a probe (`search.probe`), the tool also times a search of the operator's choosing, end
+to end: what a client waits for. Each interval keeps its slowest probe, and a latency budget then holds it.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class SearchSample:
     queue: int  # search queue, all nodes, at the interval's end
     rejected: int  # searches rejected during the interval, all nodes
     baseline: bool = False  # before the run's first stop: what searchers see when nothing is away
+    probe_ms: float | None = None  # the slowest probe of the interval, timed by the tool; None: none ran
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -48,12 +52,21 @@ class SearchSample:
         return cls(**{k: raw[k] for k in cls.__dataclass_fields__ if k in raw})
 
     def text(self) -> str:
+        probe = f"; probe {self.probe_ms:.1f} ms" if self.probe_ms is not None else ""
         if self.mean_ms is None:
-            return f"no search in the last {self.seconds:.0f} s"
+            return f"no search in the last {self.seconds:.0f} s{probe}"
         worst = f", slowest {self.worst_node} {self.worst_ms:.1f} ms" if self.worst_node else ""
         rejected = f", {self.rejected} rejected" if self.rejected else ""
         return (f"{self.queries / self.seconds:.1f} queries/s, {self.mean_ms:.1f} ms each{worst}, "
-                f"{self.queue} queued{rejected}")
+                f"{self.queue} queued{rejected}{probe}")
+
+
+def held_ms(sample: SearchSample, by_probe: bool) -> float | None:
+    """The time a latency budget holds: the probe's, where the inventory sets one; else the slowest node's (the
+    mean where no node had enough queries to be called slowest). None: nothing measured in the interval."""
+    if by_probe:
+        return sample.probe_ms
+    return sample.worst_ms if sample.worst_ms is not None else sample.mean_ms
 
 
 # A node with fewer queries in an interval says little of itself: a single slow query is not a slow node.
@@ -61,8 +74,9 @@ MIN_QUERIES_FOR_WORST = 5
 
 
 def sample_between(before: dict[str, SearchCounters], after: dict[str, SearchCounters], at: float,
-                   seconds: float, baseline: bool = False) -> SearchSample:
-    """The searches between two readings of every node's counters (by node name)."""
+                   seconds: float, baseline: bool = False, probe_ms: float | None = None) -> SearchSample:
+    """The searches between two readings of every node's counters (by node name), and the interval's slowest
+    probe."""
     counted = {name: (now.queries - before[name].queries, now.query_ms - before[name].query_ms,
                       now.rejected - before[name].rejected)
                for name, now in after.items()
@@ -75,18 +89,26 @@ def sample_between(before: dict[str, SearchCounters], after: dict[str, SearchCou
                         mean_ms=round(total_ms / queries, 3) if queries else None,
                         worst_ms=round(means[worst], 3) if worst else None, worst_node=worst,
                         queue=sum(c.queue for c in after.values()),
-                        rejected=sum(max(r, 0) for _, _, r in counted.values()), baseline=baseline)
+                        rejected=sum(max(r, 0) for _, _, r in counted.values()), baseline=baseline,
+                        probe_ms=probe_ms)
 
 
 def baseline_of(samples: list[SearchSample]) -> SearchSample | None:
-    """The baseline samples taken together (the time before the first stop), or None without a query then."""
+    """The baseline samples taken together (the time before the first stop), or None without a query then (a
+    probe is a query)."""
     chosen = [s for s in samples if s.baseline]
     served = [s for s in chosen if s.queries and s.mean_ms is not None]
+    probes = [s.probe_ms for s in chosen if s.probe_ms is not None]
+    probe_ms = max(probes) if probes else None
     if not served:
-        return None
+        return None if probe_ms is None else SearchSample(
+            at=chosen[-1].at, seconds=sum(s.seconds for s in chosen), nodes=max(s.nodes for s in chosen), queries=0,
+            mean_ms=None, worst_ms=None, worst_node=None, queue=chosen[-1].queue, rejected=0, baseline=True,
+            probe_ms=probe_ms)
     queries = sum(s.queries for s in served)
     mean = sum((s.mean_ms or 0) * s.queries for s in served) / queries
     worst = max(served, key=lambda s: s.worst_ms or 0)
     return SearchSample(at=chosen[-1].at, seconds=sum(s.seconds for s in chosen), nodes=max(s.nodes for s in chosen),
                         queries=queries, mean_ms=round(mean, 3), worst_ms=worst.worst_ms, worst_node=worst.worst_node,
-                        queue=chosen[-1].queue, rejected=sum(s.rejected for s in chosen), baseline=True)
+                        queue=chosen[-1].queue, rejected=sum(s.rejected for s in chosen), baseline=True,
+                        probe_ms=probe_ms)

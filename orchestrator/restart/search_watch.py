@@ -21,7 +21,7 @@ from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
 from orchestrator.restart.latency_control import LatencyBudget, Throttle, next_step
 from orchestrator.restart.phases import Phase
-from orchestrator.restart.search_figures import SearchCounters, SearchSample, baseline_of, sample_between
+from orchestrator.restart.search_figures import SearchCounters, SearchSample, baseline_of, held_ms, sample_between
 from orchestrator.restart.steps import set_temporarily
 from orchestrator.units import parse_size
 
@@ -41,6 +41,7 @@ class RecoveryThrottle:
     def __init__(self, ctx: RunContext, key: str, budget: LatencyBudget, cfg: SearchSection) -> None:
         self.ctx, self.key, self.budget, self.cfg = ctx, key, budget, cfg
         self.floor = parse_size(cfg.recovery_floor)
+        self.by_probe = cfg.probe is not None  # the budget holds the probe's time
         self.throttle: Throttle | None = None
         self.said: set[str] = set()
         self.lock = threading.Lock()
@@ -71,13 +72,13 @@ class RecoveryThrottle:
 
     def after(self, sample: SearchSample, baseline: SearchSample | None) -> None:
         with self.lock:
-            self.track(sample, self.budget.limit_ms(baseline))
+            self.track(sample, self.budget.limit_ms(baseline, self.by_probe))
             if not self.closed:
                 self.move(sample, baseline)
 
     def track(self, sample: SearchSample, limit: float | None) -> None:
         """Over the budget or within it, and since when: what the window's gate asks (`breach`)."""
-        slowest = sample.worst_ms if sample.worst_ms is not None else sample.mean_ms
+        slowest = held_ms(sample, self.by_probe)
         if limit is None or slowest is None:
             return  # nothing measured in this interval: as it was
         if slowest <= limit:
@@ -94,8 +95,8 @@ class RecoveryThrottle:
         if over is None or over[1] - over[0] < self.cfg.sustain_s:
             return None
         since, last, slowest, limit = over
-        return (f"searches over budget for {last - since:.0f} s (slowest query time {slowest:.1f} ms against "
-                f"{limit:.1f} ms)")
+        measure = "the probe's time" if self.by_probe else "slowest query time"
+        return f"searches over budget for {last - since:.0f} s ({measure} {slowest:.1f} ms against {limit:.1f} ms)"
 
     def move(self, sample: SearchSample, baseline: SearchSample | None) -> None:
         record = next((u for u in self.ctx.journal.pending_undo() if u.key == self.key), None)
@@ -103,7 +104,7 @@ class RecoveryThrottle:
             self.once("warning", f"search latency budget {self.budget}: {self.key} was not raised by this run "
                                  "(the cluster's own was as high), so it is left as it is")
             return
-        limit = self.budget.limit_ms(baseline)
+        limit = self.budget.limit_ms(baseline, self.by_probe)
         if limit is None:
             self.once("warning", f"search latency budget {self.budget}: no baseline was measured (no search before "
                                  "the first stop), so recovery is not throttled")
@@ -115,7 +116,8 @@ class RecoveryThrottle:
                                  "it can move, so it is left as it is")
             return
         throttle = self.throttle or Throttle(self.rate_in_force(record.scope, ceiling))
-        step = next_step(throttle, sample, limit, min(self.floor, ceiling), ceiling, self.cfg.sustain_s)
+        step = next_step(throttle, sample, limit, min(self.floor, ceiling), ceiling, self.cfg.sustain_s,
+                         self.by_probe)
         if step.rate is not None:
             set_temporarily(self.ctx, self.key, record.scope, size_text(throttle.rate), size_text(step.rate), None)
         self.throttle = step.throttle
@@ -135,6 +137,10 @@ class SearchWatch:
         known = ctx.journal.search.get("baseline")
         self.baseline: dict[str, Any] | None = known if isinstance(known, dict) else None
         self.failed_said = False
+        self.probe = ctx.inv.search.probe
+        self.probe_every_s = (self.probe.interval_s or interval_s) if self.probe is not None else 0.0
+        self.probe_times: list[float] = []  # this interval's probes, in milliseconds
+        self.probe_failed_said = False
 
     def __enter__(self) -> SearchWatch:
         if self.interval_s > 0:
@@ -164,19 +170,44 @@ class SearchWatch:
                                                "read again at the next interval"))
             return {}
 
+    def time_probe(self) -> None:
+        """The operator's probe, timed end to end by the tool: what a client waits for. A probe that fails is
+        said once and not counted (a failed search is no time)."""
+        probe = self.probe
+        assert probe is not None
+        began = time.monotonic()
+        try:
+            if not self.ctx.cluster.search_once(probe.index, probe.query):
+                self.probe = None  # a product without searches
+                return
+        except OrchestratorError as exc:
+            if not self.probe_failed_said:
+                self.probe_failed_said = True
+                self.ctx.emit(Event("warning", f"the search probe on {probe.index} failed ({exc}); the run "
+                                               "goes on, and it is tried again at its next interval"))
+            return
+        self.probe_times.append(round((time.monotonic() - began) * 1000, 3))
+
     def watch(self, before: dict[str, SearchCounters]) -> None:
         began = time.monotonic()
         due = began + self.interval_s
+        probe_due = began
         measuring_baseline = self.baseline is None and not self.any_stopped()
-        while not self.done.wait(min(LOOK_S, self.interval_s)):
+        while not self.done.wait(min(LOOK_S, self.interval_s, self.probe_every_s or LOOK_S)):
             stopped = measuring_baseline and self.any_stopped()
+            if self.probe is not None and (time.monotonic() >= probe_due or stopped):
+                self.time_probe()
+                probe_due = time.monotonic() + self.probe_every_s
             if time.monotonic() < due and not stopped:
                 continue
             after = self.read()
             now = time.monotonic()
             due = now + self.interval_s
             if after:  # a failed read makes no sample: the next one spans both intervals
-                sample = sample_between(before, after, time.time(), now - began, baseline=measuring_baseline)
+                probe_ms = max(self.probe_times) if self.probe_times else None
+                self.probe_times = []
+                sample = sample_between(before, after, time.time(), now - began, baseline=measuring_baseline,
+                                        probe_ms=probe_ms)
                 if measuring_baseline:
                     self.baseline_samples.append(sample)
                     found = baseline_of(self.baseline_samples)

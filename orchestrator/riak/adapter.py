@@ -192,6 +192,10 @@ class RiakAdapter:
         """Riak has no search figures of the kind watched through a run (restart/search_figures.py)."""
         return None
 
+    def search_once(self, index: str, query: dict[str, Any]) -> bool:
+        """Riak has no searches of the kind a probe times."""
+        return False
+
     def cluster_identity(self) -> None:
         """Riak's ring has no identity of its own; its lock and journal copy are files on its first node's host."""
         return None

@@ -176,8 +176,11 @@ def with_search_notes(plan: Plan, inv: Inventory, product: Product[Any, Any]) ->
     if budget is None or key is None:
         return plan
     raised = next((str(c.during) for c in plan.settings if c.key == key), None)
-    limit = (f"{budget.ms:g} ms" if budget.ms is not None else f"{budget.factor:g}x the baseline (the slowest "
-             "node's query time over the last interval before the first stop)")
+    probe = search.probe
+    held = (f"the probe's time (a search of {probe.index} the tool times end to end, every "
+            f"{probe.interval_s or search.interval_s:g} s)" if probe is not None else "the slowest node's query time")
+    limit = (f"{budget.ms:g} ms of {held}" if budget.ms is not None
+             else f"{budget.factor:g}x the baseline of {held} (its slowest before the first stop)")
     if raised is None:
         moves = f"the run raises no {key} here, so the budget has nothing to move: it is only watched"
     else:

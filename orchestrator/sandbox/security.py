@@ -27,6 +27,10 @@ TOOL_USER = "orchestrator"  # the user (and role) the sandbox's inventory connec
 ELASTIC_PASSWORD = "elastic.password"
 TOOL_PASSWORD = "orchestrator.password"
 TOOL_API_KEY = "orchestrator.api_key"
+# What a search probe (`search.probe`) needs beyond the run's role: `read` on the index it searches. The sandbox's
+# load writes `load*` indices; its user has this role beside the run's, as docs/privileges.md tells operators.
+PROBE_ROLE = "orchestrator-probe"
+PROBE_ROLE_BODY = {"indices": [{"names": ["load*"], "privileges": ["read"], "allow_restricted_indices": False}]}
 
 
 def write_secret(path: Path, value: str) -> None:
@@ -82,10 +86,12 @@ def create_tool_user(paths: SandboxPaths, endpoints: list[str], timeout_s: float
 
     try:
         as_superuser("create the orchestrator role", "PUT", f"/_security/role/{TOOL_USER}", role_body())
+        as_superuser("create the search probe's role", "PUT", f"/_security/role/{PROBE_ROLE}", PROBE_ROLE_BODY)
         as_superuser("create the orchestrator user", "PUT", f"/_security/user/{TOOL_USER}",
-                     {"password": password, "roles": [TOOL_USER]})
+                     {"password": password, "roles": [TOOL_USER, PROBE_ROLE]})
         key = as_superuser("create an API key", "POST", "/_security/api_key",
-                           {"name": f"{TOOL_USER}-sandbox", "role_descriptors": {TOOL_USER: role_body()}})
+                           {"name": f"{TOOL_USER}-sandbox",
+                            "role_descriptors": {TOOL_USER: role_body(), PROBE_ROLE: PROBE_ROLE_BODY}})
     except OrchestratorError as exc:
         raise SandboxError(f"setting up the sandbox's users failed: {exc}") from exc
     write_secret(paths.secret(TOOL_PASSWORD), password)

@@ -94,6 +94,13 @@ class ShardClusterAdapter(BatchReads, LockDocuments, ClusterFacts, MergeRequests
                                        n.thread_pool.search.queue, n.thread_pool.search.rejected)
                 for n in raw.nodes.values()}
 
+    def search_once(self, index: str, query: dict[str, Any]) -> bool:
+        """The inventory's probe: no hits sent back, and not from the request cache (a cached answer says
+        nothing of the nodes' load)."""
+        self._do(f"search {index} (the search probe)", "POST", f"/{part(index)}/_search",
+                 {"request_cache": "false", "size": "0", "filter_path": "took"}, {"query": query})
+        return True
+
     def master_id(self) -> str | None:
         what = "find elected master"
         return parsed(State, self._do(what, "GET", "/_cluster/state/master_node"), what).master_node or None

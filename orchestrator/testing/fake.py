@@ -102,6 +102,8 @@ class FakeCluster:
     # Searches: each read of the counters, every node up has run 10 more queries of this many ms each, times
     # one more for each node away (the nodes left serve them all); a node's counters start again at its start.
     search_ms: float | None = None  # None: no search figures, as a product without them
+    probe_ms: float | None = None  # a probe's time with every node up (slept: the caller times it); None: no searches
+    probes: int = 0  # probes run
     search_totals: dict[tuple[str, int], tuple[int, float]] = field(default_factory=dict)
     _pids: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -206,6 +208,17 @@ class FakeCluster:
                 self.search_totals[(n.name, n.pid)] = queries + 10, ms + 10 * each_ms
                 out[n.name] = SearchCounters(queries + 10, int(ms + 10 * each_ms), 0, 0)
             return out
+
+    def search_once(self, index: str, query: dict[str, Any]) -> bool:
+        """A probe: ``probe_ms`` with every node up, once more for each node away."""
+        if self.probe_ms is None:
+            return False
+        with self._lock:
+            self.calls += 1
+            self.probes += 1
+            away = sum(1 for n in self.nodes.values() if not n.up or n.polls_to_join)
+        time.sleep(self.probe_ms * (1 + away) / 1000)
+        return True
 
     def health_summary(self) -> dict[str, Any]:
         up = sum(1 for n in self.nodes.values() if n.up)

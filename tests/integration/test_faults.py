@@ -328,9 +328,10 @@ def test_the_elected_master_restarted_by_someone_else_mid_batch(sandboxes: Sandb
 
 def test_a_latency_budget_throttles_recovery_and_a_sigkill_then_resume_puts_the_rate_back(
         sandboxes: SandboxManager, tmp_path: Path) -> None:
-    """A search latency budget no search keeps (0.001 ms), under a steady search load: the run halves the recovery
-    rate it raised (the controller's move, through the run's undo record); killed (SIGKILL) once it has, `resume`
-    finishes, and the cluster's own rate from before the run is back exactly. Each node started once more."""
+    """A search latency budget no search keeps (0.001 ms), under a steady search load, held by a probe the tool
+    times on real nodes: the run halves the recovery rate it raised (the controller's move, through the run's undo
+    record); killed (SIGKILL) once it has, `resume` finishes, and the cluster's own rate from before the run is
+    back exactly. Each node started once more."""
     from orchestrator.sandbox.load import LoadGenerator
     from orchestrator.sandbox.rest import access_of
 
@@ -338,8 +339,10 @@ def test_a_latency_budget_throttles_recovery_and_a_sigkill_then_resume_puts_the_
     info, es = prepared(sandboxes, Shape())
     es.cluster.put_settings(persistent={rate: "25mb"})  # the cluster's own, lower than what the run raises it to
     before, before_starts = settings(es), starts_logged(info)
+    # With a probe of the load's index, timed by the tool: the budget holds the probe's time.
     path = inventory_with(tmp_path, info, lambda inv: inv.update(search={
-        "interval_s": 1, "latency_budget": "0.001ms", "sustain_s": 0, "recovery_floor": "10mb"}))
+        "interval_s": 1, "latency_budget": "0.001ms", "sustain_s": 0, "recovery_floor": "10mb",
+        "probe": {"index": "load-budget", "query": {"match_all": {}}}}))
     load = LoadGenerator(info["endpoints"], index="load-budget", duration_s=600, max_docs=20_000,
                          access=access_of(info))
     load.start_then_mark("during")
@@ -351,6 +354,10 @@ def test_a_latency_budget_throttles_recovery_and_a_sigkill_then_resume_puts_the_
                                      and "recovery rate halved" in e.get("message", ""), 600)
             raised = next(e["data"]["value"] for e in seen if e.get("event") == "undo"
                           and (e.get("data") or {}).get("key") == rate)
+            halving = next(e["message"] for e in seen if "recovery rate halved" in e.get("message", ""))
+            probes = [e["data"]["probe_ms"] for e in seen if e.get("event") == "search"
+                      and (e.get("data") or {}).get("probe_ms") is not None]
+            assert probes and "the probe's time" in halving, (probes, halving)
             moved = es.cluster.get_settings(flat_settings=True)["persistent"][rate]
             assert moved != raised and moved != "25mb", (raised, moved)  # halved from the run's own rate
         finally:

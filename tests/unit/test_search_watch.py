@@ -257,11 +257,16 @@ def test_the_plan_says_the_budget_its_baseline_and_the_rates_the_run_moves_betwe
     inv = Inventory.model_validate({"cluster": {"name": "c"}, "nodes": [{"name": "a", "host": "h"}],
                                     "search": {"latency_budget": "2x", "sustain_s": 30, "recovery_floor": "40mb"}})
     said = with_search_notes(plan, inv, es).notes[-1]
-    assert said.startswith("search latency budget: 2x the baseline (the slowest node's query time"), said
+    assert said.startswith("search latency budget: 2x the baseline of the slowest node's query time"), said
     assert "read every 10 s" in said and f"over it for 30 s, {RATE} (200mb for the run) is halved, never below 40mb" \
         in said and "raised again by eighths up to 200mb" in said, said
     fixed = inv.model_copy(update={"search": inv.search.model_copy(update={"latency_budget": "50ms"})})
-    assert with_search_notes(plan, fixed, es).notes[-1].startswith("search latency budget: 50 ms,")
+    assert with_search_notes(plan, fixed, es).notes[-1].startswith("search latency budget: 50 ms of the slowest")
+    probed = Inventory.model_validate({**inv.model_dump(), "search": {"latency_budget": "2x", "probe": {
+        "index": "logs-*", "interval_s": 5}}})
+    assert with_search_notes(plan, probed, es).notes[-1].startswith(
+        "search latency budget: 2x the baseline of the probe's time (a search of logs-* the tool times end to end, "
+        "every 5 s)"), "with a probe, the plan says the budget holds its time"
     unraised = with_search_notes(Plan(**{**plan.__dict__, "settings": ()}), inv, es).notes[-1]
     assert "has nothing to move: it is only watched" in unraised
     none = inv.model_copy(update={"search": inv.search.model_copy(update={"latency_budget": ""})})
@@ -335,3 +340,73 @@ def test_a_resumed_run_s_controller_starts_from_the_rate_in_force_never_raising_
                                  SearchSection(latency_budget="10ms", sustain_s=0, recovery_floor="5mb"))
         fresh.after(SearchSample(100.0, 10, 1, 100, 90.0, 90.0, "a", 0, 0), None)
         assert cluster.settings[key] == "100mb", cluster.settings[key]
+
+
+def test_a_probe_is_timed_end_to_end_by_the_watch_and_the_budget_then_holds_its_time_not_the_nodes() -> None:
+    """The inventory's probe: the watch sends it and times it itself; each interval keeps its slowest probe, the
+    baseline its slowest before the first stop, and a budget holds the probe's time, not the nodes' counters."""
+    from orchestrator.restart.latency_control import LatencyBudget, Throttle, next_step
+    from orchestrator.restart.search_figures import held_ms
+
+    names = ["a", "b", "c"]
+    with state_dir():
+        inv = type(inventory(names)).model_validate({**inventory(names).model_dump(),
+                                                     "search": {"interval_s": 0.1, "probe": {"index": "logs-*"}}})
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), search_ms=1.0)
+        cluster.probe_ms = 20.0
+        journal = new_journal(inv, cluster)
+        events: list[Event] = []
+        ctx = engine(inv, cluster, journal, events).ctx
+        with SearchWatch(ctx, 0.1):
+            until(lambda: len(searches(events)) >= 2, "two samples before any stop")
+            journal.set_phase("a", Phase.STOPPING)  # the run's first stop: the baseline's interval closes
+            seen = len(searches(events))
+            until(lambda: len(searches(events)) > seen, "the baseline's last sample")
+            cluster.nodes["a"].up = False  # one node away: the fake's probe takes twice as long
+            until(lambda: any(s.probe_ms and s.probe_ms >= 40 for s in searches(events) if not s.baseline),
+                  "a probe with a away")
+        samples = searches(events)
+        baseline = journal.search["baseline"]
+        assert cluster.probes >= 3 and all(s.probe_ms is not None for s in samples[1:]), samples
+        assert 20 <= baseline["probe_ms"] < 40, "the probe timed by the tool: at least the time the search took"
+        assert "probe" in samples[-1].text()
+    budget = LatencyBudget.parse("1.5x")
+    assert budget is not None
+    base = SearchSample.from_json(baseline)
+    assert budget.limit_ms(base, by_probe=True) == 1.5 * baseline["probe_ms"]
+    slow_probe = SearchSample(at=100.0, seconds=10, nodes=3, queries=100, mean_ms=1.0, worst_ms=1.0, worst_node="b",
+                              queue=0, rejected=0, probe_ms=3 * baseline["probe_ms"])
+    assert held_ms(slow_probe, by_probe=True) == slow_probe.probe_ms and held_ms(slow_probe, by_probe=False) == 1.0
+    limit = budget.limit_ms(base, by_probe=True)
+    assert limit is not None
+    halved = next_step(Throttle(400), slow_probe, limit, floor=100, ceiling=400, sustain_s=0, by_probe=True)
+    kept = next_step(Throttle(400), slow_probe, limit, floor=100, ceiling=400, sustain_s=0, by_probe=False)
+    assert halved.rate == 200 and "probe" in halved.said, "the probe over its budget: halved"
+    assert kept.rate is None, "the nodes' own figures within it: without a probe, nothing moves"
+
+
+def test_a_probe_that_fails_is_said_once_and_not_counted_as_a_time() -> None:
+    names = ["a", "b"]
+    with state_dir():
+        inv = type(inventory(names)).model_validate({**inventory(names).model_dump(),
+                                                     "search": {"interval_s": 0.05, "probe": {"index": "gone"}}})
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), search_ms=1.0)
+        cluster.probe_ms = 1.0
+
+        def refused(index: str, query: object) -> bool:
+            raise ClusterUnreachable(f"no such index [{index}]")
+
+        cluster.search_once = refused  # type: ignore[method-assign]
+        journal = new_journal(inv, cluster)
+        events: list[Event] = []
+        ctx = engine(inv, cluster, journal, events).ctx
+        with SearchWatch(ctx, 0.05):
+            until(lambda: len(searches(events)) >= 3, "three samples")
+        warnings = [e.message for e in events if e.kind == "warning"]
+        assert len(warnings) == 1 and "probe on gone failed" in warnings[0], warnings
+        assert all(s.probe_ms is None for s in searches(events)), "a failed probe is no time"
+    import pytest
+
+    for search in ({"interval_s": 0, "probe": {"index": "logs"}}, {"probe": {"index": "a b"}}, {"probe": {}}):
+        with pytest.raises(ValueError, match="probe"):  # refused as the inventory is read, before any run
+            type(inv).model_validate({**inv.model_dump(), "search": search})

@@ -90,6 +90,9 @@ class ToyCluster:
     def search_counters(self) -> None:
         return None  # the toy serves no searches
 
+    def search_once(self, index: str, query: dict[str, Any]) -> bool:
+        return False  # the toy serves no searches
+
     def cluster_identity(self) -> None:
         return None  # the toy's processes are one cluster, on one machine
 
