@@ -67,6 +67,16 @@ def searches(events: list[Event]) -> list[SearchSample]:
     return [SearchSample.from_json(e.data) for e in list(events) if e.kind == "search"]
 
 
+def first_stop_then_away(journal: Journal, cluster: FakeCluster, events: list[Event]) -> None:
+    """Two samples with every node up, the run's first stop (the baseline's interval closes at it), the baseline's
+    last sample, then node a away."""
+    until(lambda: len(searches(events)) >= 2, "two samples before any stop")
+    journal.set_phase("a", Phase.STOPPING)
+    seen = len(searches(events))
+    until(lambda: len(searches(events)) > seen, "the baseline's last sample")
+    cluster.nodes["a"].up = False
+
+
 def test_the_watch_measures_a_baseline_until_the_first_stop_then_the_searches_as_nodes_are_away() -> None:
     names = ["a", "b", "c", "d"]
     with state_dir():
@@ -76,11 +86,7 @@ def test_the_watch_measures_a_baseline_until_the_first_stop_then_the_searches_as
         events: list[Event] = []
         ctx = engine(inv, cluster, journal, events).ctx
         with SearchWatch(ctx, 0.05):
-            until(lambda: len(searches(events)) >= 2, "two samples before any stop")
-            journal.set_phase("a", Phase.STOPPING)  # the run's first stop: the baseline's interval closes
-            seen = len(searches(events))
-            until(lambda: len(searches(events)) > seen, "the baseline's last sample")
-            cluster.nodes["a"].up = False
+            first_stop_then_away(journal, cluster, events)
             until(lambda: any(s.nodes == 3 for s in searches(events)), "a sample with a away")
         samples = searches(events)
         baseline = [s for s in samples if s.baseline]
@@ -358,11 +364,7 @@ def test_a_probe_is_timed_end_to_end_by_the_watch_and_the_budget_then_holds_its_
         events: list[Event] = []
         ctx = engine(inv, cluster, journal, events).ctx
         with SearchWatch(ctx, 0.1):
-            until(lambda: len(searches(events)) >= 2, "two samples before any stop")
-            journal.set_phase("a", Phase.STOPPING)  # the run's first stop: the baseline's interval closes
-            seen = len(searches(events))
-            until(lambda: len(searches(events)) > seen, "the baseline's last sample")
-            cluster.nodes["a"].up = False  # one node away: the fake's probe takes twice as long
+            first_stop_then_away(journal, cluster, events)  # one node away: the fake's probe takes twice as long
             until(lambda: any(s.probe_ms and s.probe_ms >= 40 for s in searches(events) if not s.baseline),
                   "a probe with a away")
         samples = searches(events)
