@@ -15,12 +15,12 @@ to end: what a client waits for. Each interval keeps its slowest probe, and a la
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True)
-class SearchCounters:
-    """One node's search totals since its start, as its stats give them."""
+class SearchCounters(NamedTuple):
+    """One node's search totals since its start, as its stats give them (a tuple: made for every node each
+    interval, at 3,000 nodes a frozen dataclass's construction was a part of the interval's CPU worth saving)."""
 
     queries: int  # indices.search.query_total
     query_ms: int  # indices.search.query_time_in_millis

@@ -35,6 +35,7 @@ class WindowStats:
     search_errors: int = 0
     index_latency: list[float] = field(default_factory=list)
     search_latency: list[float] = field(default_factory=list)
+    search_at: list[float] = field(default_factory=list)  # when each search in search_latency ended (epoch s)
 
     def summary(self) -> dict[str, Any]:
         return {"index_ok": self.index_ok, "index_errors": self.index_errors, "search_ok": self.search_ok,
@@ -123,6 +124,7 @@ class LoadGenerator:
                 with self.lock:
                     self._stats().search_ok += 1
                     self._stats().search_latency.append(time.monotonic() - started)
+                    self._stats().search_at.append(time.time())
             time.sleep(self.pause_s * 4)
 
     def _sample_health(self) -> None:

@@ -23,7 +23,6 @@ from orchestrator.shards.answers import (
     Blocks,
     BlocksState,
     NodesMemory,
-    NodesSearch,
     RunningSnapshot,
     RunningSnapshots,
     State,
@@ -31,6 +30,7 @@ from orchestrator.shards.answers import (
     disk_rows,
     not_its_shape,
     parsed,
+    search_counters_of,
 )
 from orchestrator.shards.batch_reads import BatchReads, in_chunks
 from orchestrator.shards.cluster_facts import ClusterFacts
@@ -86,13 +86,10 @@ class ShardClusterAdapter(BatchReads, LockDocuments, ClusterFacts, MergeRequests
         node's stats, only the four figures (`filter_path`). A node that does not answer is left out: it is
         away, and the figures count the nodes that serve."""
         what = "read the nodes' search figures"
-        raw = parsed(NodesSearch, self._do(what, "GET", "/_nodes/stats/indices,thread_pool/search", {
+        return search_counters_of(self._do(what, "GET", "/_nodes/stats/indices,thread_pool/search", {
             "filter_path": "nodes.*.name,nodes.*.indices.search.query_total,nodes.*.indices.search."
                            "query_time_in_millis,nodes.*.thread_pool.search.queue,nodes.*.thread_pool.search.rejected"}),
-                     what)
-        return {n.name: SearchCounters(n.indices.search.query_total, n.indices.search.query_time_in_millis,
-                                       n.thread_pool.search.queue, n.thread_pool.search.rejected)
-                for n in raw.nodes.values()}
+                                  what)
 
     def search_once(self, index: str, query: dict[str, Any]) -> bool:
         """The inventory's probe: no hits sent back, and not from the request cache (a cached answer says

@@ -8,6 +8,12 @@ health watcher saw (every 0.5 s), failed searches and search latency. Target: th
 one at a time's wall time (this machine has 2 cores: the JVMs that start together compete; the ideal on hosts
 of their own is 0.25x plus the ramp).
 
+`--sandbox --latency-budget 2x` (issue 59): the same sandbox and load, the budget of 4 run twice, without and with
+the search latency budget (`search.latency_budget`, read every 5 s, sustained 10 s), after 30 s of the load alone
+(the idle baseline). Per run: the searchers' p99 over the whole run and over the worst 30 s span (after the
+controller's first move, in the run with it), the wall time, and the controller's moves. Targets: p99 at most 2x
+the idle baseline over any 30 s after the first move; the run at most 1.3x as long as without the controller.
+
 `--fake`: the fake Elasticsearch (orchestrator/testing/fake_es) in a process of its own, N nodes, 200 copies per
 data node, 1 replica, each copy on a data node drawn at random (`--in-turn`: the data nodes in turn, so that a node
 shares data with two others only), each node back a random 5-15 s after its start (real seconds: the server's
@@ -18,6 +24,7 @@ Targets: mean window at least 80 % of the budget, wall time within 1.25x of the 
 node, under 2 GB read.
 
     python -m tests.benchmarks.bench_window --sandbox [--out reports/bench-window-sandbox.json]  (root; ~15 min)
+    python -m tests.benchmarks.bench_window --sandbox --latency-budget 2x [--out ...]  (root; ~15 min)
     python -m tests.benchmarks.bench_window --fake [--nodes 3000] [--budget 5%] [--out ...]
 """
 
@@ -47,28 +54,79 @@ def orchestrate(*args: str, timeout: float = 3600) -> subprocess.CompletedProces
                           timeout=timeout)
 
 
-def sandbox_run(info: dict[str, Any], budget: str | None) -> dict[str, Any]:
+SPAN_S = 30  # the latency target's span: p99 over any 30 s
+
+
+def worst_span_p99(latency: list[float], at: list[float], since: float, until: float) -> float | None:
+    """The worst p99 (ms) over any SPAN_S of searches ended between ``since`` and ``until``, spans 5 s apart."""
+    from orchestrator.sandbox.load import percentile
+
+    worst = None
+    start = since
+    while start + SPAN_S <= until or start == since:
+        chosen = [s for s, t in zip(latency, at, strict=True) if start <= t < start + SPAN_S]
+        p99 = percentile(chosen, 99)
+        worst = p99 if worst is None or (p99 is not None and p99 > worst) else worst
+        start += 5
+    return worst
+
+
+def idle_p99(info: dict[str, Any], seconds: float = 30) -> float | None:
+    """The searchers' p99 with nothing away: the load alone."""
+    from orchestrator.sandbox.load import LoadGenerator
+    from orchestrator.sandbox.rest import access_of
+
+    load = LoadGenerator(info["endpoints"], index="load-window", duration_s=3600, max_docs=1_000_000,
+                         access=access_of(info))
+    load.start_then_mark("idle")
+    time.sleep(seconds)
+    load.stop()
+    return load.report()["windows"]["idle"]["search_p99_ms"]
+
+
+def with_latency_budget(info: dict[str, Any], budget: str) -> Path:
+    """A copy of the sandbox's inventory, beside it, whose searches are watched every 5 s and held to ``budget``."""
+    import yaml
+
+    original = Path(info["inventory"])
+    inv = yaml.safe_load(original.read_text())
+    inv["search"] = {"interval_s": 5, "latency_budget": budget, "sustain_s": 10}
+    copy = original.with_name("inventory-latency-budget.yaml")
+    copy.write_text(yaml.safe_dump(inv))
+    return copy
+
+
+def sandbox_run(info: dict[str, Any], budget: str | None, config: Path | None = None) -> dict[str, Any]:
     from orchestrator.sandbox.load import LoadGenerator
     from orchestrator.sandbox.rest import access_of
 
     load = LoadGenerator(info["endpoints"], index="load-window", duration_s=3600, max_docs=1_000_000,
                          access=access_of(info))
     load.start_then_mark("during")
-    started = time.monotonic()
+    started, began_at = time.monotonic(), time.time()
     try:
-        proc = orchestrate("restart", "--cluster", "sandbox", "--yes", "--json", "--no-tune",
-                           *(a for n in ("es-1", "es-2", "es-3") for a in ("--exclude", n)),
+        proc = orchestrate("restart", *(("--config", str(config)) if config else ("--cluster", "sandbox")), "--yes",
+                           "--json", "--no-tune", *(a for n in ("es-1", "es-2", "es-3") for a in ("--exclude", n)),
                            *(("--max-unavailable", budget) if budget else ()))
         wall_s = time.monotonic() - started
+        ended_at = time.time()
         load.mark("after")
         time.sleep(2)
     finally:
         load.stop()
     assert proc.returncode == 0, proc.stderr[-3000:]
-    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    lines = [json.loads(line) for line in proc.stdout.strip().splitlines() if line.startswith("{")]
+    summary = lines[-1]
     report = load.report()
     during = report["windows"]["during"]
-    return {"budget": budget or "1", "wall_s": round(wall_s, 1),
+    moves = [e for e in lines if e.get("event") == "step" and "recovery rate" in e.get("message", "")]
+    closed = [e for e in lines if e.get("event") == "wait" and e.get("message", "").startswith("window closed")]
+    reacted = min([e["at"] for e in moves + closed], default=None)
+    stats = load.windows["during"]
+    return {"budget": budget or "1", "latency_budget": bool(config), "wall_s": round(wall_s, 1),
+            "worst_30s_p99_ms": worst_span_p99(stats.search_latency, stats.search_at, reacted or began_at, ended_at),
+            "first_reaction_s": round(reacted - began_at, 1) if reacted else None,
+            "rate_moves": len(moves), "window_closed": len(closed),
             "bytes_from_peers": sum(int(n["recovery"].get("bytes_from_peers", 0)) for n in summary["nodes"]),
             "red_samples": report["red_samples"], "fewest_nodes": report["fewest_nodes"],
             "searches_ok": during["search_ok"], "searches_failed": during["search_errors"],
@@ -76,16 +134,23 @@ def sandbox_run(info: dict[str, Any], budget: str | None) -> dict[str, Any]:
             "writes_lost": len(load.missing_acknowledged())}
 
 
-def sandbox(out: Path | None) -> None:
+def sandbox(out: Path | None, latency_budget: str | None = None) -> None:
     up = orchestrate("sandbox", "up", "--nodes", "12", "--masters", "3", "--insecure", timeout=1200)
     assert up.returncode == 0, up.stderr[-3000:]
     try:
         info = json.loads(orchestrate("sandbox", "status", "--json").stdout)
         loaded = orchestrate("sandbox", "load", "--docs", "30000")
         assert loaded.returncode == 0, loaded.stderr
-        rows = [sandbox_run(info, None), sandbox_run(info, "4")]
+        if latency_budget:
+            idle = idle_p99(info)
+            rows = [sandbox_run(info, "4"), sandbox_run(info, "4", with_latency_budget(info, latency_budget))]
+        else:
+            rows = [sandbox_run(info, None), sandbox_run(info, "4")]
     finally:
         orchestrate("sandbox", "down")
+    if latency_budget:
+        latency_figures(rows, idle, latency_budget, out)
+        return
     for row in rows:
         print(f"budget {row['budget']}: {row['wall_s']:.0f} s; {row['bytes_from_peers']} bytes from peers; red "
               f"samples {row['red_samples']}; fewest nodes {row['fewest_nodes']}; searches {row['searches_ok']} ok, "
@@ -95,6 +160,26 @@ def sandbox(out: Path | None) -> None:
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(rows, indent=2))
+
+
+def latency_figures(rows: list[dict[str, Any]], idle: float | None, budget: str, out: Path | None) -> None:
+    factor = float(budget.rstrip("x")) if budget.endswith("x") else None
+    print(f"idle p99 (the load alone, 30 s): {idle} ms", flush=True)
+    for row in rows:
+        print(f"budget {row['budget']}, {'with' if row['latency_budget'] else 'without'} the latency budget "
+              f"{budget}: {row['wall_s']:.0f} s; p50 {row['search_p50_ms']} ms, p99 {row['search_p99_ms']} ms; worst "
+              f"30 s p99 {row['worst_30s_p99_ms']} ms{' after the first move' if row['first_reaction_s'] else ''} "
+              f"(first move at {row['first_reaction_s']} s; {row['rate_moves']} rate moves, window closed "
+              f"{row['window_closed']} times); searches {row['searches_ok']} ok, {row['searches_failed']} failed; "
+              f"{row['bytes_from_peers']} bytes from peers; red samples {row['red_samples']}; acknowledged writes "
+              f"lost {row['writes_lost']}", flush=True)
+    if idle and factor and rows[1]["worst_30s_p99_ms"] is not None:
+        print(f"worst 30 s p99 with the controller: {rows[1]['worst_30s_p99_ms'] / idle:.2f}x the idle p99 (target "
+              f"at most {factor:g}x); wall time {rows[1]['wall_s'] / rows[0]['wall_s']:.2f}x without it (target at "
+              "most 1.3x)", flush=True)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"idle_p99_ms": idle, "runs": rows}, indent=2))
 
 
 class Window:
@@ -175,9 +260,11 @@ def main() -> None:
     parser.add_argument("--restart-s", type=float, nargs=2, default=(5.0, 15.0))
     parser.add_argument("--in-turn", action="store_true", help="copies on the data nodes in turn, not at random")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--latency-budget", default=None, help="with --sandbox: the budget of 4 without and with "
+                                                                "this search latency budget (issue 59), e.g. 2x")
     args = parser.parse_args()
     if args.sandbox:
-        sandbox(args.out)
+        sandbox(args.out, args.latency_budget)
     else:
         fake(args.nodes, args.budget, tuple(args.restart_s), args.out, scattered=not args.in_turn)
 

@@ -178,6 +178,29 @@ def test_the_shard_adapter_reads_every_serving_node_s_counters_in_one_light_requ
     assert found == {n: SearchCounters(0, 0, 0, 0) for n in ("es-1", "es-3", "es-4")}, found
 
 
+def test_an_answer_whose_search_figures_are_not_counts_is_the_cluster_s_error_not_a_figure() -> None:
+    """Read field by field (no model per node): a figure a node lacks is 0, and one that is not a whole number of
+    at least 0 (text, a fraction, true, below 0), a node without a name or an answer of another shape is the
+    cluster's error, which the watch says once and reads again (never a figure made of it)."""
+    import pytest
+
+    from orchestrator.errors import ClusterError
+    from orchestrator.shards.answers import search_counters_of
+
+    node = {"name": "a", "indices": {"search": {"query_total": 7, "query_time_in_millis": 30}},
+            "thread_pool": {"search": {"queue": 2, "rejected": 1}}}
+    assert search_counters_of({"nodes": {"id1": node}}, "read") == {"a": SearchCounters(7, 30, 2, 1)}
+    assert search_counters_of({"nodes": {"id1": {"name": "b"}}}, "read") == {"b": SearchCounters(0, 0, 0, 0)}
+    assert search_counters_of({}, "read") == {}
+    bad = [{"nodes": {"x": {**node, "indices": {"search": {"query_total": value}}}}} for value in
+           ("7", 7.5, True, -1, None)]
+    bad += [{"nodes": {"x": {"indices": {}}}}, {"nodes": {"x": {**node, "name": 3}}}, {"nodes": [node]}, [], "x",
+            {"nodes": {"x": {**node, "thread_pool": {"search": []}}}}]
+    for answer in bad:
+        with pytest.raises(ClusterError, match="read the figures: the cluster's answer is not"):
+            search_counters_of(answer, "read the figures")
+
+
 def test_a_latency_budget_halves_the_recovery_rate_when_searches_suffer_and_the_run_puts_it_back() -> None:
     """The controller's decisions over a series: over the budget for sustain_s, halved (never below the floor,
     said once there); within it as long, raised by an eighth of the ceiling; no query, no decision."""
