@@ -270,7 +270,7 @@ class MetricsSection(Model):
 class ProbeSection(Model):
     """A search of the operator's choosing, timed by the tool every ``interval_s`` (0: the watch's own interval):
     what a client waits for, end to end, where the nodes' counters give the time on each node per shard. With a
-    probe, the latency budget holds the probe's time (the slowest probe of each interval)."""
+    probe, the latency budget holds the probe's time (the median probe of each interval)."""
 
     index: str = Field(min_length=1, max_length=255, pattern=r"^[^\s/#?]+$")  # an index, alias or pattern
     query: dict[str, Any] = Field(default_factory=lambda: {"match_all": {}})

@@ -9,11 +9,12 @@ and CPU, which is what the run must see. A node that restarted between two readi
 again: its interval is left out, as is a node missing from either reading (it was away).
 
 Where the inventory sets a probe (`search.probe`), the tool also times a search of the operator's choosing, end
-to end: what a client waits for. Each interval keeps its slowest probe, and a latency budget then holds it.
+to end: what a client waits for. Each interval keeps its median probe, and a latency budget then holds it.
 """
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
@@ -42,7 +43,7 @@ class SearchSample:
     queue: int  # search queue, all nodes, at the interval's end
     rejected: int  # searches rejected during the interval, all nodes
     baseline: bool = False  # before the run's first stop: what searchers see when nothing is away
-    probe_ms: float | None = None  # the slowest probe of the interval, timed by the tool; None: none ran
+    probe_ms: float | None = None  # the interval's median probe, timed by the tool; None: none ran
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,7 +100,7 @@ def baseline_of(samples: list[SearchSample]) -> SearchSample | None:
     chosen = [s for s in samples if s.baseline]
     served = [s for s in chosen if s.queries and s.mean_ms is not None]
     probes = [s.probe_ms for s in chosen if s.probe_ms is not None]
-    probe_ms = max(probes) if probes else None
+    probe_ms = statistics.median(probes) if probes else None
     if not served:
         return None if probe_ms is None else SearchSample(
             at=chosen[-1].at, seconds=sum(s.seconds for s in chosen), nodes=max(s.nodes for s in chosen), queries=0,

@@ -11,6 +11,7 @@ on to the next read: the watch never fails a run, and never slows it (it reads o
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from typing import Any
@@ -140,6 +141,7 @@ class SearchWatch:
         self.probe = ctx.inv.search.probe
         self.probe_every_s = (self.probe.interval_s or interval_s) if self.probe is not None else 0.0
         self.probe_times: list[float] = []  # this interval's probes, in milliseconds
+        self.warmed = False  # the first probe warms the connection and the caches: sent, not counted
         self.probe_failed_said = False
 
     def __enter__(self) -> SearchWatch:
@@ -186,7 +188,9 @@ class SearchWatch:
                 self.ctx.emit(Event("warning", f"the search probe on {probe.index} failed ({exc}); the run "
                                                "goes on, and it is tried again at its next interval"))
             return
-        self.probe_times.append(round((time.monotonic() - began) * 1000, 3))
+        if self.warmed:
+            self.probe_times.append(round((time.monotonic() - began) * 1000, 3))
+        self.warmed = True
 
     def watch(self, before: dict[str, SearchCounters]) -> None:
         began = time.monotonic()
@@ -204,7 +208,8 @@ class SearchWatch:
             now = time.monotonic()
             due = now + self.interval_s
             if after:  # a failed read makes no sample: the next one spans both intervals
-                probe_ms = max(self.probe_times) if self.probe_times else None
+                # The interval's median probe: one slow probe (a collection, a cold segment) is not a trend.
+                probe_ms = statistics.median(self.probe_times) if self.probe_times else None
                 self.probe_times = []
                 sample = sample_between(before, after, time.time(), now - began, baseline=measuring_baseline,
                                         probe_ms=probe_ms)

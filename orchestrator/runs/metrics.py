@@ -69,7 +69,7 @@ def registry_of(journal: Journal, last_success_at: float | None = None) -> Any:
         journal.cluster_calls)
     searches = gauge("orchestrator_search_query_milliseconds", "mean time of a search query on the nodes: before "
                      "the run's first stop (baseline), over the last interval (latest), and on the slowest node "
-                     "then (slowest_node); the slowest search probe timed by the tool, before the first stop "
+                     "then (slowest_node); the median search probe timed by the tool, before the first stop "
                      "(probe_baseline) and over the last interval (probe)", ("which",))
     for which, field, sample in (("baseline", "mean_ms", journal.search.get("baseline")),
                                  ("latest", "mean_ms", journal.search.get("latest")),

@@ -372,8 +372,9 @@ def test_a_resumed_run_s_controller_starts_from_the_rate_in_force_never_raising_
 
 
 def test_a_probe_is_timed_end_to_end_by_the_watch_and_the_budget_then_holds_its_time_not_the_nodes() -> None:
-    """The inventory's probe: the watch sends it and times it itself; each interval keeps its slowest probe, the
-    baseline its slowest before the first stop, and a budget holds the probe's time, not the nodes' counters."""
+    """The inventory's probe: the watch sends it and times it itself; the first probe warms up and is not counted;
+    each interval keeps its median probe, the baseline the median before the first stop, and a budget holds the
+    probe's time, not the nodes' counters."""
     from orchestrator.restart.latency_control import LatencyBudget, Throttle, next_step
     from orchestrator.restart.search_figures import held_ms
 
@@ -395,6 +396,14 @@ def test_a_probe_is_timed_end_to_end_by_the_watch_and_the_budget_then_holds_its_
         assert cluster.probes >= 3 and all(s.probe_ms is not None for s in samples[1:]), samples
         assert 20 <= baseline["probe_ms"] < 40, "the probe timed by the tool: at least the time the search took"
         assert "probe" in samples[-1].text()
+        # The first probe of a watch warms up (a cold search is no baseline); the interval's median is kept.
+        cold = SearchWatch(ctx, 0.1)
+        cluster.probe_ms = 30.0
+        cold.time_probe()
+        assert cold.probe_times == [], "the first probe is sent, not counted"
+        cluster.probe_ms = 5.0
+        cold.time_probe()
+        assert len(cold.probe_times) == 1 and 5 <= cold.probe_times[0] < 25
     budget = LatencyBudget.parse("1.5x")
     assert budget is not None
     base = SearchSample.from_json(baseline)
