@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from orchestrator.restart.search_figures import SearchSample, held_ms
+from orchestrator.restart.search_figures import SearchSample, held_ms, held_what
 from orchestrator.units import human_bytes
 
 RAISE_PARTS = 8  # a raise adds ceiling / RAISE_PARTS
@@ -71,7 +71,7 @@ def next_step(throttle: Throttle, sample: SearchSample, limit_ms: float, floor: 
               sustain_s: float, by_probe: bool = False) -> Step:
     """What to do after the interval ``sample`` ended (``by_probe``: the budget holds the probe's time)."""
     slowest = held_ms(sample, by_probe)
-    measure = "the probe's time" if by_probe else "slowest query time"
+    measure = held_what(by_probe)
     if slowest is None:
         return Step(replace(throttle, over_since=None, within_since=None))
     began = sample.at - sample.seconds

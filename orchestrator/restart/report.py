@@ -15,6 +15,7 @@ from typing import Any
 from orchestrator.restart.journal import SERIES_FIELDS, Journal, NodeRecord, RunState, UndoRecord, UndoState
 from orchestrator.restart.phases import Phase
 from orchestrator.restart.product import Column
+from orchestrator.restart.search_figures import held_ms
 from orchestrator.units import human_bytes, human_duration
 
 # (phase shown, key where it starts, key where it ends, colour)
@@ -184,17 +185,10 @@ def search_plot(journal: Journal, x: Any) -> dict[str, Any] | None:
     points = [dict(zip(SERIES_FIELDS, p, strict=False)) for p in journal.search.get("series", [])
               if isinstance(p, list) and p and isinstance(p[0], int | float)]
     by_probe = any(isinstance(p.get("probe_ms"), int | float) for p in points)
-
-    def held(sample: dict[str, Any]) -> Any:
-        if by_probe:
-            return sample.get("probe_ms")
-        return sample.get("worst_ms") if sample.get("worst_ms") is not None else sample.get("mean_ms")
-
-    latency = [(p["at"], held(p)) for p in points]
-    latency = [(at, ms) for at, ms in latency if isinstance(ms, int | float)]
+    latency = [(p["at"], ms) for p in points if isinstance(ms := held_ms(p, by_probe), int | float)]
     if not latency:
         return None
-    base_ms = held(journal.search.get("baseline") or {})
+    base_ms = held_ms(journal.search.get("baseline") or {}, by_probe)
     top_ms = max([ms for _, ms in latency] + [base_ms or 0]) or 1.0
     rates = [(p["at"], p["rate"]) for p in points if isinstance(p.get("rate"), int) and p["rate"] > 0]
     top_rate = max([r for _, r in rates] + [1])

@@ -62,12 +62,20 @@ class SearchSample:
                 f"{self.queue} queued{rejected}{probe}")
 
 
-def held_ms(sample: SearchSample, by_probe: bool) -> float | None:
+def held_ms(sample: SearchSample | dict[str, Any], by_probe: bool) -> float | None:
     """The time a latency budget holds: the probe's, where the inventory sets one; else the slowest node's (the
-    mean where no node had enough queries to be called slowest). None: nothing measured in the interval."""
+    mean where no node had enough queries to be called slowest). None: nothing measured in the interval. A
+    sample as the journal keeps it (its JSON, or a point of its series) is read the same way."""
+    fields = sample if isinstance(sample, dict) else asdict(sample)
     if by_probe:
-        return sample.probe_ms
-    return sample.worst_ms if sample.worst_ms is not None else sample.mean_ms
+        return fields.get("probe_ms")
+    worst = fields.get("worst_ms")
+    return worst if worst is not None else fields.get("mean_ms")
+
+
+def held_what(by_probe: bool) -> str:
+    """What `held_ms` measures, for the operator."""
+    return "the probe's time" if by_probe else "slowest query time"
 
 
 # A node with fewer queries in an interval says little of itself: a single slow query is not a slow node.

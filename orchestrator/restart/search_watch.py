@@ -22,7 +22,14 @@ from orchestrator.restart.context import RunContext
 from orchestrator.restart.events import Event
 from orchestrator.restart.latency_control import LatencyBudget, Throttle, next_step
 from orchestrator.restart.phases import Phase
-from orchestrator.restart.search_figures import SearchCounters, SearchSample, baseline_of, held_ms, sample_between
+from orchestrator.restart.search_figures import (
+    SearchCounters,
+    SearchSample,
+    baseline_of,
+    held_ms,
+    held_what,
+    sample_between,
+)
 from orchestrator.restart.steps import set_temporarily
 from orchestrator.units import parse_size
 
@@ -96,8 +103,8 @@ class RecoveryThrottle:
         if over is None or over[1] - over[0] < self.cfg.sustain_s:
             return None
         since, last, slowest, limit = over
-        measure = "the probe's time" if self.by_probe else "slowest query time"
-        return f"searches over budget for {last - since:.0f} s ({measure} {slowest:.1f} ms against {limit:.1f} ms)"
+        return (f"searches over budget for {last - since:.0f} s ({held_what(self.by_probe)} {slowest:.1f} ms "
+                f"against {limit:.1f} ms)")
 
     def move(self, sample: SearchSample, baseline: SearchSample | None) -> None:
         record = next((u for u in self.ctx.journal.pending_undo() if u.key == self.key), None)
