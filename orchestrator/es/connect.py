@@ -9,10 +9,12 @@ from typing import Any
 
 import elasticsearch
 from elastic_transport import ConnectionError as TransportConnectionError
-from elastic_transport import ConnectionTimeout, TlsError, Urllib3HttpNode
+from elastic_transport import ConnectionTimeout, SerializationError, TlsError, Urllib3HttpNode
 from elastic_transport._node import NodeApiResponse
+from elasticsearch.serializer import OrjsonSerializer
 
 from orchestrator.errors import ClusterUnreachable, WrongProduct
+from orchestrator.shards.answers import not_its_shape
 from orchestrator.shards.connection import Connection
 from orchestrator.shards.rest import (
     DEADLINE_TIMEOUTS,
@@ -43,6 +45,9 @@ def make_client(conn: Connection) -> elasticsearch.Elasticsearch:
     client_logs(*CLIENT_LOGGERS)
     kwargs: dict[str, Any] = {
         "node_class": MeasuredNode,
+        # orjson: the search watch's read of every node's counters each interval is mostly JSON decoding (at
+        # 3,000 nodes, half a megabyte; `bench_search_watch`)
+        "serializer": OrjsonSerializer(),
         "request_timeout": conn.request_timeout_s,
         # A connection error moves on to the next endpoint: during a restart one of them is down.
         # Timeouts are not retried: a slow cluster should not see the same write twice.
@@ -74,6 +79,11 @@ def translated(what: str, endpoints: tuple[str, ...]) -> Iterator[None]:
     except TransportConnectionError as exc:
         raise ClusterUnreachable(f"cannot connect to {where}: {detail(exc)} (nothing listens there, or a "
                                  f"firewall; while: {what})") from exc
+    except SerializationError as exc:
+        if "deserialize" not in str(exc):  # a request body of ours it could not write: the tool's own fault
+            raise
+        # orjson reads JSON as RFC 8259 has it: no Infinity, no nesting past 1,024 levels
+        raise not_its_shape(what, "not JSON, or nested past what any answer holds") from None
     except elasticsearch.UnsupportedProductError as exc:  # an ApiError: caught first
         page = error_page(exc.body, "Elasticsearch")
         raise WrongProduct(f"{what}: {where} is not an Elasticsearch 8.x/9.x cluster ("
