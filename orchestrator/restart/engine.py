@@ -96,12 +96,13 @@ class Engine(Generic[SnapshotT, AdapterT]):
                 self.within_window(first)  # outside a window: stopped before anything is done, hooks included
             if not back_from_deferral:  # the same run going on, not a new start: its hooks ran
                 self.hooks(HookPoint.BEFORE_RUN)
-            with self.watch():
+            with self.watch() as watch:
                 self.run_preludes()
                 if not journal.run_setup_done:
                     for _name, run_step in self.procedure.before_run:
                         run_step(ctx)
                     journal.setup_done()
+                watch.await_baseline()
                 if window_asked(ctx.options.max_unavailable):
                     WindowRun(self).run()
                 else:

@@ -34,6 +34,9 @@ from orchestrator.restart.steps import set_temporarily
 from orchestrator.units import parse_size
 
 LOOK_S = 1.0  # how often the watch looks for the run's first stop (in memory: no read)
+# With a latency budget, the first stop waits for this many intervals of baseline: the few probes or reads
+# made while the run took its first steps (about 3 s on the sandbox) are too few to hold a run to.
+BASELINE_INTERVALS = 3
 
 
 def size_text(rate: int) -> str:
@@ -144,6 +147,8 @@ class SearchWatch:
         self.baseline_samples: list[SearchSample] = []
         known = ctx.journal.search.get("baseline")
         self.baseline: dict[str, Any] | None = known if isinstance(known, dict) else None
+        self.measuring_baseline = self.baseline is None and not self.any_stopped()  # else resumed: it is kept
+        self.baseline_long_enough = threading.Event()
         self.failed_said = False
         self.probe = ctx.inv.search.probe
         self.probe_every_s = (self.probe.interval_s or interval_s) if self.probe is not None else 0.0
@@ -165,6 +170,18 @@ class SearchWatch:
             self.recovery.close()
         if self.thread is not None:
             self.thread.join(timeout=30)  # a read under way ends within its client timeout
+
+    def await_baseline(self) -> None:
+        """Under a latency budget, before the run's first stop: BASELINE_INTERVALS intervals of what searchers
+        see, the baseline the budget holds the run to. Bounded by two more intervals, so that a watch whose reads
+        fail never holds the run back for long; without a budget, or with a baseline kept from before a
+        `resume`, no wait."""
+        if self.recovery is None or self.thread is None or not self.measuring_baseline:
+            return
+        self.ctx.emit(Event("wait", f"measuring what searchers see before the first stop ({BASELINE_INTERVALS} "
+                                    f"intervals of {self.interval_s:g} s): the baseline of the search latency "
+                                    f"budget {self.recovery.budget}"))
+        self.baseline_long_enough.wait((BASELINE_INTERVALS + 2) * self.interval_s)
 
     def any_stopped(self) -> bool:
         return any(n.phase is not Phase.PENDING for n in self.ctx.journal.nodes.values())
@@ -203,7 +220,7 @@ class SearchWatch:
         began = time.monotonic()
         due = began + self.interval_s
         probe_due = began
-        measuring_baseline = self.baseline is None and not self.any_stopped()
+        measuring_baseline = self.measuring_baseline
         while not self.done.wait(min(LOOK_S, self.interval_s, self.probe_every_s or LOOK_S)):
             stopped = measuring_baseline and self.any_stopped()
             if self.probe is not None and (time.monotonic() >= probe_due or stopped):
@@ -224,6 +241,8 @@ class SearchWatch:
                     self.baseline_samples.append(sample)
                     found = baseline_of(self.baseline_samples)
                     self.baseline = found.to_json() if found else None
+                    if len(self.baseline_samples) >= BASELINE_INTERVALS:
+                        self.baseline_long_enough.set()
                 self.said(sample)
                 before, began = after, now
             measuring_baseline = measuring_baseline and not stopped

@@ -26,6 +26,7 @@ from orchestrator.restart.latency_control import LatencyBudget
 from orchestrator.restart.plan import Batch, GateRule, Mode, Plan
 from orchestrator.restart.procedure import TUNING_STEPS
 from orchestrator.restart.product import Product
+from orchestrator.restart.search_watch import BASELINE_INTERVALS
 from orchestrator.runs.host_reads import HostReads
 from orchestrator.runs.target import Target, load_procedure, with_window
 from orchestrator.tuning.apply import profile_summary
@@ -186,7 +187,9 @@ def with_search_notes(plan: Plan, inv: Inventory, product: Product[Any, Any]) ->
     else:
         moves = (f"over it for {search.sustain_s:g} s, {key} ({raised} for the run) is halved, never below "
                  f"{search.recovery_floor}; within it as long, raised again by eighths up to {raised}")
+    wait = BASELINE_INTERVALS * search.interval_s
     return replace(plan, notes=(*plan.notes, f"search latency budget: {limit}, read every {search.interval_s:g} s; "
+                                f"the first stop waits {wait:g} s for the baseline ({BASELINE_INTERVALS} intervals); "
                                 f"{moves}. Each move is undone with the run's settings"))
 
 

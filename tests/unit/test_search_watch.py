@@ -13,7 +13,7 @@ from orchestrator.restart.events import Event
 from orchestrator.restart.journal import Journal
 from orchestrator.restart.phases import Phase
 from orchestrator.restart.search_figures import SearchCounters, SearchSample, baseline_of, sample_between
-from orchestrator.restart.search_watch import SearchWatch
+from orchestrator.restart.search_watch import BASELINE_INTERVALS, SearchWatch
 from orchestrator.testing.fake import FakeCluster
 from tests.unit.test_engine import ORIGINAL, engine, inventory, new_journal, state_dir
 
@@ -146,6 +146,7 @@ def test_a_run_carries_the_watch_and_status_and_the_metrics_say_what_it_saw() ->
         events: list[Event] = []
         engine(inv, cluster, journal, events).run()
         assert searches(events), "the run watched the searches"
+        assert not [e for e in events if "before the first stop" in e.message], "no budget: no wait for a baseline"
         assert journal.path is not None
         read_back: Journal = journals.load_run("fake", journal.path)
         # The fake adds its queries at each read: the baseline's last read may come just after the first stop, with
@@ -265,6 +266,9 @@ def test_a_run_under_a_latency_budget_moves_the_recovery_rate_and_restores_it_ex
         ceiling = next(c.during for c in plan.settings if c.key == RATE)
         journal = runs.start(target, plan, RunOptions(), events.append, early=AnsweringHosts(transport))  # type: ignore[arg-type]
     assert journal.state is RunState.SUCCEEDED, journal.message
+    first_stop = next(i for i, e in enumerate(events) if e.kind == "phase" and "stopping the service" in e.message)
+    baseline = [e for e in events[:first_stop] if e.kind == "search" and e.message.startswith("baseline:")]
+    assert len(baseline) >= BASELINE_INTERVALS, "the first stop waited for a baseline to hold the budget to"
     moved = [e for e in events if e.kind == "step" and "recovery rate halved" in e.message]
     assert moved, [e.message for e in events if e.kind in ("step", "warning", "search")][:20]
     written = [e.data["value"] for e in events if e.kind == "undo" and e.data.get("key") == RATE and "value" in e.data]
@@ -287,7 +291,8 @@ def test_the_plan_says_the_budget_its_baseline_and_the_rates_the_run_moves_betwe
                                     "search": {"latency_budget": "2x", "sustain_s": 30, "recovery_floor": "40mb"}})
     said = with_search_notes(plan, inv, es).notes[-1]
     assert said.startswith("search latency budget: 2x the baseline of the slowest node's query time"), said
-    assert "read every 10 s" in said and f"over it for 30 s, {RATE} (200mb for the run) is halved, never below 40mb" \
+    assert "read every 10 s; the first stop waits 30 s for the baseline" in said, said
+    assert f"over it for 30 s, {RATE} (200mb for the run) is halved, never below 40mb" \
         in said and "raised again by eighths up to 200mb" in said, said
     fixed = inv.model_copy(update={"search": inv.search.model_copy(update={"latency_budget": "50ms"})})
     assert with_search_notes(plan, fixed, es).notes[-1].startswith("search latency budget: 50 ms of the slowest")
