@@ -43,6 +43,20 @@ def test_a_node_is_admitted_only_when_each_of_its_shards_keeps_a_started_copy_ou
     assert unproven(initializing, "id-es-1", []) == ["[d][0]"], "an initializing copy proves nothing"
 
 
+@pytest.mark.parametrize(("lonely", "said"), [
+    (5, "shard(s) [s0][0], [s1][0], [s2][0], [s3][0], [s4][0] would have no started copy left"),
+    (6, "shard(s) [s0][0], [s1][0], [s2][0], [s3][0], [s4][0] and 1 more would have no started copy left"),
+    (8, "shard(s) [s0][0], [s1][0], [s2][0], [s3][0], [s4][0] and 3 more would have no started copy left")])
+def test_a_refused_node_names_the_first_five_shards_it_would_leave_without_a_started_copy_and_counts_the_rest(
+        lonely: int, said: str) -> None:
+    """What the operator reads in `status` and the `wait` event: which shards hold the node back (five at most,
+    a large node holds thousands) and how many more."""
+    nodes = [node(f"es-{i}", roles=("data",)) for i in range(1, 4)]
+    snap = snapshot(nodes, [c for i in range(lonely) for c in copies(f"s{i}", 0, ["es-1", "es-2"])], "es-3")
+    assert admission(snap, "id-es-2", ["id-es-1"], {n.id: None for n in nodes}, set(), 3) == [
+        f"{said}: it waits for the window's nodes to recover"]
+
+
 def test_the_plan_reads_how_many_nodes_could_be_away_together_and_what_limits_it() -> None:
     nodes = [node(f"es-{i}", roles=("data",)) for i in range(1, 7)] + [node("m-1", roles=("master",))]
     # Both copies of every shard on es-1 and es-2: those two are never away together.
