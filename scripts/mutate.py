@@ -55,7 +55,9 @@ MODULES: dict[str, tuple[str, ...]] = {
     "orchestrator/pending/verdict.py": ("test_pending", "test_pending_hostile"),
     "orchestrator/pending/host.py": ("test_pending", "test_pending_hostile"),
     "orchestrator/runs/pending.py": ("test_pending",),
-    "orchestrator/shards/window.py": ("test_window", "test_window_run"),
+    # The proof is pure and test_window holds it; with test_window_run too (its property run takes about 30 s
+    # for each mutant of a function it reaches), the module's pass took about 7 hours on 2 cores.
+    "orchestrator/shards/window.py": ("test_window",),
     "orchestrator/restart/window_run.py": ("test_window_run",),
     "orchestrator/restart/budget.py": ("test_window_run", "test_window"),
 }
