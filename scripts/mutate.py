@@ -55,11 +55,15 @@ MODULES: dict[str, tuple[str, ...]] = {
     "orchestrator/pending/verdict.py": ("test_pending", "test_pending_hostile"),
     "orchestrator/pending/host.py": ("test_pending", "test_pending_hostile"),
     "orchestrator/runs/pending.py": ("test_pending",),
-    # The proof is pure and test_window holds it; with test_window_run too (its property run takes about 30 s
-    # for each mutant of a function it reaches), the module's pass took about 7 hours on 2 cores.
-    "orchestrator/shards/window.py": ("test_window",),
+    "orchestrator/shards/window.py": ("test_window", "test_window_run"),
     "orchestrator/restart/window_run.py": ("test_window_run",),
     "orchestrator/restart/budget.py": ("test_window_run", "test_window"),
+}
+# Tests left out of a module's pass by name (pytest's -k), where one costs far more than it adds: the window
+# engine's property run takes about 30 s for each mutant it reaches, which made the proof's pass about 7 hours
+# on 2 cores (55 mutants in 53 min); the proof's own property test (test_window) stays.
+LEFT_OUT: dict[str, str] = {
+    "orchestrator/shards/window.py": "not never_leave_a_shard_without_a_started_copy",
 }
 COPIED_NOT = shutil.ignore_patterns(".git", ".venv", "build", "mutants", "reports", "__pycache__", "*.egg-info",
                                     ".mypy_cache", ".ruff_cache", ".pytest_cache", ".hypothesis")
@@ -76,7 +80,8 @@ def prepared(module: str, tests: tuple[str, ...]) -> Path:
     shutil.copytree(REPO, work, ignore=COPIED_NOT, dirs_exist_ok=True)
     text = (work / "pyproject.toml").read_text()
     text = re.sub(r"only_mutate = \[[^\]]*\]", f'only_mutate = ["{module}"]', text, count=1)
-    selection = ", ".join(f'"tests/unit/{t}.py"' for t in tests)
+    selection = ", ".join([f'"tests/unit/{t}.py"' for t in tests]
+                          + ([f'"-k", "{LEFT_OUT[module]}"'] if module in LEFT_OUT else []))
     text = re.sub(r"pytest_add_cli_args_test_selection = \[[^\]]*\]",
                   f"pytest_add_cli_args_test_selection = [{selection}]", text, count=1)
     (work / "pyproject.toml").write_text(text)
