@@ -92,7 +92,8 @@ def unavailability(snap: ClusterSnapshot, node_ids: list[str], label: str,
     as refusals with what to do, and, for indices matching an accepted pattern, as notes. With ``proof``
     (the last look), every shard these nodes hold must have a started copy elsewhere, and not on the
     nodes ``away`` (a window's) either."""
-    lonely = (held_without_started_copy_elsewhere(snap, node_ids, away) if proof
+    window = tuple(away)
+    lonely = (held_without_started_copy_elsewhere(snap, node_ids, window) if proof
               else shards_without_other_copy(snap, node_ids))
     if not lonely:
         return [], []
@@ -112,12 +113,12 @@ def unavailability(snap: ClusterSnapshot, node_ids: list[str], label: str,
     shown = ", ".join(refused[:5]) + (f" and {len(refused) - 5} more" if len(refused) > 5 else "")
     # Why no other copy is started: none exists, the other copies are away (a node down, a recovery not
     # done), or every copy sits in this batch (a placement awareness would have spread).
-    away = {f"[{c.index}][{c.shard}]" for c in snap.shards if c.state != "STARTED"}
-    waiting = [sh for sh in refused if sh in away]
+    not_started = {f"[{c.index}][{c.shard}]" for c in snap.shards if c.state != "STARTED"}
+    waiting = [sh for sh in refused if sh in not_started]
     if no_replicas:
         hint = (f"index(es) {', '.join(no_replicas[:5])} have 0 replicas: add a replica "
                 "(index.number_of_replicas: 1) before the restart, or accept it with --allow-unavailable PATTERN")
-    elif proof and set(away):
+    elif proof and window:
         hint = ("their other started copies are on nodes of the window (away, or not yet recovered): it waits "
                 "for them to recover")
     elif waiting:

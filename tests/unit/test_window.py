@@ -6,15 +6,18 @@ started copy. The engine that runs a window: test_window_run.py."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrator.errors import ConfigError
-from orchestrator.shards.snapshot import ShardCopy
-from orchestrator.shards.window import Budget, admission, reach, unproven
-from tests.unit.snapshots import copies, node, snapshot
+from orchestrator.restart.plan import Mode, Plan
+from orchestrator.restart.records import RunOptions
+from orchestrator.shards.snapshot import ClusterSnapshot, Health, ShardCopy
+from orchestrator.shards.window import Budget, admission, reach, unproven, window_check
+from tests.unit.snapshots import copies, inventory, node, snapshot
 
 
 def test_a_budget_is_a_count_or_a_percentage_and_never_less_than_one() -> None:
@@ -55,6 +58,48 @@ def test_a_refused_node_names_the_first_five_shards_it_would_leave_without_a_sta
     snap = snapshot(nodes, [c for i in range(lonely) for c in copies(f"s{i}", 0, ["es-1", "es-2"])], "es-3")
     assert admission(snap, "id-es-2", ["id-es-1"], {n.id: None for n in nodes}, set(), 3) == [
         f"{said}: it waits for the window's nodes to recover"]
+
+
+def test_the_live_check_of_a_candidate_weighs_the_cluster_the_window_and_the_candidate_s_own_shards() -> None:
+    """`window_check`, what each admission and the last look before each stop ask, over one layout: es-1..es-3
+    in zone z1, es-4..es-6 in z2, m-1 a dedicated master; a on es-1 and es-2, b on es-2 and es-3, solo (no
+    replica) on es-3, c on es-4 and es-5. A refusal says why, as the operator reads it in `status`."""
+    names = ["es-1", "es-2", "es-3", "es-4", "es-5", "es-6", "m-1"]
+    nodes = [node(n, zone=None if n == "m-1" else "z1" if n < "es-4" else "z2",
+                  roles=("master",) if n == "m-1" else ("data",)) for n in names]
+    shards = [*copies("a", 0, ["es-1", "es-2"]), *copies("b", 0, ["es-2", "es-3"]), *copies("solo", 0, ["es-3"]),
+              *copies("c", 0, ["es-4", "es-5"])]
+    live = snapshot(nodes, shards, "m-1")
+    plan = Plan(cluster="c", product="elasticsearch", mode=Mode.NODE, batches=(), settings=(), tuning=(),
+                estimate_s=0, problems=(), node_ids={n: f"id-{n}" for n in names})
+    inv = inventory(names)  # no zone in the inventory: each node's own attribute counts
+    plain, accepting = RunOptions(), RunOptions(allow_unavailable=("solo",))
+
+    def check(candidate: str, window: list[str], snap: ClusterSnapshot = live, options: RunOptions = plain) -> str:
+        return " | ".join(window_check(snap, plan, inv, candidate, window, options))
+
+    assert check("es-2", []) == "", "nothing away: each of its shards has a started copy elsewhere"
+    assert "[a][0]" in check("es-2", ["es-1"]) and "[b][0]" not in check("es-2", ["es-1"]), \
+        "a's other copy is away with es-1; b's is on es-3, outside the window"
+    assert "waits for them to recover" in check("es-2", ["es-1"])
+    assert "[solo][0]" in check("es-3", []) and "0 replicas" in check("es-3", [])
+    assert check("es-3", [], options=accepting) == "", "--allow-unavailable accepts solo"
+    assert "one zone at a time" in check("es-6", ["es-1"]) and check("es-6", ["es-4"]) == ""
+    assert "master-eligible" in check("m-1", ["es-4"]) and "master-eligible" in check("es-6", ["m-1"])
+    assert check("m-1", []) == "", "alone, a master is admitted"
+    assert check("es-2", ["es-2", "unknown"]) == "", "the candidate itself, and a name outside the plan, are not away"
+    red = snapshot(nodes, shards, "m-1", status="red")
+    assert "cluster health is red" in check("es-6", [], red)
+    # es-4 away and es-6 the candidate: the 5 others must be in the cluster (es-6 itself may be stopping).
+    five = replace(live, health=Health("green", 5))
+    four = replace(live, health=Health("green", 4), absent=("es-5",))
+    assert check("es-6", ["es-4"], five) == ""
+    assert check("es-6", ["es-4"], four) == ("only 4 nodes are in the cluster, fewer than the 5 outside the window "
+                                             "(es-5 not in it)")
+    assert "fewer than the 6 outside" in check("es-6", [], five), "an empty window: every other node is outside"
+    beside_and_missing = check("es-6", ["es-1"], four).split(" | ")
+    assert len(beside_and_missing) == 2 and "fewer than the 5" in beside_and_missing[0] \
+        and "one zone at a time" in beside_and_missing[1], "both said, the cluster's problem first"
 
 
 def test_the_plan_reads_how_many_nodes_could_be_away_together_and_what_limits_it() -> None:
