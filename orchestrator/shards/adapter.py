@@ -36,7 +36,7 @@ from orchestrator.shards.batch_reads import BatchReads, in_chunks
 from orchestrator.shards.cluster_facts import ClusterFacts
 from orchestrator.shards.lock_documents import LockDocuments
 from orchestrator.shards.merge_requests import MergeRequests
-from orchestrator.shards.node_info import IDENTITY_FIELDS, NODE_FIELDS, nodes_in
+from orchestrator.shards.node_info import IDENTITY_FIELDS, NODE_FIELDS, node_ids_in, nodes_in
 from orchestrator.shards.preflight import PREFLIGHT_SETTINGS, DiskUsage, Preflight
 from orchestrator.shards.rest import HttpError, part
 from orchestrator.shards.settled import MAX_EXPLAINED, UnassignedCopy, reason_for
@@ -270,7 +270,7 @@ class ShardClusterAdapter(BatchReads, LockDocuments, ClusterFacts, MergeRequests
         """The plan's nodes (inventory names) that are not in the cluster: a light list of every node's id,
         read only when a node is away."""
         raw = self._do("list the nodes in the cluster", "GET", "/_nodes/_all/none", {"filter_path": "nodes.*.name"})
-        present = {n.id for n in nodes_in(raw, self.awareness_attribute, "list the nodes in the cluster")}
+        present = node_ids_in(raw, "list the nodes in the cluster")
         return sorted(name for name, node_id in plan.node_ids.items() if node_id not in present)
 
     def live_identity(self, plan: Plan, name: str) -> str | None:

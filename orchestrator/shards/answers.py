@@ -124,7 +124,7 @@ class Blocks(Answer):
 
 
 class BlocksState(Answer):
-    blocks: Blocks = Blocks()
+    blocks: Blocks = Field(default_factory=Blocks)
 
 
 class RunningSnapshot(Answer):
@@ -161,9 +161,9 @@ class Node(Answer):
     roles: list[str] = []
     attributes: dict[str, str] = {}
     version: str = ""
-    process: Process = Process()
-    jvm: Jvm = Jvm()
-    os: Os = Os()
+    process: Process = Field(default_factory=Process)
+    jvm: Jvm = Field(default_factory=Jvm)
+    os: Os = Field(default_factory=Os)
     settings: dict[str, Any] = {}
 
 
@@ -176,11 +176,11 @@ class Memory(Answer):
 
 
 class NodeOs(Answer):
-    mem: Memory = Memory()
+    mem: Memory = Field(default_factory=Memory)
 
 
 class NodeStatsOs(Answer):
-    os: NodeOs = NodeOs()
+    os: NodeOs = Field(default_factory=NodeOs)
 
 
 class NodesMemory(Answer):
@@ -309,7 +309,7 @@ class AssignedNodes(Answer):
 
 
 class RoutingNodes(Answer):
-    routing_nodes: AssignedNodes = AssignedNodes()
+    routing_nodes: AssignedNodes = Field(default_factory=AssignedNodes)
 
 
 class IndexReplicas(Answer):
@@ -317,11 +317,11 @@ class IndexReplicas(Answer):
 
 
 class IndexSettingsBody(Answer):
-    index: IndexReplicas = IndexReplicas()
+    index: IndexReplicas = Field(default_factory=IndexReplicas)
 
 
 class IndexSettings(Answer):
-    settings: IndexSettingsBody = IndexSettingsBody()
+    settings: IndexSettingsBody = Field(default_factory=IndexSettingsBody)
 
 
 class IndicesSettings(RootModel[dict[str, IndexSettings]]):
@@ -348,7 +348,7 @@ class UserData(Answer):
 
 
 class Commit(Answer):
-    user_data: UserData = UserData()
+    user_data: UserData = Field(default_factory=UserData)
 
 
 class Docs(Answer):
@@ -360,11 +360,11 @@ class Store(Answer):
 
 
 class CopyStats(Answer):
-    routing: CopyRouting = CopyRouting()
-    docs: Docs = Docs()
-    store: Store = Store()
-    commit: Commit = Commit()
-    retention_leases: Leases = Leases()
+    routing: CopyRouting = Field(default_factory=CopyRouting)
+    docs: Docs = Field(default_factory=Docs)
+    store: Store = Field(default_factory=Store)
+    commit: Commit = Field(default_factory=Commit)
+    retention_leases: Leases = Field(default_factory=Leases)
 
 
 class IndexStats(Answer):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.shards.answers import Nodes, parsed
+from orchestrator.shards.answers import Node, Nodes, not_its_shape, parsed
 from orchestrator.shards.snapshot import EsNode
 
 # OpenSearch calls the master role cluster_manager; the shared decisions read "master".
@@ -20,21 +20,26 @@ NODE_FIELDS = ",".join(f"nodes.*.{f}" for f in (
 IDENTITY_FIELDS = ",".join(f"nodes.*.{f}" for f in ("name", "process.id", "jvm.pid", "jvm.start_time_in_millis"))
 
 
-def node_from(node_id: str, n: dict[str, Any], awareness_attribute: str) -> EsNode:
-    own = (n.get("settings") or {}).items()
+def node_from(node_id: str, n: Node, awareness_attribute: str) -> EsNode:
     return EsNode(
-        id=node_id, name=n.get("name", ""), host=n.get("host", ""), ip=n.get("ip", ""),
-        roles=tuple(ROLE_ALIASES.get(r, r) for r in n.get("roles", ())),
-        zone=(n.get("attributes") or {}).get(awareness_attribute),
-        version=n.get("version", ""),
-        process_id=(n.get("process") or {}).get("id") or (n.get("jvm") or {}).get("pid"),
-        start_time_ms=(n.get("jvm") or {}).get("start_time_in_millis"),
-        processors=(n.get("os") or {}).get("allocated_processors"),
-        recovery_settings=tuple(sorted((k, str(v)) for k, v in own if k.startswith(RECOVERY_SETTINGS))),
+        id=node_id, name=n.name, host=n.host, ip=n.ip, roles=tuple(ROLE_ALIASES.get(r, r) for r in n.roles),
+        zone=n.attributes.get(awareness_attribute), version=n.version, process_id=n.process.id or n.jvm.pid,
+        start_time_ms=n.jvm.start_time_in_millis, processors=n.os.allocated_processors,
+        recovery_settings=tuple(sorted((k, str(v)) for k, v in n.settings.items() if k.startswith(RECOVERY_SETTINGS))),
     )
 
 
 def nodes_in(raw: Any, awareness_attribute: str, what: str) -> list[EsNode]:
-    """The nodes of a node info answer (checked: shards/answers.py), by name."""
-    found = parsed(Nodes, raw, what).model_dump()["nodes"]
+    """The nodes of a node info answer (checked: shards/answers.py), by name: read from the checked models, not
+    from a dump of them (a node-info read is made at each look of a node's rejoin: `bench_window`)."""
+    found = parsed(Nodes, raw, what).nodes
     return sorted((node_from(node_id, n, awareness_attribute) for node_id, n in found.items()), key=lambda n: n.name)
+
+
+def node_ids_in(raw: Any, what: str) -> set[str]:
+    """The node ids of a node-info answer, and nothing of the nodes: what `absent` reads at each look while a
+    node is away (a window's are, at each admission), from every node of the cluster."""
+    nodes = raw.get("nodes", {}) if isinstance(raw, dict) else None
+    if not isinstance(nodes, dict) or not all(type(n) is dict for n in nodes.values()):
+        raise not_its_shape(what, "(top level): no object of nodes by id")
+    return set(nodes)

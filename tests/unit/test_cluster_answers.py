@@ -166,3 +166,15 @@ def test_a_cluster_answering_a_byte_at_a_time_is_given_up_after_the_deadline_not
     with answering_cluster(drip_s=0.2) as url, pytest.raises(ClusterUnreachable, match="within 2 s in all"):
         ShardClusterAdapter(ElasticsearchRest(Connection((url,), request_timeout_s=1))).discovery_facts()
     assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("answer", [None, [], "nodes", {"nodes": []}, {"nodes": {"id-1": 1}}, {"nodes": None}])
+def test_the_light_list_of_node_ids_read_while_a_node_is_away_takes_no_wrong_shape_for_no_node(answer: Any) -> None:
+    """`absent` reads only the ids of the nodes in the cluster (a window reads it at each admission, from every
+    node): an answer of another shape is the cluster's error, never "no node is in the cluster"."""
+    from orchestrator.shards.node_info import node_ids_in
+
+    with pytest.raises(ClusterError, match="list the nodes in the cluster: the cluster's answer is not"):
+        node_ids_in(answer, "list the nodes in the cluster")
+    assert node_ids_in({"nodes": {"id-1": {}, "id-2": {"name": "es-2"}}}, "x") == {"id-1", "id-2"}
+    assert node_ids_in({}, "x") == set(), "filter_path leaves {} when no node matched"
