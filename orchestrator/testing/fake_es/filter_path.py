@@ -12,6 +12,17 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 _NOTHING = object()
+_WILD = frozenset("*?[")
+
+
+def _matches(key: str, pattern: str) -> bool:
+    """fnmatch's case-sensitive match, with the common patterns (a literal key, a lone `*`) decided without
+    it: at 3,000 nodes a filtered answer asks this of millions of keys (`bench_window --fake`)."""
+    if pattern == "*":
+        return True
+    if _WILD.isdisjoint(pattern):
+        return key == pattern
+    return fnmatchcase(key, pattern)
 
 
 def filtered(value: Any, filter_path: str) -> Any:
@@ -28,7 +39,7 @@ def _drop(value: Any, path: list[str]) -> None:
         for item in value:
             _drop(item, path)
     elif isinstance(value, dict) and path:
-        for key in [k for k in value if fnmatchcase(k, path[0])]:
+        for key in [k for k in value if _matches(k, path[0])]:
             if len(path) == 1:
                 del value[key]
             else:
@@ -44,16 +55,30 @@ def _keep(value: Any, paths: list[list[str]]) -> Any:
     if not isinstance(value, dict):
         return _NOTHING
     out = {}
+    heads = {p[0] for p in paths}
+    if all(h == "*" or _WILD.isdisjoint(h) for h in heads):  # literal keys and lone stars: looked up, not matched
+        every = [p[1:] for p in paths if p[0] == "*"]
+        by_key: dict[str, list[list[str]]] = {}
+        for p in paths:
+            if p[0] != "*":
+                by_key.setdefault(p[0], []).append(p[1:])
+        for key, item in value.items():
+            following = every + by_key.get(key, []) if every else by_key.get(key)
+            if following:
+                kept = _keep(item, following)
+                if kept is not _NOTHING:
+                    out[key] = kept
+        return out if out else _NOTHING
     for key, item in value.items():
         following = []
         for p in paths:
             if p[0] == "**":
                 following.append(p)  # goes on matching deeper
-                if len(p) > 1 and fnmatchcase(key, p[1]):
+                if len(p) > 1 and _matches(key, p[1]):
                     following.append(p[2:])
                 elif len(p) == 1:
                     following.append([])
-            elif fnmatchcase(key, p[0]):
+            elif _matches(key, p[0]):
                 following.append(p[1:])
         if following:
             kept = _keep(item, following)

@@ -15,6 +15,7 @@ INFO_METRICS = {"settings", "os", "process", "jvm", "thread_pool", "transport", 
                 "aggregations", "indices", "modules", "none", "_all", "remote_cluster_server"}
 STATS_METRICS = {"os", "indices", "fs", "jvm", "process", "transport", "http", "breaker", "thread_pool", "_all"}
 MEMORY = 64 * 2**30
+WILD = frozenset("*?[")  # what makes a node specification's term a pattern
 
 
 def resolve(cluster: FakeCluster, spec: str | None) -> list[FakeNode]:
@@ -23,6 +24,7 @@ def resolve(cluster: FakeCluster, spec: str | None) -> list[FakeNode]:
     if not spec or spec == "_all":
         return up
     chosen: set[str] = set()
+    by_key: dict[str, set[str]] | None = None  # made at the first term that names nodes one by one
     for term in spec.split(","):
         if term in ("_all", "*"):
             chosen.update(n.id for n in up)
@@ -40,6 +42,13 @@ def resolve(cluster: FakeCluster, spec: str | None) -> list[FakeNode]:
                         chosen.add(n.id)
                 elif key == "zone" and n.zone is not None and fnmatchcase(n.zone, value):
                     chosen.add(n.id)
+        elif WILD.isdisjoint(term):  # an id, an address or a name: looked up, not matched against every node
+            if by_key is None:
+                by_key = {}
+                for n in up:
+                    for key in (n.id, n.ip, n.name):
+                        by_key.setdefault(key, set()).add(n.id)
+            chosen.update(by_key.get(term, ()))
         else:
             chosen.update(n.id for n in up if term in (n.id, n.ip) or fnmatchcase(n.name, term))
     return [n for n in up if n.id in chosen]
