@@ -97,9 +97,49 @@ def test_the_live_check_of_a_candidate_weighs_the_cluster_the_window_and_the_can
     assert check("es-6", ["es-4"], four) == ("only 4 nodes are in the cluster, fewer than the 5 outside the window "
                                              "(es-5 not in it)")
     assert "fewer than the 6 outside" in check("es-6", [], five), "an empty window: every other node is outside"
+    assert check("es-6", ["es-4"], replace(live, health=Health("green", 4))) == \
+        "only 4 nodes are in the cluster, fewer than the 5 outside the window", "none named: no parenthesis"
+    assert "(es-3, es-5 not in it)" in check("es-6", ["es-4"], replace(four, absent=("es-3", "es-5")))
+    assert check("es-2", ["es-1"]).startswith("es-2: restarting it leaves shard(s) [a][0] of index(es) a with no ")
+    assert check("es-6", ["m-1"]) == "a master-eligible node is restarted alone: it waits for the window to empty"
+    unzoned = replace(live, nodes=tuple(replace(n, zone=None) if n.name == "es-2" else n for n in live.nodes))
+    assert check("es-6", ["es-1", "es-2"], unzoned) == "the window holds zone None, z1: one zone at a time"
     beside_and_missing = check("es-6", ["es-1"], four).split(" | ")
     assert len(beside_and_missing) == 2 and "fewer than the 5" in beside_and_missing[0] \
         and "one zone at a time" in beside_and_missing[1], "both said, the cluster's problem first"
+
+
+def test_the_plan_s_reach_fills_one_window_as_admission_would_and_names_what_held_it_below_the_budget() -> None:
+    """`reach`, node by node in the plan's order: another zone than the window's, a master beside others, and
+    a shard whose started copies would all be away each hold a node back (and are counted), never the nodes
+    after it; a node held back is not counted away; a node holding nothing, or a shard with no started copy
+    at all, is decided, never a crash."""
+    zoned = [node("es-1", zone="z1", roles=("data",)), node("es-2", zone="z2", roles=("data",)),
+             node("es-3", zone="z1", roles=("data",)), node("es-4", zone="z2", roles=("data",))]
+    snap = snapshot(zoned, [*copies("a", 0, ["es-1", "es-2"]), *copies("b", 0, ["es-3", "es-4"])], "es-1")
+    zones = {n.id: n.zone for n in zoned}
+    by_zone = reach(snap, [n.id for n in zoned], zones, set(), 3)
+    assert (by_zone.budget, by_zone.together) == (3, 2), "es-2 and es-4 held back, es-3 after them still admitted"
+    assert by_zone.limits == ("the window holds zone z1 (2 node(s))",), by_zone.limits
+    assert reach(snap, [n.id for n in zoned], zones, set(), 2).limits == (), "the budget reached: nothing held it"
+    # A master first, alone: the data node after it waits (a master is in the window).
+    plain = [node("m-1", roles=("master",)), node("es-1", roles=("data",)), node("es-2", roles=("data",))]
+    snap = snapshot(plain, [*copies("a", 0, ["es-1", "es-2"])], "m-1")
+    masters_first = reach(snap, ["id-m-1", "id-es-1"], {n.id: None for n in plain}, {"id-m-1"}, 2)
+    assert masters_first.together == 1 and masters_first.limits[0].startswith("a master-eligible node"), masters_first
+    # x on es-1 and es-2, y on es-2 and es-3: es-2 is held back and so not away; es-3 then goes.
+    chain = [node(f"es-{i}", roles=("data",)) for i in range(1, 5)]
+    snap = snapshot(chain, [*copies("x", 0, ["es-1", "es-2"]), *copies("y", 0, ["es-2", "es-3"]),
+                            ShardCopy("z", 0, True, "INITIALIZING", "id-es-4", 1)], "es-1")
+    found = reach(snap, ["id-es-1", "id-es-2", "id-es-3"], {n.id: None for n in chain}, set(), 3)
+    assert found.together == 2 and found.limits == ("shards whose copies sit on few nodes (1 node(s))",), found
+    both = snapshot(chain, [*copies("x", 0, ["es-1", "es-2"]), *copies("w", 0, ["es-1", "es-3"])], "es-1")
+    assert reach(both, ["id-es-1", "id-es-2", "id-es-3"], {n.id: None for n in chain}, set(), 3).limits == (
+        "shards whose copies sit on few nodes (2 node(s))",), "each node held back counted"
+    alone = reach(snap, ["id-es-4", "id-es-1"], {n.id: None for n in chain}, set(), 2)
+    assert alone.together == 1, "es-4's only copy is not started: no window proves it"
+    empty = snapshot([*chain, node("es-9", roles=("data",))], list(snap.shards), "es-1")
+    assert reach(empty, ["id-es-9"], {"id-es-9": None}, set(), 1).together == 1, "a node holding nothing goes"
 
 
 def test_the_plan_reads_how_many_nodes_could_be_away_together_and_what_limits_it() -> None:
@@ -211,6 +251,8 @@ def test_a_node_leaves_the_window_once_each_copy_it_held_is_started_on_it_or_pla
     assert own_copies_waiting(unassigned, "n1", held) == ["[b][1]"], "a copy not yet given back keeps it in"
     elsewhere = [*back[:3], ShardCopy("b", 1, False, "STARTED", "n4", 0)]
     assert own_copies_waiting(elsewhere, "n1", held) == [], "placed elsewhere and started: nothing to wait for"
+    feeding = [*back[:3], ShardCopy("b", 1, False, "STARTED", "n1", 0), ShardCopy("b", 1, False, "INITIALIZING", "n5", 0)]
+    assert own_copies_waiting(feeding, "n1", held) == [], "its own copy started: a replica it feeds elsewhere is no wait"
     assert seconds_of("5m") == 300 and seconds_of("90s") == 90 and seconds_of("1.5h") is None
     assert waits_s(None) == 60 and waits_s("2h") == 7200 and waits_s("nonsense") == 0
 
