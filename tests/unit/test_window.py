@@ -251,8 +251,9 @@ def test_a_node_leaves_the_window_once_each_copy_it_held_is_started_on_it_or_pla
     assert own_copies_waiting(unassigned, "n1", held) == ["[b][1]"], "a copy not yet given back keeps it in"
     elsewhere = [*back[:3], ShardCopy("b", 1, False, "STARTED", "n4", 0)]
     assert own_copies_waiting(elsewhere, "n1", held) == [], "placed elsewhere and started: nothing to wait for"
-    feeding = [*back[:3], ShardCopy("b", 1, False, "STARTED", "n1", 0), ShardCopy("b", 1, False, "INITIALIZING", "n5", 0)]
-    assert own_copies_waiting(feeding, "n1", held) == [], "its own copy started: a replica it feeds elsewhere is no wait"
+    feeding = [*back[:3], ShardCopy("b", 1, False, "STARTED", "n1", 0),
+               ShardCopy("b", 1, False, "INITIALIZING", "n5", 0)]
+    assert own_copies_waiting(feeding, "n1", held) == [], "its own copy started: a replica it feeds is no wait"
     assert seconds_of("5m") == 300 and seconds_of("90s") == 90 and seconds_of("1.5h") is None
     assert waits_s(None) == 60 and waits_s("2h") == 7200 and waits_s("nonsense") == 0
 
@@ -260,6 +261,8 @@ def test_a_node_leaves_the_window_once_each_copy_it_held_is_started_on_it_or_pla
 def test_a_restart_window_orders_by_zone_the_smallest_first_and_an_upgrade_window_keeps_its_order() -> None:
     from dataclasses import replace
 
+    from orchestrator.restart.plan import SettingChange
+    from orchestrator.shards.plan import ALLOCATION_ENABLE
     from orchestrator.shards.window import DELAYED_TIMEOUT, planned_for_a_window
     from tests.unit.journals import plan_of
     from tests.unit.snapshots import inventory
@@ -268,12 +271,20 @@ def test_a_restart_window_orders_by_zone_the_smallest_first_and_an_upgrade_windo
     zones = ["z1", "z2", "z1", "z2", "z2"]
     nodes = [node(n, zone=z, roles=("data",)) for n, z in zip(names, zones, strict=True)]
     nodes[4] = node("es-5", zone="z2")  # master-eligible: stays last
-    plan = replace(plan_of([[n] for n in names]), node_ids={n: f"id-{n}" for n in names})
+    run_settings = (SettingChange(ALLOCATION_ENABLE, "persistent", None, "primaries", "each batch"),
+                    SettingChange("indices.recovery.max_bytes_per_sec", "persistent", None, "200mb", "for the run"),
+                    SettingChange("cluster.routing.allocation.node_concurrent_recoveries", "persistent", None, "4",
+                                  "for the run"))
+    plan = replace(plan_of([[n] for n in names]), node_ids={n: f"id-{n}" for n in names}, settings=run_settings)
     snap = snapshot(nodes, [], "es-5")
     inv = inventory(names, zones)
     restart = planned_for_a_window(plan, snap, inv, reboots=False)
     assert [b.nodes[0] for b in restart.batches] == ["es-1", "es-3", "es-2", "es-4", "es-5"]
     assert [b.number for b in restart.batches] == [1, 2, 3, 4, 5]
     assert restart.settings[0].key == DELAYED_TIMEOUT and restart.settings[0].during == "900s"
+    assert restart.settings[1:] == tuple(c for c in plan.settings if c.key != ALLOCATION_ENABLE), \
+        "allocation stays enabled; every other setting of the run kept, in its order"
+    rebooting = planned_for_a_window(plan, snap, inv, reboots=True).settings[0].during
+    assert rebooting == f"{900 + int(inv.timeouts.reboot_s)}s", "a reboot's time added to each index's wait"
     upgrade = planned_for_a_window(plan, snap, inv, reboots=False, keep_order=True)
     assert [b.nodes[0] for b in upgrade.batches] == names
