@@ -1,6 +1,7 @@
 """The mutation testing report of the safety core (`make mutate`): the commit tested, then per module the
 mutants made, killed by a failing assertion, killed by a timeout (apart: a timeout says the mutant hung, not
-what it broke), survived, with no test, and not yet checked, against the 90 % target of assertion kills; then
+what it broke; one whose tests, run again outside mutmut's worker, failed or all passed is counted a kill or a
+survivor), survived, with no test, and not yet checked, against the 90 % target of assertion kills; then
 each timeout with the test that ran out of time, and each survivor, named as `mutmut show NAME` shows its
 change, with the argument for it where one is written (scripts/mutation_arguments.json). Read from mutmut's
 own results in each module's build/mutate/NAME/mutants/ (scripts/mutate.py).
@@ -35,14 +36,27 @@ def verdict(code: int | None) -> str:
     return "survived" if code == 0 else "suspicious"
 
 
+def run_again(verdict_then: str, note: str | None) -> str:
+    """A timeout's verdict once its tests were run again outside mutmut's worker (scripts/mutate.py,
+    timeouts.json): a test that failed is an assertion's kill, and tests that all passed are a survivor's (the
+    worker's limit was hit, not a hang of the mutant's). Only a test that ran out of time again is a timeout."""
+    if verdict_then != "timeout" or note is None:
+        return verdict_then
+    if note.endswith("(failed when run alone: an assertion)"):
+        return "killed"
+    return "survived" if note == "none timed out when run again" else "timeout"
+
+
 def modules() -> dict[str, tuple[Path, dict[str, str]]]:
-    """module path -> (where it was mutated, {mutant name: verdict})."""
+    """module path -> (where it was mutated, {mutant name: verdict}), each timeout as its run again found it."""
     out: dict[str, tuple[Path, dict[str, str]]] = {}
     for meta in sorted((REPO / "build" / "mutate").glob("*/mutants/orchestrator/**/*.py.meta")):
         mutants = next(p for p in meta.parents if p.name == "mutants")
         codes = json.loads(meta.read_text()).get("exit_code_by_key", {})
-        out[str(meta.relative_to(mutants)).removesuffix(".meta")] = (mutants.parent,
-                                                                    {k: verdict(v) for k, v in codes.items()})
+        again_file = mutants.parent / "timeouts.json"
+        again = json.loads(again_file.read_text()) if again_file.exists() else {}
+        out[str(meta.relative_to(mutants)).removesuffix(".meta")] = (
+            mutants.parent, {k: run_again(verdict(v), again.get(k)) for k, v in codes.items()})
     return out
 
 
@@ -84,7 +98,7 @@ def main() -> None:
         timeouts = json.loads((work / "timeouts.json").read_text()) if (work / "timeouts.json").exists() else {}
         timed_out = sorted(n for n, v in verdicts.items() if v == "timeout")
         if timed_out:
-            lines += ["", f"## {module}: {len(timed_out)} killed by a timeout, and the test that ran out of time", ""]
+            lines += ["", f"## {module}: {len(timed_out)} killed by a timeout (a test ran out of time again)", ""]
             lines += [f"- `{name}`: {timeouts.get(name, 'not run again yet')}" for name in timed_out]
         survivors = sorted(n for n, v in verdicts.items() if v in ("survived", "no tests", "suspicious"))
         if survivors:
