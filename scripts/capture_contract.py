@@ -6,7 +6,8 @@ Run against a running sandbox (`orchestrate sandbox up` then `orchestrate sandbo
     .venv/bin/python scripts/capture_contract.py [--cluster sandbox] [--out tests/fixtures/contract]
 
 It calls the adapter's reads as a plan, a batch's gate and last look, a recovery wait, the lock and `status`
-make them (and the search watch: restart/search_watch.py), records each request and its answer (or its HTTP error), and writes
+make them (and the search watch: restart/search_watch.py), records each request and its answer (or its HTTP
+error), and writes
 `OUT/<product>-<version>.json` with the cluster's layout (node names and roles, index shards and replicas),
 so that the test builds the same layout in the fake and asks it the same requests. Answers are kept as the
 cluster gave them; the test compares their shapes (keys, types, what a filter keeps), not their values.
