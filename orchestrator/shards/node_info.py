@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.shards.answers import Node, Nodes, not_its_shape, parsed
+from orchestrator.shards.answers import NODES_HOLDING, Node, Nodes, parsed, parsed_as
 from orchestrator.shards.snapshot import EsNode
 
 # OpenSearch calls the master role cluster_manager; the shared decisions read "master".
@@ -38,8 +38,6 @@ def nodes_in(raw: Any, awareness_attribute: str, what: str) -> list[EsNode]:
 
 def node_ids_in(raw: Any, what: str) -> set[str]:
     """The node ids of a node-info answer, and nothing of the nodes: what `absent` reads at each look while a
-    node is away (a window's are, at each admission), from every node of the cluster."""
-    nodes = raw.get("nodes", {}) if isinstance(raw, dict) else None
-    if not isinstance(nodes, dict) or not all(type(n) is dict for n in nodes.values()):
-        raise not_its_shape(what, "(top level): no object of nodes by id")
-    return set(nodes)
+    node is away (a window's are, at each admission), from every node of the cluster. Checked as the batch's
+    reads check theirs (`NODES_HOLDING`), not a model per node."""
+    return set(parsed_as(NODES_HOLDING, raw, what).get("nodes", {}))

@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from orchestrator.testing.fake_es.filter_path import WILDCARDS
 from orchestrator.testing.fake_es.model import INITIALIZING, STARTED, UNASSIGNED, Copy, FakeCluster, FakeIndex
 from orchestrator.testing.fake_es.routes import Answer, Request, api, error, index_names
 
@@ -167,7 +168,7 @@ def nodes_named(filter_path: str) -> set[str] | None:
     named = set()
     for pattern in (p.strip() for p in filter_path.split(",") if p.strip()):
         parts = pattern.split(".")
-        if len(parts) < 3 or parts[:2] != ["routing_nodes", "nodes"] or not set("*?[").isdisjoint(parts[2]):
+        if len(parts) < 3 or parts[:2] != ["routing_nodes", "nodes"] or not WILDCARDS.isdisjoint(parts[2]):
             return None
         named.add(parts[2])
     return named or None

@@ -12,7 +12,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 _NOTHING = object()
-_WILD = frozenset("*?[")
+WILDCARDS = frozenset("*?[")  # what makes a key, a node name or a pattern's part a pattern
 
 
 def _matches(key: str, pattern: str) -> bool:
@@ -20,7 +20,7 @@ def _matches(key: str, pattern: str) -> bool:
     it: at 3,000 nodes a filtered answer asks this of millions of keys (`bench_window --fake`)."""
     if pattern == "*":
         return True
-    if _WILD.isdisjoint(pattern):
+    if WILDCARDS.isdisjoint(pattern):
         return key == pattern
     return fnmatchcase(key, pattern)
 
@@ -56,7 +56,7 @@ def _keep(value: Any, paths: list[list[str]]) -> Any:
         return _NOTHING
     out = {}
     heads = {p[0] for p in paths}
-    if all(h == "*" or _WILD.isdisjoint(h) for h in heads):  # literal keys and lone stars: looked up, not matched
+    if all(h == "*" or WILDCARDS.isdisjoint(h) for h in heads):  # literal keys and lone stars: looked up, not matched
         every = [p[1:] for p in paths if p[0] == "*"]
         by_key: dict[str, list[list[str]]] = {}
         for p in paths:

@@ -8,6 +8,7 @@ import re
 from fnmatch import fnmatchcase
 from typing import Any
 
+from orchestrator.testing.fake_es.filter_path import WILDCARDS
 from orchestrator.testing.fake_es.model import Copy, FakeCluster, FakeNode
 from orchestrator.testing.fake_es.routes import Request, api, cat
 
@@ -15,7 +16,6 @@ INFO_METRICS = {"settings", "os", "process", "jvm", "thread_pool", "transport", 
                 "aggregations", "indices", "modules", "none", "_all", "remote_cluster_server"}
 STATS_METRICS = {"os", "indices", "fs", "jvm", "process", "transport", "http", "breaker", "thread_pool", "_all"}
 MEMORY = 64 * 2**30
-WILD = frozenset("*?[")  # what makes a node specification's term a pattern
 
 
 def resolve(cluster: FakeCluster, spec: str | None) -> list[FakeNode]:
@@ -42,7 +42,7 @@ def resolve(cluster: FakeCluster, spec: str | None) -> list[FakeNode]:
                         chosen.add(n.id)
                 elif key == "zone" and n.zone is not None and fnmatchcase(n.zone, value):
                     chosen.add(n.id)
-        elif WILD.isdisjoint(term):  # an id, an address or a name: looked up, not matched against every node
+        elif WILDCARDS.isdisjoint(term):  # an id, an address or a name: looked up, not matched against every node
             if by_key is None:
                 by_key = {}
                 for n in up:
