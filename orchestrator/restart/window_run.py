@@ -25,16 +25,18 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import Any, Protocol
 
-from orchestrator.errors import Aborted, ClusterError, OutsideWindow, StoppedAfter, UnsafeToProceed
+from orchestrator.errors import Aborted, ClusterError, OutsideWindow, StoppedAfter, UnsafeToProceed, WaitTimeout
 from orchestrator.restart.budget import ramp, room_of
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.deferral import Deferral, Deferred, Wait, drained
 from orchestrator.restart.events import Event
 from orchestrator.restart.journal import BatchRecord, BatchState, Journal
 from orchestrator.restart.lock import pause_request, request_pause
+from orchestrator.retry import wait_until
 from orchestrator.units import counted
 
 MAX_LOOKS_PER_TURN = 3  # candidates proven per turn of the loop: each is a live read of its node's part
+PROOF_WAIT_S = 30.0  # how long the first node's proof may fail to be read (a busy node) before the run stops
 
 
 class NotNow(Exception):
@@ -150,11 +152,7 @@ class WindowRun:
             batch = self.pending()[0]
             self.engine.read_ahead(batch)
             self.engine.wait_until_safe(batch)
-            try:
-                proven = self.proven(batch)
-            except ClusterError as exc:  # with nobody away, as a last look's failed read: the run stops here
-                raise UnsafeToProceed(f"not starting batch {batch.number} ({batch.label}): its proof could not "
-                                      f"be read: {exc}") from exc
+            proven = self.proven_with_nobody_away(batch)
             if not proven:  # the gate passed, the proof did not: said, as a last look's refusal is
                 raise UnsafeToProceed(f"not starting batch {batch.number} ({batch.label}): "
                                       f"{self.refused[batch.number]}")
@@ -181,6 +179,27 @@ class WindowRun:
                 return True
             self.refused_at[batch.number] = self.version
         return False
+
+    def proven_with_nobody_away(self, batch: BatchRecord) -> bool:
+        """The proof of the first node of an empty window. A read that fails for a moment (a busy node's stats, a
+        master slow to answer) is asked again, as a node's copies are before its stop: with nobody away, waiting
+        costs nothing. One that still fails after `PROOF_WAIT_S`, or fails for good, stops the run here."""
+        ctx = self.ctx
+        said: list[str] = []
+
+        def once_per_change(seen: str) -> None:
+            if seen not in said:
+                said.append(seen)
+                ctx.emit(Event("wait", f"batch {batch.number} ({batch.label}) not started yet: its proof could "
+                                       f"not be read ({seen}); asked again in a moment", batch=batch.number))
+
+        try:
+            return wait_until(lambda seen: self.proven(batch), what=f"the proof of batch {batch.number}",
+                              timeout_s=PROOF_WAIT_S, interval_s=ctx.inv.timeouts.poll_interval_s, clock=ctx.clock,
+                              should_stop=lambda: ctx.abort.requested, on_miss=once_per_change)
+        except (ClusterError, WaitTimeout) as exc:
+            raise UnsafeToProceed(f"not starting batch {batch.number} ({batch.label}): its proof could not "
+                                  f"be read: {exc}") from exc
 
     def searches_over_budget(self) -> bool:
         """A sustained breach of the search latency budget closes the window: no node joins those away until

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.errors import Aborted
+from orchestrator.errors import Aborted, UnsafeToProceed
 from orchestrator.restart.budget import ramp, room_of, window_asked
 from orchestrator.restart.journal import BatchState, Journal, RunOptions, RunState, UndoState
 from orchestrator.restart.plan import Mode
@@ -242,6 +242,43 @@ def test_a_proof_that_cannot_be_read_while_nodes_are_away_admits_nobody_then_and
         # Both reads of a proof: an admission's ("asked again") and a stop's last look ("goes back to wait").
         assert any("asked again" in m for m in said) and any("goes back to wait, nothing stopped" in m for m in said)
         assert all("asked again" in m or "goes back to wait, nothing stopped" in m for m in said), said
+
+
+@pytest.mark.parametrize("fails_for_good", [False, True])
+def test_a_proof_that_cannot_be_read_with_nobody_away_is_asked_again_then_stops_the_run_only_past_its_wait(
+        fails_for_good: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first node of an empty window: its proof's read failing for a moment (a busy node's stats) is asked
+    again, said, and the run goes on; still failing after `PROOF_WAIT_S`, the run stops there, nothing stopped.
+    Before, one such answer stopped the whole run (found by the random-layout test under CI's load)."""
+    from orchestrator.errors import IncompleteAnswer
+    from orchestrator.restart import window_run
+    from orchestrator.testing.fake import FakeSnapshot
+
+    monkeypatch.setattr(window_run, "PROOF_WAIT_S", 5.0)  # the fake clock: 5 polls
+    names = ["n1", "n2", "n3", "n4"]
+    with state_dir():
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), copies=layout(names, 2))
+        journal = window_journal(names, cluster, "2")
+        real, failed = cluster.gate_snapshot, []
+
+        def busy(plan, restarting, proof=False, window=False) -> FakeSnapshot:  # type: ignore[no-untyped-def]
+            if proof and not cluster.away() and (fails_for_good or len(failed) < 2):
+                failed.append(tuple(restarting))
+                raise IncompleteAnswer("list the batch's shard copies: 1 node of the 1 asked did not answer")
+            return real(plan, restarting, proof, window)
+
+        cluster.gate_snapshot = busy  # type: ignore[method-assign]
+        if fails_for_good:
+            with pytest.raises(UnsafeToProceed, match=r"not starting batch 1 .*its proof could not be read: timed out"):
+                run(inventory(names), cluster, journal)
+            assert all(n.starts == 0 and n.up for n in cluster.nodes.values()), "nothing stopped"
+            assert len(failed) >= 2, "asked again before the run stopped"
+            return
+        events = run(inventory(names), cluster, journal)
+        assert len(failed) == 2
+        assert_window_kept(cluster, journal, 2)
+        said = [e.message for e in events if "not started yet: its proof could not be read" in e.message]
+        assert len(said) == 1, "said once while it does not change"
 
 
 def test_searches_over_budget_close_the_window_to_one_node_until_they_are_back_within_it() -> None:
