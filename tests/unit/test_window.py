@@ -288,3 +288,89 @@ def test_a_restart_window_orders_by_zone_the_smallest_first_and_an_upgrade_windo
     assert rebooting == f"{900 + int(inv.timeouts.reboot_s)}s", "a reboot's time added to each index's wait"
     upgrade = planned_for_a_window(plan, snap, inv, reboots=False, keep_order=True)
     assert [b.nodes[0] for b in upgrade.batches] == names
+
+
+def test_a_playbook_is_windowed_once_and_one_without_a_recovery_wait_is_refused_naming_it() -> None:
+    """`windowed` on a playbook already fit for a window (an operator's own, or a resumed run's journaled one)
+    adds no second remember_copies or delay_allocation and keeps its own recovery wait; a playbook whose batch
+    waits for no recovery is refused by name, since a node leaves the window only once its copies recovered."""
+    from orchestrator.config.playbook import load_playbook
+    from orchestrator.shards.window import windowed
+
+    once = windowed(load_playbook("elasticsearch-rolling"))
+    twice = windowed(once)
+    assert (twice.batch, twice.before_run) == (once.batch, once.before_run)
+    assert once.batch.count("remember_copies") == 1 and once.before_run.count("delay_allocation") == 1
+    no_wait = once.model_copy(update={"name": "quick", "batch": [s for s in once.batch
+                                                                   if s != "wait_for_own_recovery"]})
+    with pytest.raises(ConfigError) as refused:
+        windowed(no_wait)
+    assert refused.value.source == "playbook quick"
+    assert refused.value.problems == ["--max-unavailable above 1 needs wait_for_recovery in the batch: a node "
+                                      "leaves the window once its copies recovered"]
+
+
+def _notes(nodes: list, shards: list, budget: str, per_node_s: float = 900.0) -> list[str]:
+    from orchestrator.shards.window import window_notes
+    from tests.unit.journals import plan_of
+
+    names = [n.name for n in nodes]
+    plan = plan_of([[n] for n in names], estimate_s=per_node_s)
+    zones = [n.zone for n in nodes] if all(n.zone for n in nodes) else None
+    return window_notes(snapshot(nodes, shards, names[0]), plan, inventory(names, zones), Budget.parse(budget))
+
+
+def test_the_plan_s_notes_of_a_window_give_its_reach_what_held_it_and_its_estimate_beside_one_at_a_time() -> None:
+    """What `plan --max-unavailable` says: the nodes the budget lets away, how many this snapshot lets away together
+    and what held the rest back, and the time it should take: a node's share of the estimate times the nodes in turn
+    the window leaves (the nodes over those away together, never fewer than one), beside one at a time."""
+    import re
+    from pathlib import Path
+
+    # es-1 and es-2 hold the copies of one shard; es-4 is of another zone than the window's: 2 of 4 together.
+    held = [node("es-1", zone="z1", roles=("data",)), node("es-2", zone="z1", roles=("data",)),
+            node("es-3", zone="z1", roles=("data",)), node("es-4", zone="z2", roles=("data",))]
+    limits = reach(snapshot(held, [*copies("a", 0, ["es-1", "es-2"]), *copies("b", 0, ["es-3", "es-4"])], "es-1"),
+                   [n.id for n in held], {n.id: n.zone for n in held}, set(), 4).limits
+    assert len(limits) == 2, limits
+    reached, took = _notes(held, [*copies("a", 0, ["es-1", "es-2"]), *copies("b", 0, ["es-3", "es-4"])], "4")
+    assert reached == ("--max-unavailable 4: at most 4 of the 4 nodes away at once; from this snapshot 2 could be "
+                       f"away together; held below the budget by {limits[0]}, {limits[1]}")
+    assert took.startswith("--max-unavailable 4: about 30 min with the window, 60 min one node at a time ")
+    # Where the note sends the operator is a section of the procedure's doc, by its heading.
+    section = re.fullmatch(r'.*\(.*docs/restart-procedure\.md, "([^"]+)"\)', took)
+    doc = (Path(__file__).parents[2] / "docs" / "restart-procedure.md").read_text()
+    assert section and re.search(rf"^#+ {re.escape(section[1])}\b", doc, re.M), took
+    # One shard on both nodes: one away at a time whatever the budget, the window's time is one at a time's.
+    pair = [node("es-1", roles=("data",)), node("es-2", roles=("data",))]
+    alone, same = _notes(pair, copies("a", 0, ["es-1", "es-2"]), "2")
+    assert "from this snapshot 1 could be away together; held below" in alone, alone
+    assert "about 30 min with the window, 30 min one node at a time" in same, same
+    # Three nodes holding nothing, two at once: the budget reached, nothing held back; three nodes in two turns' time
+    # of 1.5 nodes (22.5 min, said rounded to even), never less than one node's share.
+    free = [node(f"es-{i}", roles=("data",)) for i in (1, 2, 3)]
+    reached, took = _notes(free, [], "2")
+    assert reached == "--max-unavailable 2: at most 2 of the 3 nodes away at once; from this snapshot 2 could be " \
+                      "away together"
+    assert "about 22 min with the window, 45 min one node at a time" in took, took
+    assert "about 15 min with the window" in _notes(free, [], "3")[1], "all three together: one node's share"
+
+
+def test_a_window_s_plan_shows_each_index_s_delay_raised_from_its_own_value_for_the_run_and_why() -> None:
+    """The row `plan --max-unavailable` shows for the delay a window raises: on each index, from the index's own
+    value (put back exactly, not unset), for the run, with why allocation stays enabled."""
+    from rich.console import Console
+
+    from orchestrator.cli.render import plan_table
+    from orchestrator.shards.window import planned_for_a_window
+    from tests.unit.journals import plan_of
+
+    names = ["es-1", "es-2"]
+    plan = planned_for_a_window(plan_of([[n] for n in names]), snapshot([node(n) for n in names], [], "es-1"),
+                                inventory(names), reboots=False)
+    console = Console(record=True, width=200)
+    console.print(plan_table(plan, [], []))
+    shown = [line.strip() for line in console.export_text().splitlines()]
+    row = shown.index("index.unassigned.node_left.delayed_timeout (each index): its own -> 900s, for the run, by index")
+    assert shown[row + 1] == ("allocation stays enabled so that a node back recovers while others are away; each "
+                              "index waits this long for a node away before copying its copies elsewhere")
