@@ -24,9 +24,14 @@ def test_a_budget_is_a_count_or_a_percentage_and_never_less_than_one() -> None:
     assert Budget.parse("4").nodes(300) == 4 and Budget.parse("4").nodes(3) == 3
     assert Budget.parse("5%").nodes(3000) == 150 and Budget.parse("5%").nodes(10) == 1
     assert str(Budget.parse("5%")) == "5%" and Budget().nodes(9) == 1
-    for bad in ("0", "-1", "1.5", "101%", "x", "", "4 nodes", "٣"):
+    assert Budget.parse(" 100% ").nodes(7) == 7 and Budget.parse("7%").nodes(50) == 3, "all of them; rounded down"
+    assert str(Budget.parse("4")) == "4" and Budget.parse("999999").nodes(3) == 3
+    for bad in ("0", "-1", "1.5", "101%", "x", "", "4 nodes", "٣", "1000000"):
         with pytest.raises(ConfigError, match="give a number of nodes"):
             Budget.parse(bad)
+    with pytest.raises(ConfigError) as long:
+        Budget.parse("9" * 1000)
+    assert len(str(long.value)) < 200, "a pasted mistake is not echoed whole"
 
 
 def test_a_node_is_admitted_only_when_each_of_its_shards_keeps_a_started_copy_outside_the_window() -> None:
