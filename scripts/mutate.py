@@ -64,6 +64,7 @@ MODULES: dict[str, tuple[str, ...]] = {
 # on 2 cores (55 mutants in 53 min); the proof's own property test (test_window) stays.
 LEFT_OUT: dict[str, str] = {
     "orchestrator/shards/window.py": "not never_leave_a_shard_without_a_started_copy",
+    "orchestrator/restart/budget.py": "not never_leave_a_shard_without_a_started_copy",
 }
 COPIED_NOT = shutil.ignore_patterns(".git", ".venv", "build", "mutants", "reports", "__pycache__", "*.egg-info",
                                     ".mypy_cache", ".ruff_cache", ".pytest_cache", ".hypothesis")
