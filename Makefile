@@ -35,6 +35,7 @@ bench: setup
 	.venv/bin/python -m tests.benchmarks.bench_scale --out reports/bench-scale.json
 	.venv/bin/python -m tests.benchmarks.bench_sandbox_reads
 	.venv/bin/python -m tests.benchmarks.bench_completion
+	.venv/bin/python -m tests.benchmarks.bench_ramp
 
 # The run report of a succeeded and of a failed run, rendered by headless Chromium, for review.
 report-shot: setup
