@@ -185,18 +185,18 @@ class WindowRun:
         master slow to answer) is asked again, as a node's copies are before its stop: with nobody away, waiting
         costs nothing. One that still fails after `PROOF_WAIT_S`, or fails for good, stops the run here."""
         ctx = self.ctx
-        said: list[str] = []
+        said: set[str] = set()
 
-        def once_per_change(seen: str) -> None:
+        def once_per_reason(seen: str) -> None:
             if seen not in said:
-                said.append(seen)
+                said.add(seen)
                 ctx.emit(Event("wait", f"batch {batch.number} ({batch.label}) not started yet: its proof could "
                                        f"not be read ({seen}); asked again in a moment", batch=batch.number))
 
         try:
             return wait_until(lambda seen: self.proven(batch), what=f"the proof of batch {batch.number}",
                               timeout_s=PROOF_WAIT_S, interval_s=ctx.inv.timeouts.poll_interval_s, clock=ctx.clock,
-                              should_stop=lambda: ctx.abort.requested, on_miss=once_per_change)
+                              should_stop=lambda: ctx.abort.requested, on_miss=once_per_reason)
         except (ClusterError, WaitTimeout) as exc:
             raise UnsafeToProceed(f"not starting batch {batch.number} ({batch.label}): its proof could not "
                                   f"be read: {exc}") from exc
