@@ -3,6 +3,7 @@ and the `Rest` the shared adapter (shards/adapter.py) sends its requests through
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -95,6 +96,11 @@ def translated(what: str, endpoints: tuple[str, ...]) -> Iterator[None]:
                         "may have no elected master (without one it cannot check native users or API keys).", 401,
                         exc.body) from exc
     except elasticsearch.AuthorizationException as exc:
+        if ROLES_NOT_FOUND.search(_reason(exc)):  # the security index unreadable for a moment: a master being
+            # elected, or the index's primary moving; the user's roles are there again once it is (a role truly
+            # missing is refused by the plan's reads first, and the run's waits give up in their own time)
+            raise ClusterUnreachable(f"{what}: the cluster could not read the user's roles for a moment (HTTP 403: "
+                                     f"{_reason(exc)})") from exc
         raise HttpError(f"{what}: the user is not allowed to do this (HTTP 403): {_reason(exc)}", 403,
                         exc.body) from exc
     except elasticsearch.ApiError as exc:
@@ -102,6 +108,10 @@ def translated(what: str, endpoints: tuple[str, ...]) -> Iterator[None]:
         said = f"{where} answered HTTP {exc.meta.status} with {page}" if page else \
             f"Elasticsearch answered HTTP {exc.meta.status}: {_reason(exc)}"
         raise HttpError(f"{what}: {said}", exc.meta.status, exc.body) from exc
+
+
+# Elasticsearch's 403 when the roles a user is assigned cannot be read (its security index not available).
+ROLES_NOT_FOUND = re.compile(r"assigned roles \[[^\]]*\] were not found")
 
 
 def detail(exc: Exception) -> str:

@@ -178,3 +178,29 @@ def test_the_light_list_of_node_ids_read_while_a_node_is_away_takes_no_wrong_sha
         node_ids_in(answer, "list the nodes in the cluster")
     assert node_ids_in({"nodes": {"id-1": {}, "id-2": {"name": "es-2"}}}, "x") == {"id-1", "id-2"}
     assert node_ids_in({}, "x") == set(), "filter_path leaves {} when no node matched"
+
+
+def test_a_403_for_roles_the_cluster_cannot_read_for_a_moment_is_asked_again_any_other_403_is_refused() -> None:
+    """While a master is elected, the security index is unreadable and Elasticsearch answers 403 "assigned roles
+    [...] were not found": a moment, asked again by the run's waits (ClusterUnreachable), never the user's lack
+    of a privilege; any other 403 is that (found restarting the elected master by hand mid-run, test_faults)."""
+    import elasticsearch
+    from elastic_transport import ApiResponseMeta, HttpHeaders
+
+    from orchestrator.errors import ClusterUnreachable
+    from orchestrator.es.connect import translated
+    from orchestrator.shards.rest import HttpError
+
+    meta = ApiResponseMeta(403, "1.1", HttpHeaders(), 0.01, None)  # type: ignore[arg-type]
+
+    def refused(reason: str) -> elasticsearch.AuthorizationException:
+        return elasticsearch.AuthorizationException(reason, meta, {"error": {"reason": reason}, "status": 403})
+
+    moment = ("action [cluster:monitor/nodes/info] is unauthorized for user [orchestrator] with effective roles [] "
+              "(assigned roles [orchestrator,orchestrator-probe] were not found)")
+    with pytest.raises(ClusterUnreachable, match="could not read the user's roles for a moment"), \
+            translated("read the node's process", ("https://x:9200",)):
+        raise refused(moment)
+    with pytest.raises(HttpError, match="not allowed to do this"), translated("read", ("https://x:9200",)):
+        raise refused("action [cluster:monitor/nodes/info] is unauthorized for user [orchestrator] with roles "
+                      "[orchestrator]")
