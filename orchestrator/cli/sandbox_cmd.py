@@ -62,6 +62,10 @@ def up(
         None, help="netns: each node in its own test host with sshd (default as root). "
                    "local: nodes on 127.0.0.1 ports, no SSH."),
     heap_mb: int = typer.Option(256, help="JVM heap per node, in MiB."),
+    host_cpus: float = typer.Option(0, help="Limit each test host to this many CPUs (a CPU cgroup quota, e.g. "
+                                            "0.5), as hosts of their own are: a booting node cannot then take "
+                                            "the CPU the other nodes serve searches with. 0: no limit. "
+                                            "Netns only."),
     timeout: float = typer.Option(180, help="Seconds to wait for a green cluster."),
     product: Product = typer.Option(Product.elasticsearch, help="opensearch: OpenSearch nodes (--os-version) "
                                                                 "instead of Elasticsearch. riak: Riak test hosts "
@@ -87,7 +91,8 @@ def up(
     version = os_version if product is Product.opensearch else es_version
     shape = SandboxShape(nodes=nodes, zones=zones, es_version=version, mode=mode, heap_mb=heap_mb,
                          product=product_named(product.value), masters=masters, also_versions=tuple(also_version or ()),
-                         bastion=bastion, secured=product is Product.elasticsearch and not insecure, packages=packages)
+                         bastion=bastion, secured=product is Product.elasticsearch and not insecure, packages=packages,
+                         host_cpus=host_cpus)
     lifecycle.up(SandboxPaths.default(), shape, timeout, say)
     _print_status(as_json=False)
 

@@ -16,7 +16,7 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 def host_cgroups(name: str) -> list[Path]:
     """The host's cgroups (its supervisor's and everything nspawn made under it), deepest first."""
     found = []
-    for hierarchy in ("systemd", "unified"):
+    for hierarchy in ("systemd", "unified", "cpu"):  # cpu: a host given a CPU quota (machine.join_own_cgroups)
         top = CGROUP_ROOT / hierarchy / f"{NETNS_PREFIX}{name}"
         if top.is_dir():
             # os.walk, not rglob: the host's systemd removes a finished unit's cgroup while it is walked.

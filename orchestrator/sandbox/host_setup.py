@@ -139,10 +139,11 @@ def make_deploy_password(paths: SandboxPaths) -> Path:
 def prepare_host_files(paths: HostPaths, host: TestHost, knobs: dict[str, str], authorized_keys: Path,
                        es_start_script: Path | None, ssh_address: str | None = None,
                        service: str = "elasticsearch", deploy_password: Path | None = None,
-                       host_ca: Path | None = None, own_binds: tuple[str, ...] = ()) -> str:
+                       host_ca: Path | None = None, own_binds: tuple[str, ...] = (), cpus: float = 0.0) -> str:
     """Everything the host has of its own before its first boot, written over the shared root file
     system: its name and machine id, sshd's settings and host key, the ``service`` unit (Elasticsearch's
     or OpenSearch's, when a start script is given), the `deploy` user's password and sudo rule.
+    ``cpus``: the host's CPU quota (its supervisor puts the host in a CPU cgroup of its own), 0: none.
     Returns the host's public key line for known_hosts."""
     etc = paths.etc_upper
     for d in (etc / "ssh" / "sshd_config.d", etc / "ssh" / "authorized_keys", etc / "sandbox", paths.bin_upper,
@@ -201,6 +202,7 @@ def prepare_host_files(paths: HostPaths, host: TestHost, knobs: dict[str, str], 
         # assembled homes and JVMs at the same paths as this machine does.
         # ``own_binds``: SOURCE:TARGET of this host's own (a packaged node's /etc/elasticsearch, say).
         "binds": [str(paths.root.parents[1]), *own_binds], "binds_ro": [str(p) for p in read_only_binds()],
+        "cpus": cpus,
     }, indent=2))
     pub = (paths.sshd_dir / "ssh_host_ed25519_key.pub").read_text().split()
     return f"{ssh_address or host.address} {pub[0]} {pub[1]}"

@@ -83,7 +83,8 @@ def up(paths: SandboxPaths, shape: SandboxShape, timeout_s: float, say: Say) -> 
     started = time.monotonic()
     st = state.SandboxState(mode=mode, es_version=es_version if es_home else "", cluster_name=CLUSTER_NAME,
                             zones=zones, started_at=time.time(), product=product,
-                            versions=[h.version for h in homes], secured=secured, packages=shape.packages)
+                            versions=[h.version for h in homes], secured=secured, packages=shape.packages,
+                            host_cpus=shape.host_cpus)
     paths.root.mkdir(parents=True, exist_ok=True)
     os.chmod(paths.root, 0o755)
     if secured:
@@ -254,6 +255,7 @@ class SandboxStatus:
             "es_version": st.es_version,
             "versions": st.versions,
             "packages": st.packages,
+            "host_cpus": st.host_cpus or None,
             "snapshot_dir": str(paths.root / "snapshots") if shards else None,
             "describe": describe(st),
             "cluster_name": st.cluster_name,

@@ -1,8 +1,13 @@
 """A load generator for the sandbox: acknowledged writes, searches through every node, health samples.
 
-Bounded in time and in count. Requests go to the nodes in turn, each through its own client, so a
-restarting node shows as errors instead of being hidden by retries. Statistics are kept per
-window (e.g. "before" and "during" a restart) so an operator sees what the restart cost.
+Bounded in time and in count. Two ways to reach the nodes (``through``):
+- "each" (the default): the nodes in turn, each through its own client without retries, so a restarting
+  node shows as errors instead of being hidden by retries;
+- "pool": one client over every node, as an application's is: a node that does not answer is left out for a
+  while and the request is sent again to another (elasticsearch-py's node pool), so what the load measures
+  is what a searcher sees of the nodes that serve.
+Statistics are kept per window (e.g. "before" and "during" a restart) so an operator sees what the restart
+cost.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from orchestrator.sandbox.rest import INSECURE, SandboxAccess, rest_for
 
 MAX_DURATION_S = 3600
 MAX_DOCS = 1_000_000
+THROUGH = ("each", "pool")
 
 
 def percentile(values: list[float], p: float) -> float | None:
@@ -47,9 +53,12 @@ class WindowStats:
 class LoadGenerator:
     def __init__(self, endpoints: list[str], index: str = "load-test", duration_s: float = 60,
                  max_docs: int = 100_000, pause_s: float = 0.005, product: str = "elasticsearch",
-                 access: SandboxAccess = INSECURE) -> None:
-        # One client per node, without retries: a restarting node shows as errors.
-        self.clients = [rest_for(product, [url], access=access) for url in endpoints]
+                 access: SandboxAccess = INSECURE, through: str = "each") -> None:
+        if through not in THROUGH:
+            raise ValueError(f"through: one of {', '.join(THROUGH)}, not {through!r}")
+        # "each": one client per node, without retries (a restarting node shows as errors); "pool": one over all.
+        self.clients = [rest_for(product, [url], access=access) for url in endpoints] if through == "each" \
+            else [rest_for(product, endpoints, access=access)]
         self.index = index
         self.duration_s = min(duration_s, MAX_DURATION_S)
         self.max_docs = min(max_docs, MAX_DOCS)

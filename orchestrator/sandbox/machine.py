@@ -24,14 +24,22 @@ from orchestrator.sandbox.layout import HostPaths
 REBOOT_EXIT = 133  # systemd-nspawn's exit code when the container asked for a reboot
 
 
-def join_own_cgroups(name: str) -> None:
+CPU_PERIOD_US = 100_000  # the CPU quota's period (the kernel's default)
+
+
+def join_own_cgroups(name: str, cpus: float) -> None:
     """nspawn (with --keep-unit) makes its payload/ and supervisor/ cgroups under its caller's: each host
-    starts from a cgroup of its own, or two hosts' would collide."""
-    for hierarchy in ("systemd", "unified"):
+    starts from a cgroup of its own, or two hosts' would collide. With ``cpus``, the host also gets a CPU
+    cgroup of its own with that quota: everything it starts (its systemd, the node's JVM after each restart)
+    is born in it, and the host's systemd cannot move it out (nspawn gives it no CPU hierarchy to write)."""
+    for hierarchy in ("systemd", "unified", *(("cpu",) if cpus else ())):
         base = Path("/sys/fs/cgroup") / hierarchy
         if base.is_dir():
             own = base / f"orch-{name}"
             own.mkdir(exist_ok=True)
+            if hierarchy == "cpu":
+                (own / "cpu.cfs_period_us").write_text(f"{CPU_PERIOD_US}\n")
+                (own / "cpu.cfs_quota_us").write_text(f"{max(1000, round(cpus * CPU_PERIOD_US))}\n")
             (own / "cgroup.procs").write_text(f"{os.getpid()}\n")
 
 
@@ -59,7 +67,7 @@ def main(host_dir: str) -> None:
     log_fd = os.open(paths.init_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
-    join_own_cgroups(spec["name"])
+    join_own_cgroups(spec["name"], float(spec.get("cpus") or 0))
     mount_root(paths, spec["rootfs"])
     child: dict[str, subprocess.Popen[bytes]] = {}
     halting = {"asked": False}

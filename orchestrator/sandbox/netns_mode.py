@@ -45,7 +45,8 @@ def up_netns(paths: SandboxPaths, st: state.SandboxState, shape: SandboxShape, h
     masters = names[: min(3, eligible)]
     scheduler = hosts.data_disk_scheduler(paths.root)
     say(f"creating {shape.nodes} test hosts on {hosts.SUBNET}.0/24"
-        + (", SSH only through a bastion" if bastion else ""))
+        + (", SSH only through a bastion" if bastion else "")
+        + (f", each limited to {shape.host_cpus:g} CPU" if shape.host_cpus else ""))
     host_network.create_bridge()
     if bastion:
         host_network.create_back_bridge()
@@ -71,7 +72,8 @@ def up_netns(paths: SandboxPaths, st: state.SandboxState, shape: SandboxShape, h
         host_keys.append(host_setup.prepare_host_files(hp, host, knobs, paths.authorized_keys, script,
                                                   ssh_address=rec.ssh_address, service=service_of(st.product),
                                                   deploy_password=deploy_password, host_ca=paths.host_ca,
-                                                  own_binds=packaged_binds(hp, st.product) if st.packages else ()))
+                                                  own_binds=packaged_binds(hp, st.product) if st.packages else (),
+                                                  cpus=st.host_cpus))
         if st.packages:
             packaged_host_files(hp, repo, heap_mb, st.product)
         host_network.create_network(host)

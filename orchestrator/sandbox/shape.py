@@ -8,6 +8,7 @@ from orchestrator.errors import SandboxError
 from orchestrator.sandbox.state import SandboxMode, SandboxProduct
 
 MODES: tuple[SandboxMode, ...] = ("netns", "local")
+MOST_HOST_CPUS = 64  # a host's CPU quota: more than any machine this runs on has
 PRODUCTS: tuple[SandboxProduct, ...] = ("elasticsearch", "opensearch", "riak")
 
 
@@ -34,7 +35,9 @@ class SandboxShape:
     beside ``es_version`` that `orchestrate upgrade --to` can switch to; ``secured``: Elasticsearch's
     security on (TLS, users, an API key, security.py); ``packages``: each host installs the product from the
     sandbox's apt repository (debs.py), and upgrades with apt; ``bastion``: SSH reaches the node hosts only
-    through a bastion host."""
+    through a bastion host; ``host_cpus``: each test host's processes limited to this many CPUs (a cgroup's CPU
+    quota, as a host of its own would be: a booting node then cannot take the CPU its peers serve searches
+    with), 0: no limit."""
 
     nodes: int = 3
     zones: int = 1
@@ -47,6 +50,7 @@ class SandboxShape:
     bastion: bool = False
     secured: bool = False
     packages: bool = False
+    host_cpus: float = 0.0
 
     def problems(self) -> list[str]:
         """Why this shape cannot be built (each option's own limits, and which go together), before anything
@@ -67,6 +71,10 @@ class SandboxShape:
             (not self.secured or self.product == "elasticsearch",
              "a secured sandbox is for Elasticsearch (OpenSearch's security plugin is not on Maven Central; the "
              "Riak stand-in has none): add --insecure"),
+            (self.host_cpus == 0 or 0.01 <= self.host_cpus <= MOST_HOST_CPUS,
+             f"--host-cpus must be 0 (no limit) or between 0.01 and {MOST_HOST_CPUS}"),
+            (not self.host_cpus or (netns and not riak_product),
+             "--host-cpus is for an Elasticsearch or OpenSearch sandbox with --hosts netns (test hosts of their own)"),
         ]
         return [why for holds, why in checks if not holds]
 

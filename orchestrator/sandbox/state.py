@@ -44,6 +44,7 @@ class SandboxState:
     bastion: HostRecord | None = None  # `up --bastion`: the only way SSH reaches the node hosts
     secured: bool = False  # Elasticsearch's security on: TLS with the sandbox CA, users, an API key
     packages: bool = False  # Elasticsearch installed on each host from the sandbox's apt repository (debs.py)
+    host_cpus: float = 0.0  # each test host's CPU quota (`up --host-cpus`), 0: none
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)

@@ -13,6 +13,10 @@ the search latency budget (`search.latency_budget`, read every 5 s, sustained 10
 (the idle baseline). Per run: the searchers' p99 over the whole run and over the worst 30 s span (after the
 controller's first move, in the run with it), the wall time, and the controller's moves. Targets: p99 at most 2x
 the idle baseline over any 30 s after the first move; the run at most 1.3x as long as without the controller.
+`--host-cpus C`: each host limited to C CPUs, as hosts of their own are (a booting JVM cannot take its peers'
+CPU); `--searchers pool`: the load searches as an application does, through one client over every node that
+skips a node away and sends again to another (by default it sends to every node in turn without retries, which
+counts the nodes away).
 
 `--fake`: the fake Elasticsearch (orchestrator/testing/fake_es) in a process of its own, N nodes, 200 copies per
 data node, 1 replica, each copy on a data node drawn at random (`--in-turn`: the data nodes in turn, so that a node
@@ -24,7 +28,8 @@ Targets: mean window at least 80 % of the budget, wall time within 1.25x of the 
 node, under 2 GB read.
 
     python -m tests.benchmarks.bench_window --sandbox [--out reports/bench-window-sandbox.json]  (root; ~15 min)
-    python -m tests.benchmarks.bench_window --sandbox --latency-budget 2x [--out ...]  (root; ~15 min)
+    python -m tests.benchmarks.bench_window --sandbox --latency-budget 2x [--probe] [--host-cpus 0.25]
+        [--searchers pool] [--out ...]  (root; ~15 min)
     python -m tests.benchmarks.bench_window --fake [--nodes 3000] [--budget 5%] [--out ...]
 """
 
@@ -71,13 +76,13 @@ def worst_span_p99(latency: list[float], at: list[float], since: float, until: f
     return worst
 
 
-def idle_p99(info: dict[str, Any], seconds: float = 30) -> float | None:
+def idle_p99(info: dict[str, Any], through: str, seconds: float = 30) -> float | None:
     """The searchers' p99 with nothing away: the load alone."""
     from orchestrator.sandbox.load import LoadGenerator
     from orchestrator.sandbox.rest import access_of
 
     load = LoadGenerator(info["endpoints"], index="load-window", duration_s=3600, max_docs=1_000_000,
-                         access=access_of(info))
+                         access=access_of(info), through=through)
     load.start_then_mark("idle")
     time.sleep(seconds)
     load.stop()
@@ -99,12 +104,13 @@ def with_latency_budget(info: dict[str, Any], budget: str, probe: bool) -> Path:
     return copy
 
 
-def sandbox_run(info: dict[str, Any], budget: str | None, config: Path | None = None) -> dict[str, Any]:
+def sandbox_run(info: dict[str, Any], budget: str | None, config: Path | None = None,
+                through: str = "each") -> dict[str, Any]:
     from orchestrator.sandbox.load import LoadGenerator
     from orchestrator.sandbox.rest import access_of
 
     load = LoadGenerator(info["endpoints"], index="load-window", duration_s=3600, max_docs=1_000_000,
-                         access=access_of(info))
+                         access=access_of(info), through=through)
     load.start_then_mark("during")
     started, began_at = time.monotonic(), time.time()
     try:
@@ -137,16 +143,19 @@ def sandbox_run(info: dict[str, Any], budget: str | None, config: Path | None = 
             "writes_lost": len(load.missing_acknowledged())}
 
 
-def sandbox(out: Path | None, latency_budget: str | None = None, probe: bool = False) -> None:
-    up = orchestrate("sandbox", "up", "--nodes", "12", "--masters", "3", "--insecure", timeout=1200)
+def sandbox(out: Path | None, latency_budget: str | None = None, probe: bool = False, host_cpus: float = 0,
+            through: str = "each") -> None:
+    up = orchestrate("sandbox", "up", "--nodes", "12", "--masters", "3", "--insecure",
+                     *(("--host-cpus", str(host_cpus)) if host_cpus else ()), timeout=1200)
     assert up.returncode == 0, up.stderr[-3000:]
     try:
         info = json.loads(orchestrate("sandbox", "status", "--json").stdout)
         loaded = orchestrate("sandbox", "load", "--docs", "30000")
         assert loaded.returncode == 0, loaded.stderr
         if latency_budget:
-            idle = idle_p99(info)
-            rows = [sandbox_run(info, "4"), sandbox_run(info, "4", with_latency_budget(info, latency_budget, probe))]
+            idle = idle_p99(info, through)
+            rows = [sandbox_run(info, "4", through=through),
+                    sandbox_run(info, "4", with_latency_budget(info, latency_budget, probe), through)]
         else:
             rows = [sandbox_run(info, None), sandbox_run(info, "4")]
     finally:
@@ -267,9 +276,14 @@ def main() -> None:
                                                                 "this search latency budget (issue 59), e.g. 2x")
     parser.add_argument("--probe", action="store_true", help="with --latency-budget: the budget holds a search "
                                                              "probe's time (search.probe), not the nodes' counters")
+    parser.add_argument("--host-cpus", type=float, default=0, help="with --sandbox: each test host limited to this "
+                                                                  "many CPUs (`sandbox up --host-cpus`)")
+    parser.add_argument("--searchers", choices=("each", "pool"), default="each",
+                        help="with --sandbox: the load's searchers reach the nodes each in turn without retries "
+                             "(each), or through one client over every node, as an application's (pool)")
     args = parser.parse_args()
     if args.sandbox:
-        sandbox(args.out, args.latency_budget, args.probe)
+        sandbox(args.out, args.latency_budget, args.probe, args.host_cpus, args.searchers)
     else:
         fake(args.nodes, args.budget, tuple(args.restart_s), args.out, scattered=not args.in_turn)
 

@@ -22,7 +22,8 @@ pytestmark = pytest.mark.integration
 
 # Tests run grouped by the sandbox they need, so each shape is started once: a `sandbox up` costs
 # 15-20 s. Unmarked tests use the default 3-node sandbox; `sandbox_last` tests end their group.
-SHAPE_ORDER = ["default", "zones", "es8", "bastion", "local", "opensearch", "opensearch-2", "os-packages", "riak"]
+SHAPE_ORDER = ["default", "zones", "es8", "bastion", "host-cpus", "local", "opensearch", "opensearch-2", "os-packages",
+               "riak"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -48,6 +49,7 @@ class Shape:
     # False (`--insecure`) only where a group does not care and its time counts.
     secured: bool = True
     packages: bool = False  # Elasticsearch installed from the sandbox's apt repository (upgrades with apt)
+    host_cpus: float = 0  # each test host's CPU quota, 0: none
 
 
 # The two Elasticsearch versions of the upgrade tests: from the last 8.x to 9.
@@ -88,7 +90,8 @@ class SandboxManager:
                            *(a for v in shape.also_versions for a in ("--also-version", v)),
                            *(["--bastion"] if shape.bastion else []),
                            *([] if shape.secured else ["--insecure"]),
-                           *(["--packages"] if shape.packages else []), timeout=600)
+                           *(["--packages"] if shape.packages else []),
+                           *(["--host-cpus", str(shape.host_cpus)] if shape.host_cpus else []), timeout=600)
         assert proc.returncode == 0, f"sandbox up failed:\n{proc.stderr}"
         self.shape = shape
         return self.status()

@@ -151,6 +151,38 @@ def test_nine_nodes_in_three_zones_keep_copies_apart_with_three_masters(sandboxe
     es.indices.delete(index="aware")
 
 
+@pytest.mark.sandbox_shape("host-cpus")
+def test_a_host_limited_in_cpu_keeps_its_node_within_the_quota_across_a_restart_and_down_removes_it(
+        sandboxes: SandboxManager) -> None:
+    """`up --host-cpus 0.5`: the host's CPU cgroup has the quota; the node's JVM is in it, and so is the new
+    JVM after a restart over SSH (the host's systemd starts it inside the quota); two busy loops in the host
+    are throttled to it; `down` removes the cgroup."""
+    info = sandboxes.get(Shape(nodes=1, secured=False, host_cpus=0.5))
+    assert info["host_cpus"] == 0.5
+    group = Path("/sys/fs/cgroup/cpu/orch-es-1")
+    assert (group / "cpu.cfs_quota_us").read_text().strip() == "50000"
+    assert (group / "cpu.cfs_period_us").read_text().strip() == "100000"
+
+    def in_the_quota(pid: int) -> bool:
+        return ":cpu:/orch-es-1\n" in Path(f"/proc/{pid}/cgroup").read_text() + "\n"
+
+    assert in_the_quota(info["nodes"][0]["pid"])
+    assert ssh(info, "es-1", "systemctl restart elasticsearch").returncode == 0
+    wait_for(lambda: sandboxes.status()["nodes"][0]["pid"] not in (None, info["nodes"][0]["pid"]), 60,
+             "the node's new JVM")
+    assert in_the_quota(sandboxes.status()["nodes"][0]["pid"])
+    throttled = int(next(line.split()[1] for line in (group / "cpu.stat").read_text().splitlines()
+                         if line.startswith("nr_throttled")))
+    busy = ssh(info, "es-1", "for i in 1 2; do timeout 2 sh -c 'while :; do :; done' & done; wait; "
+                             "cat /proc/loadavg", timeout=30)
+    assert busy.returncode == 0, busy.stderr
+    after = int(next(line.split()[1] for line in (group / "cpu.stat").read_text().splitlines()
+                     if line.startswith("nr_throttled")))
+    assert after - throttled >= 10, (throttled, after)  # 2 s of two busy CPUs against half of one: throttled often
+    sandboxes.down()
+    assert not group.exists(), "down removes the host's CPU cgroup"
+
+
 @pytest.mark.sandbox_last
 def test_down_leaves_nothing_behind(sandboxes: SandboxManager) -> None:
     info = sandboxes.get(Shape())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -51,12 +52,18 @@ def test_nodes_spread_round_robin_over_zones(index: int, zones: int, zone: str) 
     (SandboxShape(mode="local", packages=True), "--packages is for an Elasticsearch or OpenSearch sandbox"),
     (SandboxShape(product="riak", also_versions=("9.5.3",)), "--also-version is for an Elasticsearch"),
     (SandboxShape(product="opensearch", secured=True), "a secured sandbox is for Elasticsearch"),
+    (SandboxShape(host_cpus=0.001), "--host-cpus must be 0 (no limit) or between 0.01 and 64"),
+    (SandboxShape(host_cpus=65), "--host-cpus must be 0 (no limit) or between 0.01 and 64"),
+    (SandboxShape(host_cpus=-1), "--host-cpus must be 0 (no limit) or between 0.01 and 64"),
+    (SandboxShape(mode="local", host_cpus=0.5), "--host-cpus is for an Elasticsearch or OpenSearch sandbox with "
+                                                "--hosts netns"),
+    (SandboxShape(product="riak", host_cpus=0.5), "--host-cpus is for an Elasticsearch or OpenSearch sandbox"),
 ])
 def test_a_shape_that_cannot_be_built_is_refused_before_anything_is_touched(tmp_path: Path, shape: SandboxShape,
                                                                            said: str) -> None:
     assert [p for p in shape.problems() if said in p], shape.problems()
     paths = SandboxPaths(root=tmp_path / "sandbox")
-    with pytest.raises(SandboxError, match=said):
+    with pytest.raises(SandboxError, match=re.escape(said)):
         up(paths, shape, 60, lambda _m: None)
     assert not (tmp_path / "sandbox").exists(), "nothing written"
 
@@ -64,5 +71,6 @@ def test_a_shape_that_cannot_be_built_is_refused_before_anything_is_touched(tmp_
 def test_the_shapes_the_suite_builds_can_be_built() -> None:
     for shape in (SandboxShape(), SandboxShape(nodes=6, zones=2, masters=3), SandboxShape(bastion=True, secured=True),
                   SandboxShape(product="opensearch", packages=True, also_versions=("3.8.0",)),
-                  SandboxShape(product="riak"), SandboxShape(mode="local", nodes=1)):
+                  SandboxShape(product="riak"), SandboxShape(mode="local", nodes=1),
+                  SandboxShape(nodes=1, host_cpus=0.5), SandboxShape(host_cpus=0.01), SandboxShape(host_cpus=64)):
         assert shape.problems() == [], shape
