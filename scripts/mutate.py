@@ -54,7 +54,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "orchestrator/shards/answers.py": ("test_cluster_answers", "test_batch_reads", "test_last_look_proof"),
     "orchestrator/pending/verdict.py": ("test_pending", "test_pending_hostile"),
     "orchestrator/pending/host.py": ("test_pending", "test_pending_hostile"),
-    "orchestrator/runs/pending.py": ("test_pending",),
+    "orchestrator/runs/pending.py": ("test_pending", "test_pending_read", "test_written_files"),
     "orchestrator/shards/window.py": ("test_window", "test_window_run"),
     "orchestrator/restart/window_run.py": ("test_window_run",),
     "orchestrator/restart/budget.py": ("test_window_run", "test_window"),
