@@ -62,6 +62,11 @@ def test_a_new_base_written_before_a_crash_emptied_the_log_skips_the_lines_it_ho
 @pytest.mark.parametrize(("damage", "said"), [
     (lambda lines: lines[:1] + lines[2:], "misses change 3"),
     (lambda lines: [*lines[:2], b"not json", *lines[2:]], "not JSON written by this tool"),
+    # Numbers this tool never writes, and nesting no journal has: refused, never read as a float or a crash.
+    (lambda lines: [*lines, b'{"seq": 5, "run": {"elapsed_s": NaN}}'], "not JSON written by this tool"),
+    (lambda lines: [*lines, b'{"seq": 5, "run": {"elapsed_s": -Infinity}}'], "not JSON written by this tool"),
+    (lambda lines: [*lines, b'{"seq": 5, "run": {"elapsed_s": 1e400}}'], "not JSON written by this tool"),
+    (lambda lines: [*lines, b"[" * 5000 + b"]" * 5000], "not JSON written by this tool"),
     (lambda lines: [*lines, b"[1, 2]"], "a line that is not a change"),
     (lambda lines: [*lines, json.dumps({"seq": 5, "batches": {"9": {}}}).encode()], "cannot be applied"),
 ])
