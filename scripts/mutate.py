@@ -52,7 +52,7 @@ MODULES: dict[str, tuple[str, ...]] = {
                                        "test_window_run"),
     "orchestrator/shards/batch_reads.py": ("test_batch_reads", "test_last_look_proof", "test_waits"),
     "orchestrator/shards/answers.py": ("test_cluster_answers", "test_batch_reads", "test_last_look_proof"),
-    "orchestrator/pending/verdict.py": ("test_pending", "test_pending_hostile"),
+    "orchestrator/pending/verdict.py": ("test_pending", "test_pending_hostile", "test_pending_verdict"),
     "orchestrator/pending/host.py": ("test_pending", "test_pending_hostile", "test_pending_host"),
     "orchestrator/runs/pending.py": ("test_pending", "test_pending_read", "test_written_files"),
     "orchestrator/shards/window.py": ("test_window", "test_window_run"),

@@ -112,6 +112,14 @@ def test_each_named_node_s_host_is_asked_about_that_node_s_own_process_and_files
     assert [n.node for n in every.nodes] == ["es-1", "es-2", "es-3"], "no names: every inventory node"
 
 
+def test_a_node_is_matched_by_its_name_where_its_host_is_not_one_it_reports() -> None:
+    inv = Inventory.model_validate({"cluster": {"name": "c", "endpoints": ["http://x:9200"]},
+                                    "ssh": {"known_hosts": "/dev/null"},
+                                    "nodes": [{"name": "es-1", "host": "10.9.9.9"}]})
+    report = read_pending(inv, Product([running("es-1", 101)]), object(), Hosts())  # type: ignore[arg-type]
+    assert [(n.node, n.state) for n in report.nodes] == [("es-1", "clean")]
+
+
 def test_a_service_the_inventory_runs_by_its_own_commands_has_no_unit_to_ask_about() -> None:
     inv = inventory("es-1", service={"manager": "commands", "stop": "stop-es", "start": "start-es",
                                      "status": "status-es"})
@@ -220,12 +228,17 @@ def test_pending_reads_the_inventory_s_cluster_then_closes_its_hosts_and_its_con
     from orchestrator.es.product import PRODUCT as ELASTICSEARCH
 
     adapter, product, hosts = Adapter(), Product([running("es-1", 101), running("es-2", 102)]), Hosts()
+    connected: list[Inventory] = []
     product.settings = ELASTICSEARCH.settings  # type: ignore[attr-defined]
-    product.connect = lambda inv: adapter  # type: ignore[attr-defined]
+    product.connect = lambda inv: connected.append(inv) or adapter  # type: ignore[attr-defined]
     monkeypatch.setattr(pending.products, "get", lambda name: product if name == "elasticsearch" else None)
-    got = pending.pending_of(inventory("es-1", "es-2"), ["es-2"], transport=lambda inv: hosts)
+    inv = inventory("es-1", "es-2")
+    got = pending.pending_of(inv, ["es-2"], transport=lambda given: connected.append(given) or hosts)
     assert [n.node for n in got.nodes] == ["es-2"] and [a for a, _, _ in hosts.asked] == ["es-2"]
+    assert connected == [inv, inv], "the cluster and the hosts of this inventory"
     assert product.read_through == [adapter] and adapter.closed and hosts.closed
+    product.connect = lambda inv: object()  # type: ignore[attr-defined]  # an adapter with nothing to close
+    assert [n.node for n in pending.pending_of(inv, ["es-1"], transport=lambda given: Hosts()).nodes] == ["es-1"]
     # The product's own section is checked before anything is read.
     bad = inventory("es-1").model_copy(update={"product_settings": {"no_such_setting": 1}})
     asked_before = len(hosts.asked)
