@@ -8,7 +8,7 @@ health watcher saw (every 0.5 s), failed searches and search latency. Target: th
 one at a time's wall time (this machine has 2 cores: the JVMs that start together compete; the ideal on hosts
 of their own is 0.25x plus the ramp).
 
-`--sandbox --latency-budget 2x` (issue 59): the same sandbox and load, the budget of 4 run twice, without and with
+`--sandbox --latency-budget 2x` (issue 59): the same sandbox and load, the budget of 4 (`--window N`) run twice, without and with
 the search latency budget (`search.latency_budget`, read every 5 s, sustained 10 s), after 30 s of the load alone
 (the idle baseline). Per run: the searchers' p99 over the whole run and over the worst 30 s span (after the
 controller's first move, in the run with it), the wall time, and the controller's moves. Targets: p99 at most 2x
@@ -144,7 +144,7 @@ def sandbox_run(info: dict[str, Any], budget: str | None, config: Path | None = 
 
 
 def sandbox(out: Path | None, latency_budget: str | None = None, probe: bool = False, host_cpus: float = 0,
-            through: str = "each") -> None:
+            through: str = "each", window: str = "4") -> None:
     up = orchestrate("sandbox", "up", "--nodes", "12", "--masters", "3", "--insecure",
                      *(("--host-cpus", str(host_cpus)) if host_cpus else ()), timeout=1200)
     assert up.returncode == 0, up.stderr[-3000:]
@@ -154,10 +154,10 @@ def sandbox(out: Path | None, latency_budget: str | None = None, probe: bool = F
         assert loaded.returncode == 0, loaded.stderr
         if latency_budget:
             idle = idle_p99(info, through)
-            rows = [sandbox_run(info, "4", through=through),
-                    sandbox_run(info, "4", with_latency_budget(info, latency_budget, probe), through)]
+            rows = [sandbox_run(info, window, through=through),
+                    sandbox_run(info, window, with_latency_budget(info, latency_budget, probe), through)]
         else:
-            rows = [sandbox_run(info, None), sandbox_run(info, "4")]
+            rows = [sandbox_run(info, None), sandbox_run(info, window)]
     finally:
         orchestrate("sandbox", "down")
     if latency_budget:
@@ -278,12 +278,14 @@ def main() -> None:
                                                              "probe's time (search.probe), not the nodes' counters")
     parser.add_argument("--host-cpus", type=float, default=0, help="with --sandbox: each test host limited to this "
                                                                   "many CPUs (`sandbox up --host-cpus`)")
+    parser.add_argument("--window", type=int, default=4, help="with --sandbox: the window's budget "
+                                                               "(--max-unavailable) of the runs with one")
     parser.add_argument("--searchers", choices=("each", "pool"), default="each",
                         help="with --sandbox: the load's searchers reach the nodes each in turn without retries "
                              "(each), or through one client over every node, as an application's (pool)")
     args = parser.parse_args()
     if args.sandbox:
-        sandbox(args.out, args.latency_budget, args.probe, args.host_cpus, args.searchers)
+        sandbox(args.out, args.latency_budget, args.probe, args.host_cpus, args.searchers, str(args.window))
     else:
         fake(args.nodes, args.budget, tuple(args.restart_s), args.out, scattered=not args.in_turn)
 
