@@ -8,15 +8,15 @@ health watcher saw (every 0.5 s), failed searches and search latency. Target: th
 one at a time's wall time (this machine has 2 cores: the JVMs that start together compete; the ideal on hosts
 of their own is 0.25x plus the ramp).
 
-`--sandbox --latency-budget 2x` (issue 59): the same sandbox and load, the budget of 4 (`--window N`) run twice, without and with
-the search latency budget (`search.latency_budget`, read every 5 s, sustained 10 s), after 30 s of the load alone
-(the idle baseline). Per run: the searchers' p99 over the whole run and over the worst 30 s span (after the
-controller's first move, in the run with it), the wall time, and the controller's moves. Targets: p99 at most 2x
-the idle baseline over any 30 s after the first move; the run at most 1.3x as long as without the controller.
-`--host-cpus C`: each host limited to C CPUs, as hosts of their own are (a booting JVM cannot take its peers'
-CPU); `--searchers pool`: the load searches as an application does, through one client over every node that
-skips a node away and sends again to another (by default it sends to every node in turn without retries, which
-counts the nodes away).
+`--sandbox --latency-budget 2x` (issue 59): the same sandbox and load, the budget of 4 (`--window N`) run twice,
+without and with the search latency budget (`search.latency_budget`, read every 5 s, sustained 10 s), after 30 s
+of the load alone (the idle baseline). Per run: the searchers' p99 over the whole run and over the worst 30 s
+span (after the controller's first move, in the run with it), the wall time, and the controller's moves.
+Targets: p99 at most 2x the idle baseline over any 30 s after the first move; the run at most 1.3x as long as
+without the controller. `--host-cpus C`: each host limited to C CPUs, as hosts of their own are (a booting JVM
+cannot take its peers' CPU); `--searchers pool`: the load searches as an application does, through one client
+over every node that skips a node away and sends again to another (by default it sends to every node in turn
+without retries, which counts the nodes away).
 
 `--fake`: the fake Elasticsearch (orchestrator/testing/fake_es) in a process of its own, N nodes, 200 copies per
 data node, 1 replica, each copy on a data node drawn at random (`--in-turn`: the data nodes in turn, so that a node
