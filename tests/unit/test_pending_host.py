@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import os
+import shlex
 import shutil
 import subprocess
 import time
@@ -44,7 +45,8 @@ def code_deleted_under_a_process(tmp_path: Path) -> Iterator[tuple[int, Path, Pa
 
 def own_tools(bin_dir: Path, pid: int, unit_dir: Path) -> dict[str, str]:
     """A `systemctl` that knows one unit (its main process ``pid``, its unit file, two drop-ins and an
-    environment file, said as systemd says them) and a `dpkg-query` that knows one installed package."""
+    environment file, said as systemd says them), a `dpkg-query` that knows one installed package, and a
+    `needrestart` that lists that unit."""
     bin_dir.mkdir()
     (bin_dir / "systemctl").write_text(
         "#!/bin/sh\n"
@@ -59,7 +61,9 @@ def own_tools(bin_dir: Path, pid: int, unit_dir: Path) -> dict[str, str]:
         "esac\n")
     (bin_dir / "dpkg-query").write_text(
         '#!/bin/sh\n[ "$3" = test-search-package ] || exit 1\nprintf "install ok installed|9.5.4"\n')
-    for tool in ("systemctl", "dpkg-query"):
+    (bin_dir / "needrestart").write_text(
+        '#!/bin/sh\n[ "$*" = "-b -r l" ] || exit 1\nprintf "NEEDRESTART-VER: 3.6\\nNEEDRESTART-SVC: test-search.service\\n"\n')
+    for tool in ("systemctl", "dpkg-query", "needrestart"):
         (bin_dir / tool).chmod(0o755)
     return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
 
@@ -83,6 +87,7 @@ def test_the_unit_s_main_process_its_files_and_the_installed_package_are_read_an
                        settings_file=None, version_jars=None), env)
     assert ev.pid == pid, "no pid given: the unit's main process, as systemd says it"
     assert ev.package == "9.5.4"
+    assert ev.needrestart == {"NEEDRESTART-VER": ["3.6"], "NEEDRESTART-SVC": ["test-search.service"]}
     assert set(ev.files) == {str(p) for p in unit_files}, "the unit, its drop-ins and its environment file"
     assert ev.maps_readable is True
     assert ev.replaced == [str(mapped), str(held)], "the program mapped, then the library held open: each once"
@@ -148,3 +153,34 @@ def test_the_process_start_is_read_from_proc_as_the_host_counts_it() -> None:
                        version_jars=None))
     started = time.time() - time.monotonic()  # about when this machine booted
     assert ev.pid == os.getpid() and ev.started_s is not None and started - 5 < ev.started_s <= time.time() + 1
+
+
+def test_a_host_waiting_for_a_reboot_its_kernels_and_a_release_s_version_file_are_read(tmp_path: Path) -> None:
+    """Run in a mount namespace of the test's own (unshare), where /run and /boot are directories of the test
+    bound over this machine's: its own are never touched."""
+    run, boot, release = tmp_path / "run", tmp_path / "boot", tmp_path / "releases"
+    for d in (run, boot, release):
+        d.mkdir()
+    (run / "reboot-required").write_text("*** System restart required ***\n")
+    (run / "reboot-required.pkgs").write_text("linux-image-6.1.0-20-amd64\nopenssl\n")
+    for kernel in ("6.1.0-18-amd64", "6.1.0-20-amd64"):
+        (boot / f"vmlinuz-{kernel}").write_bytes(b"")
+    (release / "start_erl.data").write_text("9.3.1 3.2.0\n")  # a release's: its runtime, then its own version
+    ask = HostAsk(pid=None, unit="", package="no-such-package-here", files=(), settings_file=None,
+                  version_jars=None, version_file=str(release / "start_erl.data"))
+    inside = f"mount --bind {run} /run && mount --bind {boot} /boot && exec sh -c {shlex.quote(host_command(ask))}"
+    done = subprocess.run(["unshare", "--mount", "--map-root-user", "sh", "-c", inside], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    ev = parse_host(done.stdout)
+    assert ev.reboot_required == "linux-image-6.1.0-20-amd64 openssl"
+    assert ev.kernels_installed == ("6.1.0-18-amd64", "6.1.0-20-amd64")
+    assert ev.home_versions == ("3.2.0",)
+    assert not Path("/run/reboot-required").exists() or Path("/run/reboot-required").read_text() != \
+        (run / "reboot-required").read_text(), "this machine's /run is its own"
+
+
+def test_a_question_naming_a_jar_that_is_not_a_name_says_which() -> None:
+    with pytest.raises(ValueError, match="not a jar's name: 'lib; rm'"):
+        HostAsk(pid=1, unit="", package="p", files=(), settings_file=None, version_jars=("/usr/lib", "lib; rm"))
+
