@@ -62,7 +62,8 @@ def own_tools(bin_dir: Path, pid: int, unit_dir: Path) -> dict[str, str]:
     (bin_dir / "dpkg-query").write_text(
         '#!/bin/sh\n[ "$3" = test-search-package ] || exit 1\nprintf "install ok installed|9.5.4"\n')
     (bin_dir / "needrestart").write_text(
-        '#!/bin/sh\n[ "$*" = "-b -r l" ] || exit 1\nprintf "NEEDRESTART-VER: 3.6\\nNEEDRESTART-SVC: test-search.service\\n"\n')
+        '#!/bin/sh\n[ "$*" = "-b -r l" ] || exit 1\n'
+        'printf "NEEDRESTART-VER: 3.6\\nNEEDRESTART-SVC: test-search.service\\n"\n')
     for tool in ("systemctl", "dpkg-query", "needrestart"):
         (bin_dir / tool).chmod(0o755)
     return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
