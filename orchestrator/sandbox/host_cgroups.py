@@ -8,9 +8,11 @@ import os
 import time
 from pathlib import Path
 
+from orchestrator.errors import SandboxError
 from orchestrator.sandbox.hosts import NETNS_PREFIX
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+CPU_QUOTA_FILE = CGROUP_ROOT / "cpu" / "cpu.cfs_quota_us"  # cgroup v1's CPU controller, where hosts get a quota
 
 
 def host_cgroups(name: str) -> list[Path]:
@@ -47,3 +49,11 @@ def remove_cgroups(name: str, timeout_s: float = 10) -> None:
                 if time.monotonic() > deadline:
                     break
                 time.sleep(0.05)
+
+
+def check_cpu_quota(host_cpus: float, quota_file: Path = CPU_QUOTA_FILE) -> None:
+    """`--host-cpus` needs the CPU controller where the hosts' supervisors put themselves (machine.py); without
+    it a host would run unlimited, and the figures measured on it would not be what was asked."""
+    if host_cpus and not quota_file.exists():
+        raise SandboxError(f"--host-cpus needs the cgroup v1 CPU controller ({quota_file} is not there); "
+                           "run without --host-cpus on this machine")

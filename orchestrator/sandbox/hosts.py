@@ -81,17 +81,6 @@ def check_prerequisites() -> None:
                            "(apt-get install openssh-client iproute2 util-linux systemd-container openssl)")
 
 
-CPU_QUOTA_FILE = Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us")  # cgroup v1's CPU controller, where hosts get a quota
-
-
-def check_cpu_quota(host_cpus: float, quota_file: Path = CPU_QUOTA_FILE) -> None:
-    """`--host-cpus` needs the CPU controller where the hosts' supervisors put themselves (machine.py); without
-    it a host would run unlimited, and the figures measured on it would not be what was asked."""
-    if host_cpus and not quota_file.exists():
-        raise SandboxError(f"--host-cpus needs the cgroup v1 CPU controller ({quota_file} is not there); "
-                           "run without --host-cpus on this machine")
-
-
 def data_disk_scheduler(path: Path) -> str | None:
     """The real sysfs scheduler file of the block device holding ``path`` (partition -> disk)."""
     dev = path.stat().st_dev

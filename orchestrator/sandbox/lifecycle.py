@@ -64,7 +64,7 @@ def up(paths: SandboxPaths, shape: SandboxShape, timeout_s: float, say: Say) -> 
         down(paths, say)
     if mode == "netns":
         hosts.check_prerequisites()
-        hosts.check_cpu_quota(shape.host_cpus)
+        host_cgroups.check_cpu_quota(shape.host_cpus)
         ensure_rootfs(cache_root(), say)
     if product == "riak":
         riak.standin_dir()

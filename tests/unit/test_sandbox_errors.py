@@ -9,6 +9,7 @@ import pytest
 
 from orchestrator.errors import SandboxError
 from orchestrator.sandbox import hosts, java_home
+from orchestrator.sandbox.host_cgroups import check_cpu_quota
 from orchestrator.sandbox.layout import SandboxPaths
 from orchestrator.sandbox.lifecycle import up
 from orchestrator.sandbox.node_setup import zone_of
@@ -38,10 +39,10 @@ def test_netns_mode_needs_root(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_cpu_limit_without_the_cpu_controller_is_refused_before_anything(tmp_path: Path) -> None:
     with pytest.raises(SandboxError, match="--host-cpus needs the cgroup v1 CPU controller"):
-        hosts.check_cpu_quota(0.5, tmp_path / "cpu.cfs_quota_us")
-    hosts.check_cpu_quota(0, tmp_path / "cpu.cfs_quota_us")  # no limit asked: nothing needed
+        check_cpu_quota(0.5, tmp_path / "cpu.cfs_quota_us")
+    check_cpu_quota(0, tmp_path / "cpu.cfs_quota_us")  # no limit asked: nothing needed
     (tmp_path / "cpu.cfs_quota_us").write_text("-1\n")
-    hosts.check_cpu_quota(0.5, tmp_path / "cpu.cfs_quota_us")
+    check_cpu_quota(0.5, tmp_path / "cpu.cfs_quota_us")
 
 
 @pytest.mark.parametrize(("index", "zones", "zone"), [(1, 3, "zone-1"), (4, 3, "zone-1"), (6, 3, "zone-3"),
