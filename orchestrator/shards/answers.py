@@ -203,7 +203,7 @@ def search_counters_of(raw: Any, what: str) -> dict[str, SearchCounters]:
             # `type is int`: neither a fraction nor a bool (an int to isinstance)
             if type(name) is not str or type(queries) is not int or type(took) is not int or type(queue) is not int \
                     or type(rejected) is not int or min(queries, took, queue, rejected) < 0:
-                raise ValueError("a node's name or search figure")
+                raise ValueError  # a node's name or a search figure: shaped() says which answer
             out[name] = SearchCounters(queries, took, queue, rejected)
     return out
 

@@ -102,6 +102,18 @@ def test_any_answer_in_the_clusters_place_is_the_clusters_error_never_a_crash(
         server.tamper.clear()
 
 
+def test_the_operator_reads_a_wrong_answer_on_one_line_with_what_was_read_and_what_may_answer_in_its_place() -> None:
+    """The quoted part of an answer is cut at 400 characters, and each character a terminal would act on (a line
+    break, an escape) is a `?`: the message is what the operator reads, in full."""
+    from orchestrator.shards.answers import not_its_shape
+
+    why = "a\nb\x1b[31m" + "x" * 500
+    said = str(not_its_shape("read the shards", why))
+    assert said == ("read the shards: the cluster's answer is not what Elasticsearch or OpenSearch send (a?b?[31m"
+                    + "x" * 392 + "); is a proxy or load balancer between the tool and the cluster answering in its "
+                    "place?")
+
+
 @pytest.mark.parametrize("endpoint", ["GET /_cluster/health", "GET /_nodes", "GET /_cat/shards"])
 def test_an_answer_nested_past_any_real_one_is_the_clusters_error(
         fake: tuple[FakeEsServer, ShardClusterAdapter, Plan], endpoint: str) -> None:

@@ -193,8 +193,13 @@ def test_an_answer_whose_search_figures_are_not_counts_is_the_cluster_s_error_no
     assert search_counters_of({"nodes": {"id1": node}}, "read") == {"a": SearchCounters(7, 30, 2, 1)}
     assert search_counters_of({"nodes": {"id1": {"name": "b"}}}, "read") == {"b": SearchCounters(0, 0, 0, 0)}
     assert search_counters_of({}, "read") == {}
-    bad = [{"nodes": {"x": {**node, "indices": {"search": {"query_total": value}}}}} for value in
-           ("7", 7.5, True, -1, None)]
+    # Each figure in turn, the others sound: one bad figure among good ones is enough to refuse the answer.
+    figures = {("indices", "query_total"): 7, ("indices", "query_time_in_millis"): 30, ("thread_pool", "queue"): 2,
+               ("thread_pool", "rejected"): 1}
+    bad = [{"nodes": {"x": {"name": "a", **{part: {"search": {k: value if (part, k) == place else good
+                                                               for (p, k), good in figures.items() if p == part}}
+                                           for part in ("indices", "thread_pool")}}}}
+           for place in figures for value in ("7", 7.5, True, -1, None)]
     bad += [{"nodes": {"x": {"indices": {}}}}, {"nodes": {"x": {**node, "name": 3}}}, {"nodes": [node]}, [], "x",
             {"nodes": {"x": {**node, "thread_pool": {"search": []}}}}]
     for answer in bad:
