@@ -48,9 +48,11 @@ MODULES: dict[str, tuple[str, ...]] = {
     "orchestrator/restart/hooks.py": ("test_hooks", "test_command_steps"),
     # What feeds the decisions (issue 58): the shard adapter's reads and their answers, what needs a restart,
     # and the window.
-    "orchestrator/shards/adapter.py": ("test_batch_reads", "test_last_look_proof", "test_take_over",
-                                       "test_window_run"),
-    "orchestrator/shards/batch_reads.py": ("test_batch_reads", "test_last_look_proof", "test_waits"),
+    "orchestrator/shards/adapter.py": ("test_adapter_reads", "test_batch_reads", "test_last_look_proof",
+                                       "test_take_over", "test_window_run", "test_preflight", "test_settled",
+                                       "test_cluster_answers", "test_search_watch", "test_waits"),
+    "orchestrator/shards/batch_reads.py": ("test_adapter_reads", "test_batch_reads", "test_last_look_proof",
+                                           "test_waits", "test_cluster_answers", "test_window_run"),
     "orchestrator/shards/answers.py": ("test_cluster_answers", "test_batch_reads", "test_last_look_proof",
                                        "test_search_watch"),
     "orchestrator/pending/verdict.py": ("test_pending", "test_pending_hostile", "test_pending_verdict"),
@@ -67,6 +69,8 @@ WITHOUT_THE_ENGINE_PROPERTY_RUN = "not never_leave_a_shard_without_a_started_cop
 LEFT_OUT: dict[str, str] = {
     "orchestrator/shards/window.py": WITHOUT_THE_ENGINE_PROPERTY_RUN,
     "orchestrator/restart/budget.py": WITHOUT_THE_ENGINE_PROPERTY_RUN,
+    "orchestrator/shards/adapter.py": WITHOUT_THE_ENGINE_PROPERTY_RUN,
+    "orchestrator/shards/batch_reads.py": WITHOUT_THE_ENGINE_PROPERTY_RUN,
 }
 COPIED_NOT = shutil.ignore_patterns(".git", ".venv", "build", "mutants", "reports", "__pycache__", "*.egg-info",
                                     ".mypy_cache", ".ruff_cache", ".pytest_cache", ".hypothesis")

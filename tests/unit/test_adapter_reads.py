@@ -1,0 +1,255 @@
+"""The shard adapter's small reads and writes (shards/adapter.py, shards/batch_reads.py) as the tool relies on
+them: which nodes and copies each read lists (through the real client against the fake Elasticsearch), and what
+each request asks of the cluster (recorded), where a wrong parameter would change what the cluster answers or
+does without any error."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from orchestrator.errors import ClusterError, ClusterUnreachable
+from orchestrator.es.connect import ElasticsearchRest
+from orchestrator.shards.adapter import ShardClusterAdapter, index_setting_key, index_setting_of, settled_green
+from orchestrator.shards.batch_reads import only_asked
+from orchestrator.shards.connection import Connection
+from orchestrator.shards.leases import STATS_FIELDS
+from orchestrator.shards.rest import HttpError
+from orchestrator.shards.settled import MAX_EXPLAINED
+from orchestrator.shards.snapshot import ShardCopy
+from orchestrator.testing.fake_es.model import FakeCluster
+from orchestrator.testing.fake_es.server import FakeEsServer
+from tests.unit.fake_rest import RecordingRest
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[tuple[FakeCluster, ShardClusterAdapter]]:
+    cluster = FakeCluster.generate(12, copies_per_node=4, zones=3)  # 3 dedicated masters, 9 data nodes
+    with FakeEsServer(cluster) as server:
+        yield cluster, ShardClusterAdapter(ElasticsearchRest(Connection((server.url,))))
+
+
+def test_a_batch_s_nodes_are_read_alone_and_none_asked_for_reads_nothing(
+        fake: tuple[FakeCluster, ShardClusterAdapter]) -> None:
+    cluster, adapter = fake
+    wanted = [cluster.by_name["es-4"].id, cluster.by_name["es-9"].id]
+    read = adapter.nodes_by_id(wanted)
+    assert sorted(n.name for n in read) == ["es-4", "es-9"]
+    assert {n.version for n in read} == {cluster.version} and all(n.process_id for n in read)
+    before = adapter.calls
+    assert adapter.nodes_by_id([]) == [] and adapter.calls == before, "no request for no node"
+
+
+def test_zones_and_master_eligible_nodes_list_every_node_of_the_cluster_that_is_one(
+        fake: tuple[FakeCluster, ShardClusterAdapter]) -> None:
+    cluster, adapter = fake
+    assert adapter.zones() == {n.id: n.zone for n in cluster.nodes.values()}
+    assert len(set(adapter.zones().values())) == 3
+    masters = adapter.master_eligible()
+    assert sorted(n.name for n in masters) == ["es-1", "es-2", "es-3"]
+    assert all(n.is_master_eligible for n in masters)
+
+
+class Asked(RecordingRest):
+    """Records each request whole; answers what the test sets per path."""
+
+    def __init__(self, answers: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.requests: list[tuple[str, str, Any, Any]] = []
+        self.answers = answers or {}
+
+    def answer(self, what: str, method: str, path: str, params: Any, body: Any) -> Any:
+        self.requests.append((method, path, params, body))
+        found = self.answers.get(path, self.answers.get("*", {}))
+        if isinstance(found, Exception):
+            raise found
+        return found(path, params, body) if callable(found) else found
+
+
+def test_the_search_probe_is_timed_on_the_nodes_not_on_the_request_cache_and_sends_no_hits_back() -> None:
+    rest = Asked()
+    query = {"match": {"title": "restart"}}
+    assert ShardClusterAdapter(rest).search_once("logs 2026/11", query) is True
+    assert rest.requests == [("POST", "/logs%202026%2F11/_search",
+                              {"request_cache": "false", "size": "0", "filter_path": "took"}, {"query": query})]
+
+
+@pytest.mark.parametrize(("answer", "records"), [
+    (HttpError("no such API", 400), None),  # a cluster without the shutdown API refuses the path
+    ({"cluster_name": "x", "nodes": {"abc": {"name": "shutdown"}}}, None),  # node info of a node named 'shutdown'
+    ({"nodes": [{"node_id": "a", "type": "RESTART"}, "junk", {"node_id": "b", "type": "REMOVE"}]},
+     [{"node_id": "a", "type": "RESTART"}, {"node_id": "b", "type": "REMOVE"}]),
+    ({"nodes": []}, []),
+    ([], None),
+])
+def test_shutdown_records_are_the_shutdown_api_s_records_or_none_without_it(answer: Any, records: Any) -> None:
+    assert ShardClusterAdapter(Asked({"/_nodes/shutdown": answer})).shutdown_records() == records
+
+
+def test_a_setting_goes_to_its_own_scope_and_an_unknown_scope_is_refused_before_any_request() -> None:
+    rest = Asked()
+    adapter = ShardClusterAdapter(rest)
+    adapter.put_settings("transient", {"cluster.routing.allocation.enable": "primaries"})
+    adapter.put_settings("persistent", {"indices.recovery.max_bytes_per_sec": None})
+    assert rest.requests == [
+        ("PUT", "/_cluster/settings", None, {"transient": {"cluster.routing.allocation.enable": "primaries"}}),
+        ("PUT", "/_cluster/settings", None, {"persistent": {"indices.recovery.max_bytes_per_sec": None}})]
+    with pytest.raises(ClusterError, match=r"^cannot write a setting in scope 'defaults'$"):
+        adapter.put_settings("defaults", {"x": "1"})
+    assert len(rest.requests) == 2
+
+
+def test_index_settings_are_put_once_per_setting_and_value_and_unavailable_indices_are_skipped() -> None:
+    rest = Asked()
+    delay = "index.unassigned.node_left.delayed_timeout"
+    values = {index_setting_key("b", delay): "10m", index_setting_key("a", delay): "10m",
+              index_setting_key("c", delay): None, index_setting_key("a", "index.priority"): "5"}
+    ShardClusterAdapter(rest).put_settings("index", values)
+    assert sorted(rest.requests, key=str) == sorted([
+        ("PUT", "/a,b/_settings", {"ignore_unavailable": "true"}, {delay: "10m"}),
+        ("PUT", "/c/_settings", {"ignore_unavailable": "true"}, {delay: None}),
+        ("PUT", "/a/_settings", {"ignore_unavailable": "true"}, {"index.priority": "5"})], key=str)
+    assert index_setting_of(index_setting_key("logs-1", delay)) == ("logs-1", delay)
+
+
+def test_each_index_s_own_value_of_a_setting_is_read_and_none_where_it_has_none() -> None:
+    delay = "index.unassigned.node_left.delayed_timeout"
+    answer = {"a": {"settings": {"index": {"uuid": "u1", "unassigned": {"node_left": {"delayed_timeout": "5m"}}}}},
+              "b": {"settings": {"index": {"uuid": "u2"}}}, "c": None}
+    rest = Asked({"/_all/_settings": answer})
+    assert ShardClusterAdapter(rest).index_settings_of(delay) == {"a": "5m", "b": None, "c": None}
+    assert rest.requests == [("GET", "/_all/_settings",
+                              {"filter_path": f"*.settings.index.uuid,*.settings.{delay}"}, None)]
+    answer["a"]["settings"]["index"]["unassigned"]["node_left"]["delayed_timeout"] = 60
+    with pytest.raises(ClusterError, match=r"read the indices' index.unassigned.node_left.delayed_timeout: .*"
+                                           r"index.unassigned.node_left.delayed_timeout of a is '60'"):
+        ShardClusterAdapter(rest).index_settings_of(delay)
+
+
+@pytest.mark.parametrize(("status", "initializing", "relocating", "settled"), [
+    ("green", 0, 0, True), ("green", 1, 0, False), ("green", 0, 2, False), ("yellow", 0, 0, False),
+    ("red", 0, 0, False)])
+def test_settled_green_is_green_with_nothing_initializing_or_relocating(
+        status: str, initializing: int, relocating: int, settled: bool) -> None:
+    assert settled_green({"status": status, "initializing_shards": initializing,
+                          "relocating_shards": relocating}) is settled
+
+
+def test_the_health_summary_says_the_status_nodes_and_copies_moving_in_one_line() -> None:
+    health = {"cluster_name": "c", "status": "yellow", "number_of_nodes": 5, "initializing_shards": 2,
+              "relocating_shards": 1, "unassigned_shards": 3, "number_of_data_nodes": 4}
+    summary = ShardClusterAdapter(Asked({"/_cluster/health": health})).health_summary()
+    assert summary == {"status": "yellow", "number_of_nodes": 5, "initializing_shards": 2, "relocating_shards": 1,
+                       "unassigned_shards": 3, "text": "yellow, 5 nodes, 2 initializing, 3 unassigned"}
+
+
+def unassigned(index: str, shard: int, primary: bool) -> ShardCopy:
+    return ShardCopy(index=index, shard=shard, primary=primary, state="UNASSIGNED", node_id=None, size_bytes=0)
+
+
+def explained(index: str, shard: int, primary: bool, why: str) -> dict[str, Any]:
+    return {"index": index, "shard": shard, "primary": primary, "current_state": "unassigned",
+            "unassigned_info": {"reason": why, "last_allocation_status": "no_attempt"},
+            "can_allocate": "allocation_delayed" if why == "NODE_LEFT" else "no",
+            "allocate_explanation": "allocation is restricted"}
+
+
+def test_unassigned_copies_are_explained_once_per_shard_and_role_and_one_gone_meanwhile_is_passed_over() -> None:
+    copies = [unassigned("a", 0, False), unassigned("a", 0, False), unassigned("a", 1, True),
+              unassigned("b", 0, False)]
+    asked = []
+
+    def explain(_path: str, _params: Any, body: dict[str, Any]) -> Any:
+        asked.append((body["index"], body["shard"], body["primary"]))
+        if body["index"] == "b":
+            raise HttpError("unable to find any unassigned shards to explain", 400)
+        return explained(body["index"], body["shard"], body["primary"], "NODE_LEFT")
+
+    out = ShardClusterAdapter(Asked({"/_cluster/allocation/explain": explain})).explain_unassigned(copies)
+    assert asked == [("a", 0, False), ("a", 1, True), ("b", 0, False)]
+    assert [(c.index, c.shard, c.primary, c.copies) for c in out] == [("a", 0, False, 2), ("a", 1, True, 1)]
+
+
+def test_an_explain_answer_that_is_not_one_is_the_cluster_s_error_and_an_unreachable_cluster_stops_the_look() -> None:
+    copies = [unassigned("a", 0, False)]
+    for answer, error in (([], r"explain an unassigned shard: .*\(not an object\)"),
+                          ({"unassigned_info": 5}, r"explain an unassigned shard: .*\((AttributeError|TypeError)")):
+        with pytest.raises(ClusterError, match=error):
+            ShardClusterAdapter(Asked({"/_cluster/allocation/explain": answer})).explain_unassigned(copies)
+    gone = ClusterUnreachable("no node answers")
+    with pytest.raises(ClusterUnreachable):
+        ShardClusterAdapter(Asked({"/_cluster/allocation/explain": gone})).explain_unassigned(copies)
+
+
+def test_the_explained_copies_are_at_most_the_limit_and_stop_at_the_first_that_blocks_a_planned_node() -> None:
+    many = [unassigned(f"i{n:03d}", 0, False) for n in range(MAX_EXPLAINED + 5)]
+    rest = Asked({"/_cluster/allocation/explain": lambda _p, _q, body: explained(body["index"], 0, False, "NODE_LEFT")})
+    assert len(ShardClusterAdapter(rest).explain_unassigned(many)) == MAX_EXPLAINED
+    assert len(rest.requests) == MAX_EXPLAINED
+    # With the planned nodes: a copy waiting for a node of another run's does not block and the look goes on; one
+    # waiting for a planned node blocks (that node's copies come back first), and one is enough: it stops there.
+    copies = [unassigned("a", 0, False), unassigned("b", 0, False), unassigned("c", 0, False)]
+    left = {"a": "elsewhere", "b": "planned-1", "c": "planned-2"}
+
+    def explain(_path: str, _params: Any, body: dict[str, Any]) -> Any:
+        return {**explained(body["index"], 0, False, "NODE_LEFT"),
+                "unassigned_info": {"reason": "NODE_LEFT", "details": f"node_left [{left[body['index']]}]"}}
+    rest = Asked({"/_cluster/allocation/explain": explain})
+    out = ShardClusterAdapter(rest).explain_unassigned(copies, until_blocking={"planned-1", "planned-2"})
+    assert [(c.index, c.left_node) for c in out] == [("a", "elsewhere"), ("b", "planned-1")]
+    assert [body["index"] for _, _, _, body in rest.requests] == ["a", "b"]
+
+
+def test_the_lease_figures_of_a_batch_s_indices_are_theirs_alone_read_in_chunks_and_merged(
+        fake: tuple[FakeCluster, ShardClusterAdapter]) -> None:
+    cluster, adapter = fake
+    two = sorted(cluster.indices)[:2]
+    read = adapter.lease_stats_of(two)["indices"]
+    assert sorted(read) == two
+    for index in two:
+        held = {(int(n), c["routing"]["node"]) for n, copies in read[index]["shards"].items() for c in copies}
+        assert held == {(c.shard, c.node) for c in cluster.indices[index].copies}
+    # Names past what one request line holds: one request per chunk, every index's figures in the answer.
+    many = [f"index-{n:04d}-{'x' * 40}" for n in range(300)]
+    rest = Asked({"*": lambda path, _q, _b: {"indices": {name: {"shards": {}} for name in
+                                                           path.split("/")[1].split(",")}}})
+    merged = ShardClusterAdapter(rest).lease_stats_of(many)["indices"]
+    assert sorted(merged) == many and len(rest.requests) > 1
+    assert all(params == {"level": "shards", "ignore_unavailable": "true", "filter_path": STATS_FIELDS}
+               and path.endswith("/_stats/docs,store") for _, path, params, _ in rest.requests)
+
+
+def test_recoveries_are_read_as_text_and_again_as_json_when_a_node_s_name_holds_a_space() -> None:
+    text = ("a 0 peer done 40 40 100 1700000000000 es-1 es-2\n"
+            "a 1 existing_store done 0 0 100 1700000000001 es-3 n/a\n")
+    rest = Asked({"/_cat/recovery/a": lambda _p, params, _b: text if params["format"] == "txt" else []})
+    assert ShardClusterAdapter(rest).recoveries_of(["a"], ["es-1"]) == [
+        {"index": "a", "shard": 0, "type": "PEER", "stage": "DONE", "target": "es-1", "source": "es-2",
+         "start_ms": 1700000000000, "total_bytes": 100, "reused_bytes": 60, "recovered_bytes": 40}]
+    assert rest.requests == [("GET", "/_cat/recovery/a", {"bytes": "b", "active_only": "false", "format": "txt",
+                                                          "h": "i,s,ty,st,b,br,tb,start_millis,tnode,snode",
+                                                          "ignore_unavailable": "true"}, None)]
+    rows = [{"i": "a", "s": "0", "ty": "peer", "st": "index", "b": "100", "br": "10", "tb": "100",
+             "start_millis": "5", "tnode": "es 1", "snode": "es 2"},
+            {"i": "a", "s": "1", "ty": "peer", "st": "done", "tb": "7", "tnode": "es 3"}, "junk"]
+    spaced = Asked({"/_cat/recovery/a": lambda _p, params, _b: "a 0 peer index 100 10 100 5 es 1 es 2\n"
+                    if params["format"] == "txt" else rows})
+    assert ShardClusterAdapter(spaced).recoveries_of(["a"], ["es 1"], active_only=True) == [
+        {"index": "a", "shard": 0, "type": "PEER", "stage": "INDEX", "target": "es 1", "source": "es 2",
+         "start_ms": 5, "total_bytes": 100, "reused_bytes": 0, "recovered_bytes": 10}]
+    assert [(params["format"], params["active_only"]) for _, _, params, _ in spaced.requests] == [
+        ("txt", "true"), ("json", "true")]
+    wrong = Asked({"/_cat/recovery/a": lambda _p, params, _b: "a b c\n" if params["format"] == "txt" else {}})
+    with pytest.raises(ClusterError, match=r"read recoveries: .*\(a list of rows was expected, not dict\)"):
+        ShardClusterAdapter(wrong).recoveries_of(["a"], ["es-1"])
+
+
+def test_an_answer_naming_a_node_not_asked_for_is_not_the_cluster_s_and_no_node_asked_reads_nothing() -> None:
+    assert only_asked(["a"], ["a", "b"], "read") == {"a"}
+    with pytest.raises(ClusterError, match=r"^read the batch: .*\(it lists 1 node\(s\) that were not asked for\)"):
+        only_asked(["a", "c"], ["a", "b"], "read the batch")
+    rest = Asked()
+    adapter = ShardClusterAdapter(rest)
+    assert adapter.copies_held([]) == [] and adapter.held_by([]) == {} and rest.requests == []
