@@ -12,6 +12,7 @@ import pytest
 
 from orchestrator.errors import ClusterError, ClusterUnreachable
 from orchestrator.es.connect import ElasticsearchRest
+from orchestrator.restart.lock import LOCK_INDEX
 from orchestrator.shards.adapter import ShardClusterAdapter, index_setting_key, index_setting_of, settled_green
 from orchestrator.shards.batch_reads import only_asked
 from orchestrator.shards.connection import Connection
@@ -58,10 +59,12 @@ class Asked(RecordingRest):
     def __init__(self, answers: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.requests: list[tuple[str, str, Any, Any]] = []
+        self.whats: list[str] = []  # what each request is, as an error of the cluster names it
         self.answers = answers or {}
 
     def answer(self, what: str, method: str, path: str, params: Any, body: Any) -> Any:
         self.requests.append((method, path, params, body))
+        self.whats.append(what)
         found = self.answers.get(path, self.answers.get("*", {}))
         if isinstance(found, Exception):
             raise found
@@ -253,3 +256,44 @@ def test_an_answer_naming_a_node_not_asked_for_is_not_the_cluster_s_and_no_node_
     rest = Asked()
     adapter = ShardClusterAdapter(rest)
     assert adapter.copies_held([]) == [] and adapter.held_by([]) == {} and rest.requests == []
+
+
+def test_the_copies_the_master_assigns_a_batch_s_nodes_are_theirs_alone_without_the_lock_s() -> None:
+    cluster = FakeCluster.generate(4, copies_per_node=3)
+    cluster.create_index(LOCK_INDEX, 1, 1, hidden=True)
+    ids = [cluster.by_name["es-2"].id, cluster.by_name["es-3"].id]
+    with FakeEsServer(cluster) as server:
+        got = ShardClusterAdapter(ElasticsearchRest(Connection((server.url,)))).assigned_to(ids)
+        on_the_nodes = sorted((c.index, c.shard, c.primary, c.state, c.node) for index in cluster.indices.values()
+                              for c in index.copies if c.node in ids and index.name != LOCK_INDEX)
+        assert sorted((c.index, c.shard, c.primary, c.state, c.node_id) for c in got) == on_the_nodes
+        assert on_the_nodes and {c.primary for c in got} == {True, False} and {c.size_bytes for c in got} == {0}
+        assert any(c.node in ids for c in cluster.indices[LOCK_INDEX].copies), "the lock's copies were there"
+        assert sorted(ShardClusterAdapter(ElasticsearchRest(Connection((server.url,)))).indices_on(ids)) == sorted(
+            {index.name for index in cluster.indices.values() for c in index.copies
+             if c.node in ids and index.name != LOCK_INDEX})
+    # Each request names its chunk of nodes in the filter (joined by commas), and an answer naming another node
+    # is refused with what was read.
+    rest = Asked({"/_cluster/state/routing_nodes": lambda _p, params, _b: {"routing_nodes": {"nodes": {
+        field.rsplit(".", 1)[1]: [{"index": "a", "shard": 0, "state": "STARTED", "primary": True}]
+        for field in params["filter_path"].split(",")}}}})
+    many = [f"node-{n:03d}-{'x' * 20}" for n in range(200)]
+    copies = ShardClusterAdapter(rest).assigned_to(many)
+    assert sorted(c.node_id for c in copies) == many and len(rest.requests) > 1
+    assert set(rest.whats) == {"list the copies the master assigns the batch's nodes"}
+    assert all(len(params["filter_path"]) <= 3000 for _, _, params, _ in rest.requests)
+    other = Asked({"/_cluster/state/routing_nodes": {"routing_nodes": {"nodes": {"b": []}}}})
+    with pytest.raises(ClusterError, match=r"^list the copies the master assigns the batch's nodes: .*"
+                                           r"\(it lists 1 node\(s\) that were not asked for\)"):
+        ShardClusterAdapter(other).assigned_to(["a"])
+    wrong = Asked({"/_cluster/state/routing_nodes": {"routing_nodes": {"nodes": {"a": [{"index": "x"}]}}}})
+    with pytest.raises(ClusterError, match=r"^list the copies the master assigns the batch's nodes: "):
+        ShardClusterAdapter(wrong).assigned_to(["a"])
+
+
+def test_a_flush_waits_for_one_under_way_and_passes_over_indices_gone_meanwhile() -> None:
+    rest = Asked()
+    ShardClusterAdapter(rest).flush_indices(["b", "a"])
+    assert rest.requests == [("POST", "/a,b/_flush", {"allow_no_indices": "true", "ignore_unavailable": "true",
+                                                      "wait_if_ongoing": "true"}, None)]
+    assert rest.whats == ["flush"]
