@@ -77,6 +77,7 @@ def test_the_search_probe_is_timed_on_the_nodes_not_on_the_request_cache_and_sen
     assert ShardClusterAdapter(rest).search_once("logs 2026/11", query) is True
     assert rest.requests == [("POST", "/logs%202026%2F11/_search",
                               {"request_cache": "false", "size": "0", "filter_path": "took"}, {"query": query})]
+    assert rest.whats == ["search logs 2026/11 (the search probe)"], "how a failed probe is named to the operator"
 
 
 @pytest.mark.parametrize(("answer", "records"), [
