@@ -29,7 +29,12 @@ from tests.unit.fake_rest import RecordingRest
 def fake() -> Iterator[tuple[FakeCluster, ShardClusterAdapter]]:
     cluster = FakeCluster.generate(12, copies_per_node=4, zones=3)  # 3 dedicated masters, 9 data nodes
     with FakeEsServer(cluster) as server:
-        yield cluster, ShardClusterAdapter(ElasticsearchRest(Connection((server.url,))))
+        yield cluster, over_http(server)
+
+
+def over_http(server: FakeEsServer) -> ShardClusterAdapter:
+    """The adapter as a run makes it: the real client, to the fake's one endpoint."""
+    return ShardClusterAdapter(ElasticsearchRest(Connection((server.url,))))
 
 
 def test_a_batch_s_nodes_are_read_alone_and_none_asked_for_reads_nothing(
@@ -263,16 +268,15 @@ def test_the_copies_the_master_assigns_a_batch_s_nodes_are_theirs_alone_without_
     cluster = FakeCluster.generate(4, copies_per_node=3)
     cluster.create_index(LOCK_INDEX, 1, 1, hidden=True)
     ids = [cluster.by_name["es-2"].id, cluster.by_name["es-3"].id]
+    on_the_nodes = sorted((c.index, c.shard, c.primary, c.state, c.node) for index in cluster.indices.values()
+                          for c in index.copies if c.node in ids and index.name != LOCK_INDEX)
     with FakeEsServer(cluster) as server:
-        got = ShardClusterAdapter(ElasticsearchRest(Connection((server.url,)))).assigned_to(ids)
-        on_the_nodes = sorted((c.index, c.shard, c.primary, c.state, c.node) for index in cluster.indices.values()
-                              for c in index.copies if c.node in ids and index.name != LOCK_INDEX)
+        adapter = over_http(server)
+        got = adapter.assigned_to(ids)
         assert sorted((c.index, c.shard, c.primary, c.state, c.node_id) for c in got) == on_the_nodes
         assert on_the_nodes and {c.primary for c in got} == {True, False} and {c.size_bytes for c in got} == {0}
         assert any(c.node in ids for c in cluster.indices[LOCK_INDEX].copies), "the lock's copies were there"
-        assert sorted(ShardClusterAdapter(ElasticsearchRest(Connection((server.url,)))).indices_on(ids)) == sorted(
-            {index.name for index in cluster.indices.values() for c in index.copies
-             if c.node in ids and index.name != LOCK_INDEX})
+        assert sorted(adapter.indices_on(ids)) == sorted({index for index, *_ in on_the_nodes})
     # Each request names its chunk of nodes in the filter (joined by commas), and an answer naming another node
     # is refused with what was read.
     rest = Asked({"/_cluster/state/routing_nodes": lambda _p, params, _b: {"routing_nodes": {"nodes": {

@@ -4,6 +4,7 @@ baseline closed at the run's first stop, the watch's thread over the fake cluste
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from collections.abc import Callable
@@ -194,12 +195,15 @@ def test_an_answer_whose_search_figures_are_not_counts_is_the_cluster_s_error_no
     assert search_counters_of({"nodes": {"id1": {"name": "b"}}}, "read") == {"b": SearchCounters(0, 0, 0, 0)}
     assert search_counters_of({}, "read") == {}
     # Each figure in turn, the others sound: one bad figure among good ones is enough to refuse the answer.
-    figures = {("indices", "query_total"): 7, ("indices", "query_time_in_millis"): 30, ("thread_pool", "queue"): 2,
-               ("thread_pool", "rejected"): 1}
-    bad = [{"nodes": {"x": {"name": "a", **{part: {"search": {k: value if (part, k) == place else good
-                                                               for (p, k), good in figures.items() if p == part}}
-                                           for part in ("indices", "thread_pool")}}}}
-           for place in figures for value in ("7", 7.5, True, -1, None)]
+    def with_figure(part: str, key: str, value: object) -> dict[str, object]:
+        changed = copy.deepcopy(node)
+        changed[part]["search"][key] = value
+        return {"nodes": {"x": changed}}
+
+    bad = [with_figure(part, key, value) for part, key in (("indices", "query_total"),
+                                                           ("indices", "query_time_in_millis"),
+                                                           ("thread_pool", "queue"), ("thread_pool", "rejected"))
+           for value in ("7", 7.5, True, -1, None)]
     bad += [{"nodes": {"x": {"indices": {}}}}, {"nodes": {"x": {**node, "name": 3}}}, {"nodes": [node]}, [], "x",
             {"nodes": {"x": {**node, "thread_pool": {"search": []}}}}]
     for answer in bad:
