@@ -51,9 +51,10 @@ def cluster_red(snap: ClusterSnapshot) -> list[str]:
 def shards_without_other_copy(snap: ClusterSnapshot, node_ids: Iterable[str]) -> list[str]:
     """Shards whose every started copy is on ``node_ids``: restarting them makes the shard unavailable."""
     ids = set(node_ids)
-    sole, shared = snap.started_by_first_holder
+    sole = snap.started_on_one_node
     lonely = [key for n in ids for key in sole.get(n, ())]
     if len(ids) > 1:  # a shared shard's copies are on two nodes or more: one node alone never holds all
+        shared = snap.started_on_several_nodes
         for keys, holder_lists in (shared[n] for n in ids if n in shared):
             lonely += compress(keys, map(ids.issuperset, holder_lists))  # in C, not a loop of Python (bench_plan)
     return sorted(f"[{i}][{s}]" for i, s in lonely)

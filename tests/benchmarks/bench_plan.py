@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from orchestrator.shards.snapshot import ClusterSnapshot
 from tests.unit.snapshots import generated_state
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,7 +63,8 @@ def main() -> None:
     snapshot, inventory = generated_state(args.nodes, args.copies, args.zones)
     with tempfile.TemporaryDirectory() as d:
         snap_path, inv_path = Path(d) / "snapshot.json", Path(d) / "inventory.yaml"
-        snap_path.write_text(json.dumps(snapshot))
+        # As `plan --save-snapshot` writes it (the copies as columns), not as generated (a row per copy).
+        snap_path.write_text(json.dumps(ClusterSnapshot.from_json(snapshot).to_json()))
         inv_path.write_text(yaml.safe_dump(inventory))
         results = [run_plan(inv_path, snap_path, mode) for mode in ("node", "zone")]
         if args.max_unavailable:

@@ -123,9 +123,14 @@ def test_a_key_given_twice_is_refused(section: str | None, key_index: int) -> No
     assert f"key {key!r} is given twice" in " ".join(refused(text).problems)
 
 
-def saved_snapshot() -> dict[str, Any]:
+def saved_snapshot(rows: bool = False) -> dict[str, Any]:
+    """As `plan --save-snapshot` writes it (the copies as columns), or with a row per copy, as it wrote them
+    before (still read)."""
     nodes = [node("a1"), node("a2")]
     raw = snapshot(nodes, copies("i", 0, ["a1", "a2"]), master="a1").to_json()
+    if rows:
+        columns = raw["shards"]
+        raw["shards"] = [dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)]
     raw["preflight"] = {"disk": [{"node": "a1", "used_percent": 50.0, "available_bytes": 10}],
                         "disk_settings": {"cluster.routing.allocation.disk.watermark.low": "85%"},
                         "index_blocks": {"i": ["index write (api)"]}, "shutdowns": ["id-a1 (restart)"]}
@@ -139,12 +144,16 @@ def mutations() -> st.SearchStrategy[Any]:
 
 @quick
 @given(where=st.sampled_from(["health.status", "health.number_of_nodes", "nodes.0.id", "nodes.0.roles",
-                              "shards.0.size_bytes", "shards.0.shard", "shards.0.node_id", "shards", "nodes",
-                              "master_id", "preflight", "preflight.disk", "preflight.disk.0.used_percent",
-                              "preflight.disk_settings", "preflight.index_blocks.i", "preflight.shutdowns"]),
+                              "shards.size_bytes.0", "shards.shard.1", "shards.node_id.0", "shards.primary",
+                              "shards.state", "shards", "nodes", "master_id", "preflight", "preflight.disk",
+                              "preflight.disk.0.used_percent", "preflight.disk_settings", "preflight.index_blocks.i",
+                              "preflight.shutdowns", "rows:shards.0.size_bytes", "rows:shards.0.shard",
+                              "rows:shards.1.node_id", "rows:shards"]),
        value=mutations())
 def test_a_damaged_snapshot_is_a_config_error(where: str, value: Any) -> None:
-    raw = saved_snapshot()
+    rows = where.startswith("rows:")
+    raw = saved_snapshot(rows)
+    where = where.removeprefix("rows:")
     *parents, last = where.split(".")
     target: Any = raw
     for p in parents:
@@ -168,6 +177,22 @@ def test_a_damaged_snapshot_is_a_config_error(where: str, value: Any) -> None:
     except OrchestratorError:
         return
     assert isinstance(plan, Plan)
+
+
+def test_a_saved_snapshot_is_read_back_whole_from_its_columns_or_from_rows_of_an_older_file() -> None:
+    """The copies are saved as a column per field; a file with a row per copy (as the tool wrote them before) is
+    still read, to the same copies; columns of different lengths are refused, not cut to the shortest."""
+    nodes = [node("a1"), node("a2"), node("a3")]
+    written = snapshot(nodes, [*copies("i", 0, ["a1", "a2"]), *copies("j", 3, ["a3", "a1"])], master="a1")
+    saved = written.to_json()
+    assert list(saved["shards"]) == ["index", "shard", "primary", "state", "node_id", "size_bytes"]
+    assert saved["shards"]["node_id"] == [c.node_id for c in written.shards]
+    for raw in (saved, {**saved, "shards": [c._asdict() for c in written.shards]}):
+        with file_with(json.dumps(raw)) as path:
+            assert ELASTICSEARCH.load_snapshot(path).shards == written.shards
+    saved["shards"]["size_bytes"].pop()
+    with file_with(json.dumps(saved)) as path, pytest.raises(ConfigError, match="not a cluster snapshot"):
+        ELASTICSEARCH.load_snapshot(path)
 
 
 def test_a_deeply_nested_snapshot_or_journal_is_an_error_not_a_crash() -> None:
