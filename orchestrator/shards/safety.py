@@ -51,13 +51,29 @@ def cluster_red(snap: ClusterSnapshot) -> list[str]:
 def shards_without_other_copy(snap: ClusterSnapshot, node_ids: Iterable[str]) -> list[str]:
     """Shards whose every started copy is on ``node_ids``: restarting them makes the shard unavailable."""
     ids = set(node_ids)
+    # A batch of a quarter of the nodes or more (a zone) looks at every shard once, in C: cheaper than indexing
+    # the shards with copies on several nodes for a plan of a few such batches (bench_plan, zone mode).
+    whole_map = len(ids) > 1 and 4 * len(ids) >= len(snap.nodes)
+    lonely = started_only_on_by_scan(snap, ids) if whole_map else started_only_on_by_index(snap, ids)
+    return sorted(f"[{i}][{s}]" for i, s in lonely)
+
+
+def started_only_on_by_index(snap: ClusterSnapshot, ids: set[str]) -> list[tuple[str, int]]:
+    """The shards whose every started copy is on ``ids``, through the snapshot's indexes of the shards by their
+    first started copy's node: a batch looks only at its own nodes' shards."""
     sole = snap.started_on_one_node
     lonely = [key for n in ids for key in sole.get(n, ())]
     if len(ids) > 1:  # a shared shard's copies are on two nodes or more: one node alone never holds all
         shared = snap.started_on_several_nodes
         for keys, holder_lists in (shared[n] for n in ids if n in shared):
             lonely += compress(keys, map(ids.issuperset, holder_lists))  # in C, not a loop of Python (bench_plan)
-    return sorted(f"[{i}][{s}]" for i, s in lonely)
+    return lonely
+
+
+def started_only_on_by_scan(snap: ClusterSnapshot, ids: set[str]) -> list[tuple[str, int]]:
+    """The same shards, each shard's started copies looked at once, in C."""
+    holders = snap.started_holders
+    return list(compress(holders, map(ids.issuperset, holders.values())))
 
 
 def held_without_started_copy_elsewhere(snap: ClusterSnapshot, node_ids: Iterable[str],

@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 
 from orchestrator.restart.plan import Mode
 from orchestrator.shards.plan import ALLOCATION_ENABLE, build_plan, match_nodes
-from orchestrator.shards.safety import batch_problems, cluster_problems, shards_without_other_copy
+from orchestrator.shards.safety import (
+    batch_problems,
+    cluster_problems,
+    shards_without_other_copy,
+    started_only_on_by_index,
+    started_only_on_by_scan,
+)
 from orchestrator.shards.snapshot import EsNode, ShardCopy
 from tests.unit.snapshots import copies, inventory, node, snapshot
 
@@ -183,6 +189,8 @@ def test_shards_without_other_copy_is_every_shard_whose_started_copies_are_all_i
     started = {s: [c.node_id for c in shards if c.shard == s and c.state == "STARTED"] for s in range(len(placement))}
     expected = sorted(f"[i][{s}]" for s, on in started.items() if on and all(n in ids for n in on))
     assert shards_without_other_copy(snap, ids) == expected
+    for each_way in (started_only_on_by_index, started_only_on_by_scan):  # the one a batch's size does not choose
+        assert sorted(f"[{i}][{s}]" for i, s in each_way(snap, ids)) == expected, each_way
 
 
 def test_nodes_and_exclude_choose_a_subset_in_the_plans_order() -> None:
