@@ -8,6 +8,7 @@ again with a timeout per test, to name the test that ran out of time. Then repor
 
     python scripts/mutate.py [MODULE ...] [--minutes N] [--resume]   (MODULE: e.g. lock or restart/lock.py)
     python scripts/mutate.py MODULE ... --survivors        (only the module's survivors, against the tests now)
+    python scripts/mutate.py MODULE ... --finish-alone [--jobs N]   (a stopped run's rest, each mutant run alone)
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from mutation_report import modules as results  # beside this script, so on its path
@@ -137,27 +139,38 @@ def begin_run(modules: dict[str, tuple[str, ...]], resume: bool) -> None:
     record.write_text(json.dumps({**now, "modules": sorted(modules)}, indent=2))
 
 
-def name_the_timeouts(module: str, tests: tuple[str, ...]) -> None:
-    """For each mutant of ``module`` killed by a timeout, the test that ran out of time: its tests run again,
-    one at a time with pytest-timeout's limit (scripts' TIMEOUT_S), the first that times out named."""
+def run_alone(module: str, tests: tuple[str, ...], name: str) -> str:
+    """One mutant's tests run again outside mutmut's worker, one at a time with pytest-timeout's limit (TIMEOUT_S),
+    stopping at the first that fails: what it says of the mutant (mutation_report.run_again reads it)."""
+    run = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                          f"--timeout={TIMEOUT_S}", "--hypothesis-seed=0", "--hypothesis-profile=mutation",
+                          *(f"tests/unit/{t}.py" for t in tests),
+                          *(("-k", LEFT_OUT[module]) if module in LEFT_OUT else ())],
+                         cwd=work_dir(module) / "mutants", capture_output=True, text=True, timeout=TIMEOUT_S * 40,
+                         env={**os.environ, "MUTANT_UNDER_TEST": name})
+    timed_out = [line.split(" ", 1)[1].split(" - ")[0] for line in run.stdout.splitlines()
+                 if line.startswith("FAILED ") and "Timeout" in line]
+    failed = [line.split(" ", 1)[1].split(" - ")[0] for line in run.stdout.splitlines()
+              if line.startswith("FAILED ")]
+    return (f"{timed_out[0]} (over {TIMEOUT_S} s)" if timed_out else
+            f"{failed[0]} (failed when run alone: an assertion)" if failed else
+            "none timed out when run again" if run.returncode == 0 else f"pytest exit {run.returncode}")
+
+
+def name_the_timeouts(module: str, tests: tuple[str, ...], unchecked: bool = False, jobs: int = 1) -> None:
+    """For each mutant of ``module`` killed by a timeout, the test that ran out of time: its tests run again
+    alone (run_alone), the first that times out named. ``unchecked``: also each mutant mutmut did not check (a
+    run stopped part way, whose worker hung on mutants that fail at once when run alone), said so in the report.
+    ``jobs``: mutants run at once (their tests wait more than they compute)."""
     work = work_dir(module)
     verdicts = results().get(module, (work, {}))[1]
-    out: dict[str, str] = {}
-    for name in sorted(n for n, v in verdicts.items() if v == "timeout"):
-        run = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-                              f"--timeout={TIMEOUT_S}", "--hypothesis-seed=0", "--hypothesis-profile=mutation",
-                              *(f"tests/unit/{t}.py" for t in tests),
-                              *(("-k", LEFT_OUT[module]) if module in LEFT_OUT else ())],
-                             cwd=work / "mutants", capture_output=True, text=True, timeout=TIMEOUT_S * 40,
-                             env={**os.environ, "MUTANT_UNDER_TEST": name})
-        timed_out = [line.split(" ", 1)[1].split(" - ")[0] for line in run.stdout.splitlines()
-                     if line.startswith("FAILED ") and "Timeout" in line]
-        failed = [line.split(" ", 1)[1].split(" - ")[0] for line in run.stdout.splitlines()
-                  if line.startswith("FAILED ")]
-        out[name] = (f"{timed_out[0]} (over {TIMEOUT_S} s)" if timed_out else
-                     f"{failed[0]} (failed when run alone: an assertion)" if failed else
-                     "none timed out when run again" if run.returncode == 0 else f"pytest exit {run.returncode}")
-    (work / "timeouts.json").write_text(json.dumps(out, indent=2))
+    wanted = ("timeout", "not checked") if unchecked else ("timeout",)
+    names = sorted(n for n, v in verdicts.items() if v in wanted)
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        notes = dict(zip(names, pool.map(lambda n: run_alone(module, tests, n), names), strict=True))
+    (work / "timeouts.json").write_text(json.dumps(notes, indent=2))
+    if unchecked:
+        (work / "alone.json").write_text(json.dumps(sorted(n for n in names if verdicts[n] == "not checked")))
 
 
 TIMEOUT_S = 30  # a test of the unit suite takes at most a few seconds; a mutant's that runs past this has hung
@@ -170,7 +183,15 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true", help="go on with a stopped run of this commit")
     parser.add_argument("--survivors", action="store_true",
                         help="test again only the mutants that survived, as after adding tests")
+    parser.add_argument("--finish-alone", action="store_true",
+                        help="a run stopped part way: its timeouts and the mutants it did not check run alone "
+                             "(outside mutmut's worker), said so in the report")
+    parser.add_argument("--jobs", type=int, default=1, help="with --finish-alone: mutants run at once")
     args = parser.parse_args()
+    if args.finish_alone:
+        for module, tests in chosen(args.modules).items():
+            name_the_timeouts(module, tests, unchecked=True, jobs=args.jobs)
+        return
     mutmut = Path(sys.executable).with_name("mutmut")
     modules = chosen(args.modules)
     if not args.survivors:

@@ -39,8 +39,9 @@ def verdict(code: int | None) -> str:
 def run_again(verdict_then: str, note: str | None) -> str:
     """A timeout's verdict once its tests were run again outside mutmut's worker (scripts/mutate.py,
     timeouts.json): a test that failed is an assertion's kill, and tests that all passed are a survivor's (the
-    worker's limit was hit, not a hang of the mutant's). Only a test that ran out of time again is a timeout."""
-    if verdict_then != "timeout" or note is None:
+    worker's limit was hit, not a hang of the mutant's). Only a test that ran out of time again is a timeout.
+    A mutant mutmut did not check, run alone the same way (`--finish-alone`), is judged alike."""
+    if verdict_then not in ("timeout", "not checked") or note is None:
         return verdict_then
     if note.endswith("(failed when run alone: an assertion)"):
         return "killed"
@@ -93,6 +94,12 @@ def main() -> None:
         mark = "" if not checked else " (met)" if by_assertion >= TARGET else " (below 90)"
         lines.append(f"| {module} | {len(verdicts)} | {c['killed']} | {c['timeout']} | {c['survived']} ({argued}) | "
                      f"{c['no tests']} | {c['not checked']} | {by_assertion:.1f} %{mark} | {with_timeouts:.1f} % |")
+    for module, (work, _) in found.items():
+        alone = json.loads((work / "alone.json").read_text()) if (work / "alone.json").exists() else []
+        if alone:
+            lines += ["", f"{module}: {len(alone)} of its mutants were not checked by mutmut's worker (its run was "
+                      "stopped part way) and were run alone instead, as its timeouts are: each counted as what its "
+                      "tests did then."]
     print("\n".join(lines))
     for module, (work, verdicts) in found.items():
         timeouts = json.loads((work / "timeouts.json").read_text()) if (work / "timeouts.json").exists() else {}
