@@ -21,7 +21,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from mutation_report import modules as results  # beside this script, so on its path
@@ -163,14 +163,20 @@ def name_the_timeouts(module: str, tests: tuple[str, ...], unchecked: bool = Fal
     run stopped part way, whose worker hung on mutants that fail at once when run alone), said so in the report.
     ``jobs``: mutants run at once (their tests wait more than they compute)."""
     work = work_dir(module)
-    verdicts = results().get(module, (work, {}))[1]
+    verdicts = results().get(module, (work, {}))[1]  # a mutant already run alone keeps what it did then
+    notes_file, alone_file = work / "timeouts.json", work / "alone.json"
+    notes: dict[str, str] = json.loads(notes_file.read_text()) if notes_file.exists() else {}
+    alone: list[str] = json.loads(alone_file.read_text()) if alone_file.exists() else []
     wanted = ("timeout", "not checked") if unchecked else ("timeout",)
-    names = sorted(n for n, v in verdicts.items() if v in wanted)
+    names = sorted(n for n, v in verdicts.items() if v in wanted and n not in notes)
+    alone += [n for n in names if verdicts[n] == "not checked"]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        notes = dict(zip(names, pool.map(lambda n: run_alone(module, tests, n), names), strict=True))
-    (work / "timeouts.json").write_text(json.dumps(notes, indent=2))
-    if unchecked:
-        (work / "alone.json").write_text(json.dumps(sorted(n for n in names if verdicts[n] == "not checked")))
+        runs = {pool.submit(run_alone, module, tests, n): n for n in names}
+        for done in as_completed(runs):  # written as each ends: a stop loses only the mutants running
+            notes[runs[done]] = done.result()
+            notes_file.write_text(json.dumps(notes, indent=2, sort_keys=True))
+            if unchecked:
+                alone_file.write_text(json.dumps(sorted(n for n in alone if n in notes)))
 
 
 TIMEOUT_S = 30  # a test of the unit suite takes at most a few seconds; a mutant's that runs past this has hung
