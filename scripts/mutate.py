@@ -139,13 +139,22 @@ def begin_run(modules: dict[str, tuple[str, ...]], resume: bool) -> None:
     record.write_text(json.dumps({**now, "modules": sorted(modules)}, indent=2))
 
 
+def reaching(module: str, name: str) -> list[str]:
+    """The tests that reach the mutant's function, as mutmut found them (its mutmut-stats.json): the ones it runs
+    on that function's mutants. None found: every listed test is run."""
+    stats = work_dir(module) / "mutants" / "mutmut-stats.json"
+    by_function = json.loads(stats.read_text()).get("tests_by_mangled_function_name", {}) if stats.exists() else {}
+    return sorted(by_function.get(name.rsplit("__mutmut_", 1)[0], ()))
+
+
 def run_alone(module: str, tests: tuple[str, ...], name: str) -> str:
-    """One mutant's tests run again outside mutmut's worker, one at a time with pytest-timeout's limit (TIMEOUT_S),
-    stopping at the first that fails: what it says of the mutant (mutation_report.run_again reads it)."""
+    """One mutant's tests (those that reach its function) run again outside mutmut's worker, one at a time with
+    pytest-timeout's limit (TIMEOUT_S), stopping at the first that fails: what it says of the mutant
+    (mutation_report.run_again reads it)."""
+    chosen_tests = reaching(module, name) or [f"tests/unit/{t}.py" for t in tests]
     run = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
                           f"--timeout={TIMEOUT_S}", "--hypothesis-seed=0", "--hypothesis-profile=mutation",
-                          *(f"tests/unit/{t}.py" for t in tests),
-                          *(("-k", LEFT_OUT[module]) if module in LEFT_OUT else ())],
+                          *chosen_tests, *(("-k", LEFT_OUT[module]) if module in LEFT_OUT else ())],
                          cwd=work_dir(module) / "mutants", capture_output=True, text=True, timeout=TIMEOUT_S * 40,
                          env={**os.environ, "MUTANT_UNDER_TEST": name})
     timed_out = [line.split(" ", 1)[1].split(" - ")[0] for line in run.stdout.splitlines()
