@@ -111,3 +111,41 @@ def test_a_deleted_index_between_two_reads_is_left_out_and_long_lists_are_sent_i
     many = [f"an-index-with-a-long-name-{i:06d}" for i in range(400)]
     assert adapter.shards_of(many) == []
     assert server.counts.as_json()["requests"]["GET /_cluster/state"] >= 4, "in chunks: a request line is 4 KB at most"
+
+
+@pytest.mark.parametrize(("replicas", "believed"), [("8", True), ("9", False)])
+def test_a_replica_count_is_believed_up_to_what_the_data_nodes_hold_the_masters_not_counted(
+        fake: tuple[FakeCluster, FakeEsServer, ShardClusterAdapter], replicas: str, believed: bool) -> None:
+    """9 data nodes and 3 dedicated masters: a green cluster holds at most 8 replicas of a shard, one copy a data
+    node. A count said past that (forged, or a setting no allocation could follow) is not believed: the batch's
+    indices are listed from the routing table, and the sole copy of `solo` refuses its batch. Counting the masters
+    as data nodes would believe 9 (and 11)."""
+    cluster, server, adapter = fake
+    plan = plans(cluster)[0]
+    [solo] = cluster.indices["solo"].shards[0]
+    node = next(name for name, n in cluster.by_name.items() if n.id == solo.node)
+    server.forge["GET /{indices}/_settings"] = lambda answer: {
+        index: {"settings": {"index": {"number_of_replicas": replicas}}} for index in answer}
+    server.counts.reset()
+    snap = adapter.gate_snapshot(plan, (node,))
+    listed = server.counts.as_json()["requests"]["GET /_cluster/state"] >= 2  # the elected master, then routing
+    assert listed is not believed
+    if not believed:
+        assert any("[solo][0]" in p for p in safety.gate(snap, plan, (node,), RunOptions()))
+
+
+@pytest.mark.parametrize(("health", "data"), [
+    ({"number_of_nodes": 12, "number_of_data_nodes": 9}, 9),
+    ({"number_of_nodes": 12, "number_of_data_nodes": 0}, 0),  # every data node away: no count is believed
+    ({"number_of_nodes": 12}, 12),  # a health that does not say (before the field, or a proxy's filter)
+    ({"number_of_nodes": 12, "number_of_data_nodes": -1}, 12),
+    ({"number_of_nodes": 12, "number_of_data_nodes": True}, 12),
+    ({"number_of_nodes": 12, "number_of_data_nodes": "9"}, 12),
+])
+def test_the_data_nodes_are_what_health_says_else_all_its_nodes(health: dict[str, object], data: int) -> None:
+    from orchestrator.shards.adapter import data_nodes, within
+
+    assert data_nodes(health) == data
+    # Believed: a count whose copies fit, one a data node; with no data node, not even none.
+    held = {"i": data - 1} if data else {}
+    assert within({**held, "j": data}, data_nodes(health)) == held
