@@ -302,3 +302,27 @@ def test_a_flush_waits_for_one_under_way_and_passes_over_indices_gone_meanwhile(
     assert rest.requests == [("POST", "/a,b/_flush", {"allow_no_indices": "true", "ignore_unavailable": "true",
                                                       "wait_if_ongoing": "true"}, None)]
     assert rest.whats == ["flush"]
+
+
+def test_independent_reads_are_all_in_flight_at_once_answered_in_order_the_first_error_raised() -> None:
+    """`read_together` sends every read at once, however many (a batch's reads wait on the slowest, not on a
+    queue of them): 40 reads that each wait for all the others finish; a pool capped below 40 would leave some
+    waiting for a thread that never frees."""
+    import threading
+
+    from orchestrator.shards.adapter import read_together
+
+    everyone = threading.Barrier(40, timeout=10)
+
+    def read(i: int) -> Any:
+        return lambda: (everyone.wait(), i)[1]
+
+    assert read_together(*(read(i) for i in range(40))) == list(range(40))
+
+    def failing(what: str) -> Any:
+        def read() -> None:
+            raise ClusterError(what)
+        return read
+
+    with pytest.raises(ClusterError, match="the first"):
+        read_together(lambda: 1, failing("the first"), failing("the second"))
