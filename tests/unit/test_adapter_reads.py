@@ -326,3 +326,26 @@ def test_independent_reads_are_all_in_flight_at_once_answered_in_order_the_first
 
     with pytest.raises(ClusterError, match="the first"):
         read_together(lambda: 1, failing("the first"), failing("the second"))
+
+
+def test_only_a_yellow_with_nothing_moving_has_its_unassigned_copies_explained() -> None:
+    """What the plan reads: a settled yellow's unassigned copies, each explained (shards/settled.py: a yellow
+    whose every copy waits for its own node passes); not while copies move (the yellow is not settled yet:
+    the gate waits), and not when green (nothing to explain)."""
+    cluster = FakeCluster.generate(6, copies_per_node=4)
+    with FakeEsServer(cluster) as server:
+        adapter = over_http(server)
+
+        def explained_now() -> tuple[str, int, int]:
+            server.counts.reset()
+            snap = adapter.snapshot()
+            asked = server.counts.as_json()["requests"].get("POST /_cluster/allocation/explain", 0)
+            return snap.health.status, len(snap.unassigned), asked
+
+        assert explained_now() == ("green", 0, 0)
+        cluster.stop("es-2")  # its replicas unassigned, waiting for it: nothing moves
+        status, unassigned, asked = explained_now()
+        assert (status, unassigned > 0, asked > 0) == ("yellow", True, True)
+        for moving in ("initializing_shards", "relocating_shards"):  # a copy on its way: not settled yet
+            server.forge["GET /_cluster/health"] = lambda answer, moving=moving: {**answer, moving: 1}
+            assert explained_now() == ("yellow", 0, 0)
