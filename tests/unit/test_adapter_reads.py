@@ -343,6 +343,12 @@ def test_only_a_yellow_with_nothing_moving_has_its_unassigned_copies_explained()
             return snap.health.status, len(snap.unassigned), asked
 
         assert explained_now() == ("green", 0, 0)
+        # The rest of what only the plan reads is in its snapshot too: the cluster's name and its settings.
+        cluster.settings["persistent"]["cluster.routing.allocation.enable"] = "primaries"
+        snap = adapter.snapshot()
+        assert (snap.cluster_name, snap.persistent.get("cluster.routing.allocation.enable")) == \
+            (cluster.name, "primaries")
+        cluster.settings["persistent"].pop("cluster.routing.allocation.enable")
         cluster.stop("es-2")  # its replicas unassigned, waiting for it: nothing moves
         status, unassigned, asked = explained_now()
         assert (status, unassigned > 0, asked > 0) == ("yellow", True, True)
