@@ -353,5 +353,10 @@ def test_only_a_yellow_with_nothing_moving_has_its_unassigned_copies_explained()
         status, unassigned, asked = explained_now()
         assert (status, unassigned > 0, asked > 0) == ("yellow", True, True)
         for moving in ("initializing_shards", "relocating_shards"):  # a copy on its way: not settled yet
-            server.forge["GET /_cluster/health"] = lambda answer, moving=moving: {**answer, moving: 1}
+            server.forge["GET /_cluster/health"] = lambda answer, moving=moving: {
+                **answer, moving: 1, "delayed_unassigned_shards": 2}
             assert explained_now() == ("yellow", 0, 0)
+            health = adapter.snapshot().health  # each of health's figures as it said them
+            assert (getattr(health, moving), health.delayed_unassigned_shards, health.unassigned_shards > 0) == \
+                (1, 2, True)
+            assert (health.initializing_shards + health.relocating_shards) == 1
