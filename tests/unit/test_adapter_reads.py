@@ -348,6 +348,12 @@ def test_only_a_yellow_with_nothing_moving_has_its_unassigned_copies_explained()
         snap = adapter.snapshot()
         assert (snap.cluster_name, snap.persistent.get("cluster.routing.allocation.enable")) == \
             (cluster.name, "primaries")
+        elected = cluster.elected_master()
+        assert elected is not None and snap.master_id == elected.id
+        server.forge["GET /_cluster/health"] = lambda answer: {  # a health that does not say: none delayed
+            k: v for k, v in answer.items() if k != "delayed_unassigned_shards"}
+        assert adapter.snapshot().health.delayed_unassigned_shards == 0
+        server.forge.pop("GET /_cluster/health")
         cluster.settings["persistent"].pop("cluster.routing.allocation.enable")
         cluster.stop("es-2")  # its replicas unassigned, waiting for it: nothing moves
         status, unassigned, asked = explained_now()
