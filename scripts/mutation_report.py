@@ -54,10 +54,13 @@ def modules() -> dict[str, tuple[Path, dict[str, str]]]:
     for meta in sorted((REPO / "build" / "mutate").glob("*/mutants/orchestrator/**/*.py.meta")):
         mutants = next(p for p in meta.parents if p.name == "mutants")
         codes = json.loads(meta.read_text()).get("exit_code_by_key", {})
-        again_file = mutants.parent / "timeouts.json"
+        again_file, later_file = mutants.parent / "timeouts.json", mutants.parent / "later.json"
         again = json.loads(again_file.read_text()) if again_file.exists() else {}
+        # Survivors killed since by tests added after the run, each run again against them in mutmut's tree.
+        later = json.loads(later_file.read_text()) if later_file.exists() else {}
+        verdicts = {k: run_again(verdict(v), again.get(k)) for k, v in codes.items()}
         out[str(meta.relative_to(mutants)).removesuffix(".meta")] = (
-            mutants.parent, {k: run_again(verdict(v), again.get(k)) for k, v in codes.items()})
+            mutants.parent, {k: "killed since" if v == "survived" and k in later else v for k, v in verdicts.items()})
     return out
 
 
@@ -83,8 +86,9 @@ def main() -> None:
               + ", every module from a clean mutmut cache.")
     lines = ["# Mutation testing of the safety core", "", tested, "",
              "| module | mutants | killed by an assertion | killed by a timeout | survived (argued) | no tests | "
-             "not checked | assertion kills % of checked | with timeouts |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "not checked | assertion kills % of checked | with timeouts | killed since by later tests | "
+             "with those |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for module, (_, verdicts) in found.items():
         c = Counter(verdicts.values())
         checked = len(verdicts) - c["not checked"]
@@ -92,8 +96,10 @@ def main() -> None:
         with_timeouts = 100.0 * (c["killed"] + c["timeout"]) / checked if checked else 0.0
         argued = sum(1 for n, v in verdicts.items() if v == "survived" and n in arguments)
         mark = "" if not checked else " (met)" if by_assertion >= TARGET else " (below 90)"
+        with_since = 100.0 * (c["killed"] + c["killed since"]) / checked if checked else 0.0
         lines.append(f"| {module} | {len(verdicts)} | {c['killed']} | {c['timeout']} | {c['survived']} ({argued}) | "
-                     f"{c['no tests']} | {c['not checked']} | {by_assertion:.1f} %{mark} | {with_timeouts:.1f} % |")
+                     f"{c['no tests']} | {c['not checked']} | {by_assertion:.1f} %{mark} | {with_timeouts:.1f} % | "
+                     f"{c['killed since']} | {with_since:.1f} % |")
     for module, (work, _) in found.items():
         alone = json.loads((work / "alone.json").read_text()) if (work / "alone.json").exists() else []
         if alone:
@@ -107,6 +113,11 @@ def main() -> None:
         if timed_out:
             lines += ["", f"## {module}: {len(timed_out)} killed by a timeout (a test ran out of time again)", ""]
             lines += [f"- `{name}`: {timeouts.get(name, 'not run again yet')}" for name in timed_out]
+        later = json.loads((work / "later.json").read_text()) if (work / "later.json").exists() else {}
+        killed_since = sorted(n for n, v in verdicts.items() if v == "killed since")
+        if killed_since:
+            lines += ["", f"## {module}: {len(killed_since)} survivor(s) of the run killed since by later tests", ""]
+            lines += [f"- `{name}`: {later[name]}" for name in killed_since]
         survivors = sorted(n for n, v in verdicts.items() if v in ("survived", "no tests", "suspicious"))
         if survivors:
             lines += ["", f"## {module}: {len(survivors)} survivor(s)", ""]
