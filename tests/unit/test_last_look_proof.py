@@ -128,6 +128,24 @@ def test_one_forged_field_does_not_prove_a_sole_copy_safe(
     assert problems and f"[{SOLO}][0]" in problems[0]
 
 
+def test_a_copy_its_node_leaves_out_of_its_answer_is_still_held_where_the_master_assigns_it(
+        fake: tuple[FakeCluster, FakeEsServer, ShardClusterAdapter, Plan]) -> None:
+    """A node whose stats leave out its sole copy does not have it proven by omission: the last look also reads
+    what the elected master assigns the batch's nodes, and the sole copy there refuses the stop."""
+    cluster, server, adapter, plan = fake
+    only_copy_on(cluster, SOLO, "es-2")
+
+    def without_the_sole_copy(answer: Any) -> Any:
+        forged = copy.deepcopy(answer)
+        for node in forged.get("nodes", {}).values():
+            node.get("indices", {}).get("shards", {}).pop(SOLO, None)
+        return forged
+
+    server.forge["GET /_nodes/stats"] = without_the_sole_copy
+    problems = last_look(adapter, plan, "es-2")
+    assert problems and f"[{SOLO}][0]" in problems[0]
+
+
 def test_a_batch_copy_said_initializing_in_a_settled_green_cluster_is_an_answer_that_contradicts_itself(
         fake: tuple[FakeCluster, FakeEsServer, ShardClusterAdapter, Plan]) -> None:
     """M1: every copy of a settled green cluster is started; a batch copy said otherwise is the cluster's error
