@@ -164,7 +164,7 @@ class ShardClusterAdapter(BatchReads, LockDocuments, ClusterFacts, MergeRequests
         return snapshot_of(h, tuple(nodes), master, tuple(shards), unassigned, persistent=persistent,
                            transient=transient, has_shutdown_api=shutdowns is not None, preflight=preflight)
 
-    def batch_snapshot(self, node_ids: Sequence[str], proof: bool = False, explain: bool = True) -> ClusterSnapshot:
+    def batch_snapshot(self, node_ids: Sequence[str], proof: bool, explain: bool) -> ClusterSnapshot:
         """What a batch's gate and last look decide from, bounded by the batch: health, the elected master,
         the master-eligible nodes (its `nodes`: the quorum), and as `shards` every copy of each shard the
         batch's nodes hold, so that the plan's checks (shards/safety.py) answer for the batch exactly as
