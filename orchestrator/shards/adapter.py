@@ -401,7 +401,7 @@ def snapshot_of(h: dict[str, Any], nodes: tuple[EsNode, ...], master: str | None
         health=Health(status=h["status"], number_of_nodes=h["number_of_nodes"],
                       relocating_shards=h["relocating_shards"], initializing_shards=h["initializing_shards"],
                       unassigned_shards=h["unassigned_shards"],
-                      delayed_unassigned_shards=h.get("delayed_unassigned_shards", 0)),
+                      delayed_unassigned_shards=h["delayed_unassigned_shards"]),
         nodes=nodes, master_id=master, shards=shards, unassigned=unassigned, **plan_only)
 
 
