@@ -6,6 +6,7 @@ does without any error."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from orchestrator.shards.snapshot import ShardCopy
 from orchestrator.testing.fake_es.model import FakeCluster
 from orchestrator.testing.fake_es.server import FakeEsServer
 from tests.unit.fake_rest import RecordingRest
+from tests.unit.journals import plan_of
 
 
 @pytest.fixture(scope="module")
@@ -126,9 +128,9 @@ def test_index_settings_are_put_once_per_setting_and_value_and_unavailable_indic
 def test_each_index_s_own_value_of_a_setting_is_read_and_none_where_it_has_none() -> None:
     delay = "index.unassigned.node_left.delayed_timeout"
     answer = {"a": {"settings": {"index": {"uuid": "u1", "unassigned": {"node_left": {"delayed_timeout": "5m"}}}}},
-              "b": {"settings": {"index": {"uuid": "u2"}}}, "c": None}
+              "b": {"settings": {"index": {"uuid": "u2"}}}, "c": None, "d": ["not", "an", "object"]}
     rest = Asked({"/_all/_settings": answer})
-    assert ShardClusterAdapter(rest).index_settings_of(delay) == {"a": "5m", "b": None, "c": None}
+    assert ShardClusterAdapter(rest).index_settings_of(delay) == {"a": "5m", "b": None, "c": None, "d": None}
     assert rest.requests == [("GET", "/_all/_settings",
                               {"filter_path": f"*.settings.index.uuid,*.settings.{delay}"}, None)]
     answer["a"]["settings"]["index"]["unassigned"]["node_left"]["delayed_timeout"] = 60
@@ -358,6 +360,15 @@ def test_only_a_yellow_with_nothing_moving_has_its_unassigned_copies_explained()
         cluster.stop("es-2")  # its replicas unassigned, waiting for it: nothing moves
         status, unassigned, asked = explained_now()
         assert (status, unassigned > 0, asked > 0) == ("yellow", True, True)
+        # A batch's gate explains them too, and names the elected master; a window's does not: the yellow is
+        # the window's own making.
+        names = sorted(cluster.by_name)
+        plan = replace(plan_of([[n] for n in names]), node_ids={n: cluster.by_name[n].id for n in names})
+        for window in (False, True):
+            server.counts.reset()
+            gate = adapter.gate_snapshot(plan, ("es-3",), window=window)
+            asked = server.counts.as_json()["requests"].get("POST /_cluster/allocation/explain", 0)
+            assert (bool(gate.unassigned), asked > 0, gate.master_id) == (not window, not window, elected.id)
         for moving in ("initializing_shards", "relocating_shards"):  # a copy on its way: not settled yet
             server.forge["GET /_cluster/health"] = lambda answer, moving=moving: {
                 **answer, moving: 1, "delayed_unassigned_shards": 2}

@@ -153,7 +153,8 @@ def test_a_batch_copy_said_initializing_in_a_settled_green_cluster_is_an_answer_
     cluster, server, adapter, plan = fake
     only_copy_on(cluster, SOLO, "es-2")
     server.forge["GET /_nodes/stats"] = batch_copies_initializing
-    with pytest.raises(ClusterError, match="health says green with nothing moving, yet"):
+    with pytest.raises(ClusterError, match=r"list the batch's shard copies: .*health says green with nothing moving, "
+                                           r"yet"):
         adapter.gate_snapshot(plan, ("es-2",), proof=True)
 
 
