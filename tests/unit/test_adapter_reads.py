@@ -377,3 +377,24 @@ def test_only_a_yellow_with_nothing_moving_has_its_unassigned_copies_explained()
             assert (getattr(health, moving), health.delayed_unassigned_shards, health.unassigned_shards > 0) == \
                 (1, 2, True)
             assert (health.initializing_shards + health.relocating_shards) == 1
+
+
+def test_the_reads_of_the_nodes_ask_only_for_the_fields_they_use() -> None:
+    """What a node's zone, the master-eligible nodes, a batch's nodes and the search figures cost the cluster:
+    each read asks only for its fields (`filter_path`), less than the whole answer of the same request, which
+    grows with every node's settings, plugins and stats (issue 47: reads bounded by what is decided)."""
+    cluster = FakeCluster.generate(12, copies_per_node=4, zones=3)
+    with FakeEsServer(cluster) as server:
+        adapter = over_http(server)
+        ids = [cluster.by_name["es-4"].id, cluster.by_name["es-9"].id]
+
+        def read_bytes(read: Any) -> int:
+            server.counts.reset()
+            read()
+            return sum(server.counts.as_json()["bytes"].values())
+
+        for read, path in ((adapter.zones, "/_nodes"), (adapter.master_eligible, "/_nodes"),
+                           (lambda: adapter.nodes_by_id(ids), f"/_nodes/{','.join(ids)}"),
+                           (adapter.search_counters, "/_nodes/stats/indices,thread_pool/search")):
+            whole = read_bytes(lambda path=path: adapter._do("the whole answer", "GET", path, {}))
+            assert read_bytes(read) < whole, (read, path)
