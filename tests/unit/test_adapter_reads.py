@@ -393,8 +393,8 @@ def test_the_reads_of_the_nodes_ask_only_for_the_fields_they_use() -> None:
             read()
             return sum(server.counts.as_json()["bytes"].values())
 
-        for read, path in ((adapter.zones, "/_nodes"), (adapter.master_eligible, "/_nodes"),
-                           (lambda: adapter.nodes_by_id(ids), f"/_nodes/{','.join(ids)}"),
+        for read, path in ((adapter.zones, "/_nodes/_all/none"), (adapter.master_eligible, "/_nodes/master:true/none"),
+                           (lambda: adapter.nodes_by_id(ids), f"/_nodes/{','.join(ids)}/jvm,process,settings,os"),
                            (adapter.search_counters, "/_nodes/stats/indices,thread_pool/search")):
             whole = read_bytes(lambda path=path: adapter._do("the whole answer", "GET", path, {}))
             assert read_bytes(read) < whole, (read, path)
