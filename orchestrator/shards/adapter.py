@@ -307,7 +307,9 @@ class ShardClusterAdapter(BatchReads, LockDocuments, ClusterFacts, MergeRequests
         raw = self._do(what, "GET", "/_all/_settings", {"filter_path": f"*.settings.index.uuid,*.settings.{setting}"})
         out: dict[str, str | None] = {}
         for index, body in (raw or {}).items():
-            value: Any = (body or {}).get("settings") if isinstance(body, dict) else None
+            if not isinstance(body, dict):  # an index listed without its settings: not "none of its own"
+                raise not_its_shape(what, f"{str(index)[:80]} is listed with {str(body)[:40]!r}, not its settings")
+            value: Any = body.get("settings")
             for part_of_key in setting.split("."):
                 value = value.get(part_of_key) if isinstance(value, dict) else None
             if value is not None and not isinstance(value, str):

@@ -128,11 +128,14 @@ def test_index_settings_are_put_once_per_setting_and_value_and_unavailable_indic
 def test_each_index_s_own_value_of_a_setting_is_read_and_none_where_it_has_none() -> None:
     delay = "index.unassigned.node_left.delayed_timeout"
     answer = {"a": {"settings": {"index": {"uuid": "u1", "unassigned": {"node_left": {"delayed_timeout": "5m"}}}}},
-              "b": {"settings": {"index": {"uuid": "u2"}}}, "c": None, "d": ["not", "an", "object"]}
+              "b": {"settings": {"index": {"uuid": "u2"}}}}
     rest = Asked({"/_all/_settings": answer})
-    assert ShardClusterAdapter(rest).index_settings_of(delay) == {"a": "5m", "b": None, "c": None, "d": None}
+    assert ShardClusterAdapter(rest).index_settings_of(delay) == {"a": "5m", "b": None}
     assert rest.requests == [("GET", "/_all/_settings",
                               {"filter_path": f"*.settings.index.uuid,*.settings.{delay}"}, None)]
+    for not_settings in (None, ["not", "an", "object"]):  # listed, yet without its settings: never "none"
+        with pytest.raises(ClusterError, match=r"c is listed with .*, not its settings"):
+            ShardClusterAdapter(Asked({"/_all/_settings": {**answer, "c": not_settings}})).index_settings_of(delay)
     answer["a"]["settings"]["index"]["unassigned"]["node_left"]["delayed_timeout"] = 60
     with pytest.raises(ClusterError, match=r"read the indices' index.unassigned.node_left.delayed_timeout: .*"
                                            r"index.unassigned.node_left.delayed_timeout of a is '60'"):
