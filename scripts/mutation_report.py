@@ -6,17 +6,25 @@ each timeout with the test that ran out of time, and each survivor, named as `mu
 change, with the argument for it where one is written (scripts/mutation_arguments.json). Read from mutmut's
 own results in each module's build/mutate/NAME/mutants/ (scripts/mutate.py).
 
+An argument is bound to the change it was written for (`{"why": ..., "change": the mutated line}`): mutmut
+numbers a function's mutants anew when the function changes, so an argument kept by name alone may come to
+stand for another mutant. One whose change is not the mutant's is shown as stale and not counted; one written
+before binding (a plain text) is counted and said to be unbound.
+
     python scripts/mutation_report.py [--out reports/mutation.md]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 ARGUMENTS = REPO / "scripts" / "mutation_arguments.json"  # mutant name -> why no behaviour tells it apart
@@ -64,6 +72,21 @@ def modules() -> dict[str, tuple[Path, dict[str, str]]]:
     return out
 
 
+def argument_for(name: str, arguments: dict[str, Any], diff: Callable[[], str]) -> tuple[str | None, str]:
+    """The argument written for mutant ``name`` where it still applies, and what the report says of it: bound
+    (its change is the mutant's), unbound (written before binding), or stale (written for another change)."""
+    argued = arguments.get(name)
+    if argued is None:
+        return None, ""
+    if isinstance(argued, str):
+        return argued, "unbound: written before arguments named their change"
+    added = {line[1:].strip() for line in diff().splitlines() if line.startswith("+") and not line.startswith("+++")}
+    if argued.get("change", "").strip() in added:
+        return str(argued["why"]), "bound to its change"
+    return None, f"stale: written for the change `{argued.get('change')}`, not this mutant's"
+
+
+@functools.cache
 def shown(name: str, work: Path) -> str:
     mutmut = Path(sys.executable).with_name("mutmut")
     done = subprocess.run([str(mutmut), "show", name], cwd=work, capture_output=True, text=True, timeout=60)
@@ -89,12 +112,13 @@ def main() -> None:
              "not checked | assertion kills % of checked | with timeouts | killed since by later tests | "
              "with those |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for module, (_, verdicts) in found.items():
+    for module, (work, verdicts) in found.items():
         c = Counter(verdicts.values())
         checked = len(verdicts) - c["not checked"]
         by_assertion = 100.0 * c["killed"] / checked if checked else 0.0
         with_timeouts = 100.0 * (c["killed"] + c["timeout"]) / checked if checked else 0.0
-        argued = sum(1 for n, v in verdicts.items() if v == "survived" and n in arguments)
+        argued = sum(1 for n, v in verdicts.items()
+                     if v == "survived" and argument_for(n, arguments, lambda n=n, w=work: shown(n, w))[0] is not None)
         mark = "" if not checked else " (met)" if by_assertion >= TARGET else " (below 90)"
         with_since = 100.0 * (c["killed"] + c["killed since"]) / checked if checked else 0.0
         lines.append(f"| {module} | {len(verdicts)} | {c['killed']} | {c['timeout']} | {c['survived']} ({argued}) | "
@@ -122,10 +146,12 @@ def main() -> None:
         if survivors:
             lines += ["", f"## {module}: {len(survivors)} survivor(s)", ""]
             for name in survivors:
-                argued_for = arguments.get(name)
+                diff = shown(name, work)
+                argued_for, status = argument_for(name, arguments, lambda d=diff: d)
                 lines += [f"### {name} ({verdicts[name]})", ""] + \
-                    ([f"Argued: {argued_for}", ""] if argued_for else []) + \
-                    ([] if args.no_diffs else ["```diff", shown(name, work), "```", ""])
+                    ([f"Argued ({status}): {argued_for}", ""] if argued_for else
+                     [f"Not argued: the argument kept for it is {status}", ""] if status else []) + \
+                    ([] if args.no_diffs else ["```diff", diff, "```", ""])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n")
     print(f"report: {args.out}")

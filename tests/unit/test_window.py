@@ -295,6 +295,12 @@ def test_a_restart_window_orders_by_zone_the_smallest_first_and_an_upgrade_windo
     assert rebooting == f"{900 + int(inv.timeouts.reboot_s)}s", "a reboot's time added to each index's wait"
     upgrade = planned_for_a_window(plan, snap, inv, reboots=False, keep_order=True)
     assert [b.nodes[0] for b in upgrade.batches] == names
+    # A zone's size counts its nodes that share the window, not its master-eligible ones (they go last, alone):
+    # two data nodes in each zone, the master in the first zone, and the first zone still goes first.
+    master_in_first = [*nodes[:4], node("es-5", zone="z1")]
+    ordered = planned_for_a_window(plan, snapshot(master_in_first, [], "es-5"),
+                                   inventory(names, ["z1", "z2", "z1", "z2", "z1"]), reboots=False)
+    assert [b.nodes[0] for b in ordered.batches] == ["es-1", "es-3", "es-2", "es-4", "es-5"]
 
 
 def test_a_playbook_is_windowed_once_and_one_without_a_recovery_wait_is_refused_naming_it() -> None:
@@ -361,6 +367,8 @@ def test_the_plan_s_notes_of_a_window_give_its_reach_what_held_it_and_its_estima
                       "away together"
     assert "about 22 min with the window, 45 min one node at a time" in took, took
     assert "about 15 min with the window" in _notes(free, [], "3")[1], "all three together: one node's share"
+    # Nodes of an hour each: the estimates are said in minutes, whole.
+    assert "about 60 min with the window, 180 min one node at a time" in _notes(free, [], "3", 3600.0)[1]
 
 
 def test_a_window_s_plan_shows_each_index_s_delay_raised_from_its_own_value_for_the_run_and_why() -> None:
