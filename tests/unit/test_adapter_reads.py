@@ -107,6 +107,8 @@ def test_a_setting_goes_to_its_own_scope_and_an_unknown_scope_is_refused_before_
     assert rest.requests == [
         ("PUT", "/_cluster/settings", None, {"transient": {"cluster.routing.allocation.enable": "primaries"}}),
         ("PUT", "/_cluster/settings", None, {"persistent": {"indices.recovery.max_bytes_per_sec": None}})]
+    assert rest.whats == ["set cluster.routing.allocation.enable", "set indices.recovery.max_bytes_per_sec"], \
+        "a write the cluster refuses is named by the settings it writes"
     with pytest.raises(ClusterError, match=r"^cannot write a setting in scope 'defaults'$"):
         adapter.put_settings("defaults", {"x": "1"})
     assert len(rest.requests) == 2
@@ -122,6 +124,8 @@ def test_index_settings_are_put_once_per_setting_and_value_and_unavailable_indic
         ("PUT", "/a,b/_settings", {"ignore_unavailable": "true"}, {delay: "10m"}),
         ("PUT", "/c/_settings", {"ignore_unavailable": "true"}, {delay: None}),
         ("PUT", "/a/_settings", {"ignore_unavailable": "true"}, {"index.priority": "5"})], key=str)
+    assert sorted(rest.whats) == ["set index.priority of 1 indices", f"set {delay} of 1 indices",
+                                  f"set {delay} of 2 indices"], "a refused write names its setting and reach"
     assert index_setting_of(index_setting_key("logs-1", delay)) == ("logs-1", delay)
 
 
@@ -401,3 +405,36 @@ def test_the_reads_of_the_nodes_ask_only_for_the_fields_they_use() -> None:
                            (adapter.search_counters, "/_nodes/stats/indices,thread_pool/search")):
             whole = read_bytes(lambda path=path: adapter._do("the whole answer", "GET", path, {}))
             assert read_bytes(read) < whole, (read, path)
+
+
+@pytest.mark.parametrize(("read", "what"), [
+    (lambda adapter: adapter.nodes_by_id(["a1", "b2"]), "read the batch's nodes"),
+    (lambda adapter: adapter.zones(), "list the nodes' zones"),
+    (lambda adapter: adapter.master_eligible(), "list the master-eligible nodes"),
+    (lambda adapter: adapter.master_id(), "find elected master"),
+    (lambda adapter: adapter.search_counters(), "read the nodes' search figures"),
+])
+def test_an_answer_of_another_shape_to_a_read_of_the_nodes_is_the_cluster_s_error_naming_that_read(
+        read: Any, what: str) -> None:
+    """What the operator reads when a proxy answers in the cluster's place: which read got the strange answer.
+    Each is a GET (a node refuses another method's name, `get` too: methods are case-sensitive)."""
+    rest = Asked({"*": ["not", "an", "answer"]})
+    with pytest.raises(ClusterError) as refused:
+        read(ShardClusterAdapter(rest))
+    assert str(refused.value).startswith(f"{what}: the cluster's answer is not what Elasticsearch or OpenSearch"), \
+        refused.value
+    assert rest.whats == [what] and [r[0] for r in rest.requests] == ["GET"]
+
+
+def test_a_node_s_own_recovery_settings_are_read_as_its_settings_file_sets_them() -> None:
+    """A node whose elasticsearch.yml sets its own recovery rate: the plan and a batch's reads see it (the run's
+    limits are chosen knowing it), read flat as the node reports them (`flat_settings`; nested, they are missed)."""
+    cluster = FakeCluster.generate(4, copies_per_node=2)
+    node = cluster.by_name["es-2"]
+    node.config = {"indices.recovery.max_bytes_per_sec": "250mb", "node.bandwidth.recovery.network": "1gb"}
+    with FakeEsServer(cluster) as server:
+        adapter = over_http(server)
+        expected = (("indices.recovery.max_bytes_per_sec", "250mb"), ("node.bandwidth.recovery.network", "1gb"))
+        assert {n.name: n.recovery_settings for n in adapter.nodes()}["es-2"] == expected
+        assert [n.recovery_settings for n in adapter.nodes_by_id([node.id])] == [expected]
+        assert {n.name: n.recovery_settings for n in adapter.nodes()}["es-1"] == ()

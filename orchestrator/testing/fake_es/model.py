@@ -49,6 +49,7 @@ class FakeNode:
     pid: int
     start_ms: int
     up: bool = True
+    config: dict[str, str] = field(default_factory=dict)  # its own settings file's, flat (node info lists them)
 
     @property
     def is_data(self) -> bool:

@@ -75,7 +75,7 @@ def info(cluster: FakeCluster, node: FakeNode, metrics: set[str], flat_settings:
                     "path.home": "/usr/share/elasticsearch", "path.logs": "/var/log/elasticsearch",
                     "path.repo": ["/mnt/snapshots"], "transport.port": "9300", "transport.type.default": "netty4",
                     "xpack.security.enabled": "true", "xpack.security.http.ssl.enabled": "true",
-                    **({"node.attr.zone": node.zone} if node.zone else {})}
+                    **({"node.attr.zone": node.zone} if node.zone else {}), **node.config}
         out["settings"] = settings if flat_settings else _nested(settings)
     if everything or "os" in metrics:
         out["os"] = {"refresh_interval_in_millis": 1000, "name": "Linux", "pretty_name": "Debian GNU/Linux 12",
