@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Generic, Protocol
 
@@ -81,7 +82,16 @@ class RunContext(Generic[AdapterT_co]):
         return self.journal.nodes[name]
 
     def set_phase(self, name: str, phase: Phase, message: str = "") -> None:
-        rec = self.journal.set_phase(name, phase)
+        with self.phase_change(name, phase, message):
+            pass
+
+    @contextmanager
+    def phase_change(self, name: str, phase: Phase, message: str = "") -> Iterator[None]:
+        """The node moved to ``phase`` with the journal's changes made in the block (the time the phase before
+        took, what it found), in one save; then said."""
+        with self.journal.together():
+            yield
+            rec = self.journal.set_phase(name, phase)
         self.emit(Event("phase", message or f"{name}: {phase.value}", node=name, batch=rec.batch, phase=phase.value))
 
     def timed(self, name: str, phase_key: str, seconds: float) -> None:

@@ -10,7 +10,7 @@ restores every temporary setting. It knows no product: everything particular is 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Generic
 
 from orchestrator.config.hooks import HookPoint
@@ -236,8 +236,9 @@ class Engine(Generic[SnapshotT, AdapterT]):
                 self.each_node_through(batch, todo)
             for name, _ in todo:
                 ctx.journal.step_done(batch, name)
-        ctx.journal.end_batch(batch)
-        ctx.journal.calls(ctx.cluster.calls)
+        with ctx.journal.together():
+            ctx.journal.end_batch(batch)
+            ctx.journal.calls(ctx.cluster.calls)
         took = (batch.finished or 0) - (batch.started or batch.finished or 0)
         self.batch_seconds.append(took)
         # Again on the run's clock, the one the maintenance windows are read on (a batch resumed part-done counts
@@ -253,17 +254,25 @@ class Engine(Generic[SnapshotT, AdapterT]):
         return NODE_BACK_AT if any(name == NODE_BACK_AT for name, _ in self.procedure.batch) else "start_service"
 
     def batch_steps(self) -> list[tuple[str, StepFn[AdapterT]]]:
-        """The playbook's steps with the engine's own around them: hooks, and the last look before the stop."""
+        """The playbook's steps with the engine's own around them: its hooks (a point the playbook gives none is no
+        step: each step done is a save of the journal, and a request to the cluster's copy), and the last look
+        before the stop."""
         back = self.back_at
-        out: list[tuple[str, StepFn[AdapterT]]] = [(BEFORE_BATCH, self.batch_hooks(HookPoint.BEFORE_BATCH))]
+        hooked = self.procedure.playbook.hooks.at
+
+        def hooks(name: str, point: HookPoint, step: Callable[[HookPoint], StepFn[AdapterT]]
+                  ) -> list[tuple[str, StepFn[AdapterT]]]:
+            return [(name, step(point))] if hooked(point) else []
+
+        out = hooks(BEFORE_BATCH, HookPoint.BEFORE_BATCH, self.batch_hooks)
         for name, step in self.procedure.batch:
             if name == NODE_DOWN_FROM:
                 out += [(LAST_LOOK, lambda ctx, batch: self.check_before_stop(batch)),
-                        (BEFORE_STOP, self.node_hooks(HookPoint.BEFORE_STOP))]
+                        *hooks(BEFORE_STOP, HookPoint.BEFORE_STOP, self.node_hooks)]
             out.append((name, step))
             if name == back:
-                out.append((AFTER_START, self.node_hooks(HookPoint.AFTER_START)))
-        return [*out, (AFTER_BATCH, self.batch_hooks(HookPoint.AFTER_BATCH))]
+                out += hooks(AFTER_START, HookPoint.AFTER_START, self.node_hooks)
+        return [*out, *hooks(AFTER_BATCH, HookPoint.AFTER_BATCH, self.batch_hooks)]
 
     def stages(self, batch: BatchRecord) -> list[list[tuple[str, StepFn[AdapterT]]]]:
         """The batch's steps in stages, each run before the next begins: one step each, except that

@@ -98,6 +98,7 @@ class Journal:
     _spec_saved: RunSpec | None = field(default=None, compare=False, repr=False)
     _history_saved: int = field(default=0, compare=False, repr=False)
     _seq: int = field(default=0, compare=False, repr=False)  # the changes saved, base and log
+    _together: bool = field(default=False, compare=False, repr=False)  # in `together`: its end saves
     _lines: int | None = field(default=None, compare=False, repr=False)  # in the log; None: no base written yet
 
     # --- reading ------------------------------------------------------------------------------
@@ -149,6 +150,25 @@ class Journal:
             for record in records:
                 self._changed[id(record)] = record
                 self._texts.pop(id(record), None)
+            if not self._together:
+                self.save()
+
+    @contextmanager
+    def together(self) -> Iterator[None]:
+        """The changes made in the block saved once, at its end: one line of the log, one write of the cluster's
+        copy (each save is a request to the cluster). For changes that make one step of a node's, with nothing done
+        between them: its new phase with the time the last one took and what it found. Under the lock, so no other
+        thread's change falls between them; a block left by an error saves nothing (the changes go with the next
+        save), as a process killed there would not have. Nested, the outermost block saves."""
+        with self._lock:
+            if self._together:
+                yield
+                return
+            self._together = True
+            try:
+                yield
+            finally:
+                self._together = False
             self.save()
 
     def said(self, next_try: str | None = RESUME_HERE) -> str:

@@ -190,8 +190,9 @@ def stop_service(ctx: RunContext, batch: BatchRecord) -> None:
         if (ctx.service.idempotent or ctx.service.is_active(node)) and not ctx.service.stop(node):
             ctx.emit(Event("warning", f"{name}: the service did not stop within its unit's TimeoutStopSec and was "
                                       "killed (SIGKILL): not a clean stop; its recovery may copy more", node=name))
-        ctx.timed(name, "stop", ctx.clock.monotonic() - started)
-        ctx.set_phase(name, Phase.STOPPED, f"{name}: stopped in {ctx.clock.monotonic() - started:.1f} s")
+        took = ctx.clock.monotonic() - started
+        with ctx.phase_change(name, Phase.STOPPED, f"{name}: stopped in {took:.1f} s"):
+            ctx.timed(name, "stop", took)
 
     for_each_node(ctx, batch, stop)
 
@@ -245,8 +246,8 @@ def start_service(ctx: RunContext, batch: BatchRecord) -> None:
         rebooted = REBOOTED in ctx.record(name).started_at
         running = ctx.service.is_active(node) if rebooted or not ctx.service.idempotent else False
         said = "the service is already running (started by the host's boot)" if running else "starting the service"
-        ctx.set_phase(name, Phase.STARTING, f"{name}: {said}")
-        ctx.journal.mark(name, "start_issued")
+        with ctx.phase_change(name, Phase.STARTING, f"{name}: {said}"):
+            ctx.journal.mark(name, "start_issued")
         started = ctx.clock.monotonic()
         if not running:
             ctx.service.start(node)
@@ -312,9 +313,9 @@ def wait_for_join(ctx: RunContext, batch: BatchRecord) -> None:
         # Join time counts from the moment the start command returned (wall clock: survives a resume).
         issued = rec.started_at.get("start_issued")
         join_s = time.time() - issued - rec.phases.get("start", 0) if issued else ctx.clock.monotonic() - started
-        ctx.journal.restarted(name, identity)
-        ctx.timed(name, "join", max(join_s, 0))
-        ctx.set_phase(name, Phase.JOINED, f"{name}: rejoined as a new process")
+        with ctx.phase_change(name, Phase.JOINED, f"{name}: rejoined as a new process"):
+            ctx.journal.restarted(name, identity)
+            ctx.timed(name, "join", max(join_s, 0))
 
     for_each_node(ctx, batch, join)
 

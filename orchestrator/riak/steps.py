@@ -93,11 +93,11 @@ def wait_for_handoffs(ctx: RunContext[RiakAdapter], batch: BatchRecord) -> None:
     elapsed = ctx.clock.monotonic() - started
     for name in batch.nodes:
         seen, objects = watch.handed_to(ctx.cluster.cfg.riak_name(ctx.node(name)))
-        ctx.timed(name, "recovery", elapsed)
         partitions = max(seen, ctx.record(name).recovery.get("handoffs_due", 0))
-        ctx.journal.recovered(name, {"handoff_partitions": partitions, "handoff_objects": objects})
-        ctx.set_phase(name, Phase.DONE, f"{name}: done; handoffs finished in {elapsed:.1f} s "
-                                        f"({partitions} partition(s) handed back)")
+        with ctx.phase_change(name, Phase.DONE, f"{name}: done; handoffs finished in {elapsed:.1f} s "
+                                                f"({partitions} partition(s) handed back)"):
+            ctx.timed(name, "recovery", elapsed)
+            ctx.journal.recovered(name, {"handoff_partitions": partitions, "handoff_objects": objects})
 
 
 RUN_STEPS = {"raise_handoff_limit": raise_handoff_limit}

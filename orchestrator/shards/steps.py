@@ -222,16 +222,16 @@ def record_recovered(ctx: RunContext[ShardClusterAdapter], batch: BatchRecord, e
     """The batch's nodes done: how long they recovered, and what was copied from peers and reused."""
     stats = recovery_stats(ctx, batch)
     for name in batch.nodes:
-        ctx.timed(name, "recovery", elapsed)
         figures = dict(stats[name])
         copied = figures.pop("copies_from_peers")
         if copied:
             ctx.emit(Event("step", f"{name}: {len(copied)} shard copies were copied from peers instead of recovering "
                                    f"from their own files: " + ", ".join(copied[:10]), node=name,
                            data={"copies_from_peers": copied}))
-        ctx.journal.recovered(name, figures)
-        ctx.set_phase(name, Phase.DONE, f"{name}: done; recovery {elapsed:.1f} s, "
-                                        f"{figures['bytes_from_peers']} bytes copied from peers")
+        with ctx.phase_change(name, Phase.DONE, f"{name}: done; recovery {elapsed:.1f} s, "
+                                                f"{figures['bytes_from_peers']} bytes copied from peers"):
+            ctx.timed(name, "recovery", elapsed)
+            ctx.journal.recovered(name, figures)
 
 
 # --- a window's run: several nodes away at once (issue 57, restart/window_run.py) ------------------------

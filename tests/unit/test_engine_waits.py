@@ -310,7 +310,9 @@ def test_only_the_per_node_steps_from_the_stop_to_the_rejoin_are_one_stage_of_a_
     playbook = Playbook.model_validate({
         "name": "staged", "product": "fake", "before_run": ["raise_limit"],
         "batch": ["hold_setting", command("pre-1"), command("pre-2"), "stop_service", "tune_host", "start_service",
-                  "wait_for_join", command("post-1"), command("post-2"), "release_setting"]})
+                  "wait_for_join", command("post-1"), command("post-2"), "release_setting"],
+        "hooks": {point: [{"name": f"note-{point}", "run": "true"}]
+                  for point in ("before_batch", "before_stop", "after_start", "after_batch")}})
     with state_dir():
         inv, cluster = fake(["a", "b"])
         eng = engine(inv, cluster, new_journal(inv, cluster), [])
@@ -322,6 +324,12 @@ def test_only_the_per_node_steps_from_the_stop_to_the_rejoin_are_one_stage_of_a_
             ["post-2"], ["release_setting"], ["hooks:after_batch"]]
         one = BatchRecord(1, "a", ["a"])
         assert all(len(stage) == 1 for stage in eng.stages(one)), "a batch of one node: a step a stage"
+        # A point the playbook gives no hook is no step (each step done is a save of the journal).
+        eng.procedure = resolve(playbook.model_copy(update={"hooks": type(playbook.hooks)()}), PRODUCT)
+        assert [[name for name, _ in stage] for stage in eng.stages(two)] == [
+            ["hold_setting"], ["pre-1"], ["pre-2"], ["last_look"], ["stop_service", "tune_host", "start_service",
+                                                                    "wait_for_join"], ["post-1"], ["post-2"],
+            ["release_setting"]]
         # A command between the stop and the start is each node's own too: a node is through it at its pace.
         eng.procedure = resolve(Playbook.model_validate({
             "name": "swap", "product": "fake", "before_run": ["raise_limit"],

@@ -40,6 +40,32 @@ def test_a_save_appends_a_line_of_what_changed_and_the_base_stays_as_written(tmp
     assert Journal.load(j.path).to_dict() == j.to_dict()
 
 
+def test_changes_made_together_are_one_line_and_a_block_left_by_an_error_saves_nothing(tmp_path: Path) -> None:
+    """A node's move to a phase with the time the last one took is one save (one line, one write of the cluster's
+    copy), nested blocks too; a block an error leaves writes nothing: its changes go with the next save."""
+    j = saved(tmp_path)
+    assert j.path is not None
+    log = journal_file.changes_path(j.path)
+    before = len(log.read_text().splitlines())
+    with j.together():
+        j.timed("a", "stop", 3.0)
+        with j.together():
+            j.process_before("a", "pid 7")
+        j.set_phase("a", Phase.STOPPED)
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(lines) == before + 1
+    assert lines[-1]["nodes"]["a"]["phases"]["stop"] == 3.0 and lines[-1]["nodes"]["a"]["phase"] == "stopped"
+    assert lines[-1]["nodes"]["a"]["process_before"] == "pid 7"
+    with pytest.raises(RuntimeError), j.together():
+        j.timed("a", "start", 1.0)
+        raise RuntimeError("the start failed")
+    assert len(log.read_text().splitlines()) == before + 1, "nothing written by the block the error left"
+    j.mark("a", "start_issued")
+    assert json.loads(log.read_text().splitlines()[-1])["nodes"]["a"]["phases"]["start"] == 1.0, \
+        "the change goes with the next save"
+    assert Journal.load(j.path).to_dict() == j.to_dict()
+
+
 def test_a_line_half_written_by_a_crash_is_dropped_and_the_journal_is_what_was_saved_before(tmp_path: Path) -> None:
     j = saved(tmp_path)
     assert j.path is not None
