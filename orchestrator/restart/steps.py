@@ -246,8 +246,8 @@ def start_service(ctx: RunContext, batch: BatchRecord) -> None:
         rebooted = REBOOTED in ctx.record(name).started_at
         running = ctx.service.is_active(node) if rebooted or not ctx.service.idempotent else False
         said = "the service is already running (started by the host's boot)" if running else "starting the service"
-        with ctx.phase_change(name, Phase.STARTING, f"{name}: {said}"):
-            ctx.journal.mark(name, "start_issued")
+        ctx.set_phase(name, Phase.STARTING, f"{name}: {said}")
+        ctx.journal.mark(name, "start_issued")  # after the phase: the report's start bar ends here
         started = ctx.clock.monotonic()
         if not running:
             ctx.service.start(node)

@@ -157,3 +157,19 @@ def test_the_searches_of_the_run_are_plotted_on_the_timeline_s_axis_with_the_bas
     assert rates[0] == 10.0 and rates[-1] > rates[0], "the rate halved: its line lower"
     page = html(journal)
     assert 'id="searches"' in page and 'class="latency"' in page and 'class="rate"' in page
+
+
+def test_a_run_the_engine_made_has_a_bar_for_each_phase_of_each_node() -> None:
+    """The marks as a run writes them, in its order: a bar for each phase each node went through (a start's mark
+    written before its phase began would leave the start's bar out)."""
+    from orchestrator.testing.fake import FakeCluster
+    from tests.unit.test_engine import ORIGINAL, inventory, new_journal, run, state_dir
+
+    names = ["a", "b"]
+    with state_dir():
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL))
+        journal = new_journal(inventory(names), cluster)
+        run(inventory(names), cluster, journal)
+    bars = timeline(journal)
+    assert sorted((b.node, b.phase) for b in bars) == sorted(
+        (n, p) for n in names for p in ("stop", "tune", "start", "join")), bars  # the fake's playbook: no recovery
