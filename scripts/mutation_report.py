@@ -22,7 +22,6 @@ import json
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +71,7 @@ def modules() -> dict[str, tuple[Path, dict[str, str]]]:
     return out
 
 
-def argument_for(name: str, arguments: dict[str, Any], diff: Callable[[], str]) -> tuple[str | None, str]:
+def argument_for(name: str, arguments: dict[str, Any], work: Path) -> tuple[str | None, str]:
     """The argument written for mutant ``name`` where it still applies, and what the report says of it: bound
     (its change is the mutant's), unbound (written before binding), or stale (written for another change)."""
     argued = arguments.get(name)
@@ -80,7 +79,8 @@ def argument_for(name: str, arguments: dict[str, Any], diff: Callable[[], str]) 
         return None, ""
     if isinstance(argued, str):
         return argued, "unbound: written before arguments named their change"
-    added = {line[1:].strip() for line in diff().splitlines() if line.startswith("+") and not line.startswith("+++")}
+    added = {line[1:].strip() for line in shown(name, work).splitlines()
+             if line.startswith("+") and not line.startswith("+++")}
     if argued.get("change", "").strip() in added:
         return str(argued["why"]), "bound to its change"
     return None, f"stale: written for the change `{argued.get('change')}`, not this mutant's"
@@ -118,7 +118,7 @@ def main() -> None:
         by_assertion = 100.0 * c["killed"] / checked if checked else 0.0
         with_timeouts = 100.0 * (c["killed"] + c["timeout"]) / checked if checked else 0.0
         argued = sum(1 for n, v in verdicts.items()
-                     if v == "survived" and argument_for(n, arguments, lambda n=n, w=work: shown(n, w))[0] is not None)
+                     if v == "survived" and argument_for(n, arguments, work)[0] is not None)
         mark = "" if not checked else " (met)" if by_assertion >= TARGET else " (below 90)"
         with_since = 100.0 * (c["killed"] + c["killed since"]) / checked if checked else 0.0
         lines.append(f"| {module} | {len(verdicts)} | {c['killed']} | {c['timeout']} | {c['survived']} ({argued}) | "
@@ -146,12 +146,11 @@ def main() -> None:
         if survivors:
             lines += ["", f"## {module}: {len(survivors)} survivor(s)", ""]
             for name in survivors:
-                diff = shown(name, work)
-                argued_for, status = argument_for(name, arguments, lambda d=diff: d)
+                argued_for, status = argument_for(name, arguments, work)
                 lines += [f"### {name} ({verdicts[name]})", ""] + \
                     ([f"Argued ({status}): {argued_for}", ""] if argued_for else
                      [f"Not argued: the argument kept for it is {status}", ""] if status else []) + \
-                    ([] if args.no_diffs else ["```diff", diff, "```", ""])
+                    ([] if args.no_diffs else ["```diff", shown(name, work), "```", ""])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n")
     print(f"report: {args.out}")
