@@ -5,6 +5,7 @@ does without any error."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -103,11 +104,11 @@ def test_a_setting_goes_to_its_own_scope_and_an_unknown_scope_is_refused_before_
     rest = Asked()
     adapter = ShardClusterAdapter(rest)
     adapter.put_settings("transient", {"cluster.routing.allocation.enable": "primaries"})
-    adapter.put_settings("persistent", {"indices.recovery.max_bytes_per_sec": None})
+    adapter.put_settings("persistent", {"indices.recovery.max_bytes_per_sec": None, "a.b": "1"})
     assert rest.requests == [
         ("PUT", "/_cluster/settings", None, {"transient": {"cluster.routing.allocation.enable": "primaries"}}),
-        ("PUT", "/_cluster/settings", None, {"persistent": {"indices.recovery.max_bytes_per_sec": None}})]
-    assert rest.whats == ["set cluster.routing.allocation.enable", "set indices.recovery.max_bytes_per_sec"], \
+        ("PUT", "/_cluster/settings", None, {"persistent": {"indices.recovery.max_bytes_per_sec": None, "a.b": "1"}})]
+    assert rest.whats == ["set cluster.routing.allocation.enable", "set indices.recovery.max_bytes_per_sec, a.b"], \
         "a write the cluster refuses is named by the settings it writes"
     with pytest.raises(ClusterError, match=r"^cannot write a setting in scope 'defaults'$"):
         adapter.put_settings("defaults", {"x": "1"})
@@ -138,7 +139,8 @@ def test_each_index_s_own_value_of_a_setting_is_read_and_none_where_it_has_none(
     assert rest.requests == [("GET", "/_all/_settings",
                               {"filter_path": f"*.settings.index.uuid,*.settings.{delay}"}, None)]
     for not_settings in (None, ["not", "an", "object"]):  # listed, yet without its settings: never "none"
-        with pytest.raises(ClusterError, match=r"c is listed with .*, not its settings"):
+        with pytest.raises(ClusterError, match=f"^read the indices' {delay}: .*c is listed with "
+                                               f"{re.escape(repr(str(not_settings)))}, not its settings"):
             ShardClusterAdapter(Asked({"/_all/_settings": {**answer, "c": not_settings}})).index_settings_of(delay)
     answer["a"]["settings"]["index"]["unassigned"]["node_left"]["delayed_timeout"] = 60
     with pytest.raises(ClusterError, match=r"read the indices' index.unassigned.node_left.delayed_timeout: .*"
@@ -185,8 +187,10 @@ def test_unassigned_copies_are_explained_once_per_shard_and_role_and_one_gone_me
             raise HttpError("unable to find any unassigned shards to explain", 400)
         return explained(body["index"], body["shard"], body["primary"], "NODE_LEFT")
 
-    out = ShardClusterAdapter(Asked({"/_cluster/allocation/explain": explain})).explain_unassigned(copies)
+    rest = Asked({"/_cluster/allocation/explain": explain})
+    out = ShardClusterAdapter(rest).explain_unassigned(copies)
     assert asked == [("a", 0, False), ("a", 1, True), ("b", 0, False)]
+    assert set(rest.whats) == {"explain an unassigned shard"}, "what an operator reads if the cluster refuses one"
     assert [(c.index, c.shard, c.primary, c.copies) for c in out] == [("a", 0, False, 2), ("b", 0, False, 1)], \
         "the copies after one gone meanwhile are still explained (why each waits, for the operator)"
 
@@ -401,11 +405,16 @@ def test_the_reads_of_the_nodes_ask_only_for_the_fields_they_use() -> None:
             read()
             return sum(server.counts.as_json()["bytes"].values())
 
-        for read, path in ((adapter.zones, "/_nodes/_all/none"), (adapter.master_eligible, "/_nodes/master:true/none"),
-                           (lambda: adapter.nodes_by_id(ids), f"/_nodes/{','.join(ids)}/jvm,process,settings,os"),
-                           (adapter.search_counters, "/_nodes/stats/indices,thread_pool/search")):
-            whole = read_bytes(lambda path=path: adapter._do("the whole answer", "GET", path, {}))
-            assert read_bytes(read) < whole, (read, path)
+        plan = replace(plan_of([["es-4"]]), node_ids={n.name: n.id for n in cluster.nodes.values()})
+        flat = {"flat_settings": "true"}
+        for read, path, asked in (
+                (adapter.zones, "/_nodes/_all/none", {}), (adapter.master_eligible, "/_nodes/master:true/none", {}),
+                (lambda: adapter.absent(plan), "/_nodes/_all/none", {}),
+                (lambda: adapter.nodes_by_id(ids), f"/_nodes/{','.join(ids)}/jvm,process,settings,os", flat),
+                (adapter.search_counters, "/_nodes/stats/indices,thread_pool/search", {})):
+            # The whole answer to the same request, its other parameters kept (flat settings are shorter).
+            whole = read_bytes(lambda path=path, asked=asked: adapter._do("the whole answer", "GET", path, asked))
+            assert read_bytes(read) * 3 < whole * 2, (read, path)
 
 
 @pytest.mark.parametrize(("read", "what"), [
@@ -414,6 +423,7 @@ def test_the_reads_of_the_nodes_ask_only_for_the_fields_they_use() -> None:
     (lambda adapter: adapter.master_eligible(), "list the master-eligible nodes"),
     (lambda adapter: adapter.master_id(), "find elected master"),
     (lambda adapter: adapter.search_counters(), "read the nodes' search figures"),
+    (lambda adapter: adapter.absent(plan_of([["es-1"]])), "list the nodes in the cluster"),
 ])
 def test_an_answer_of_another_shape_to_a_read_of_the_nodes_is_the_cluster_s_error_naming_that_read(
         read: Any, what: str) -> None:
@@ -425,6 +435,17 @@ def test_an_answer_of_another_shape_to_a_read_of_the_nodes_is_the_cluster_s_erro
     assert str(refused.value).startswith(f"{what}: the cluster's answer is not what Elasticsearch or OpenSearch"), \
         refused.value
     assert rest.whats == [what] and [r[0] for r in rest.requests] == ["GET"]
+
+
+def test_the_nodes_of_the_plan_the_cluster_does_not_list_are_absent() -> None:
+    cluster = FakeCluster.generate(6, copies_per_node=2)
+    plan = replace(plan_of([["es-4"], ["es-5"]]), node_ids={n.name: n.id for n in cluster.nodes.values()})
+    with FakeEsServer(cluster) as server:
+        adapter = over_http(server)
+        assert adapter.absent(plan) == []
+        cluster.stop("es-5")
+        cluster.stop("es-2")
+        assert adapter.absent(plan) == ["es-2", "es-5"]
 
 
 def test_a_node_s_own_recovery_settings_are_read_as_its_settings_file_sets_them() -> None:
