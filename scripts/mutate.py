@@ -9,6 +9,7 @@ again with a timeout per test, to name the test that ran out of time. Then repor
     python scripts/mutate.py [MODULE ...] [--minutes N] [--resume]   (MODULE: e.g. lock or restart/lock.py)
     python scripts/mutate.py MODULE ... --survivors        (only the module's survivors, against the tests now)
     python scripts/mutate.py MODULE ... --finish-alone [--jobs N]   (a stopped run's rest, each mutant run alone)
+    python scripts/mutate.py MODULE ... --later [--jobs N]   (the run's survivors against the tests now, apart)
 """
 
 from __future__ import annotations
@@ -188,6 +189,32 @@ def name_the_timeouts(module: str, tests: tuple[str, ...], unchecked: bool = Fal
                 alone_file.write_text(json.dumps(sorted(n for n in alone if n in notes)))
 
 
+def killed_later(module: str, tests: tuple[str, ...], jobs: int = 1) -> None:
+    """The run's survivors of ``module``, each run alone against the tests of this checkout (copied into
+    mutmut's tree first, the mutated code left as the run made it): those a test now fails are recorded in
+    later.json, which the report counts apart from the run's own kills (the run's figure stays its commit's)."""
+    work = work_dir(module)
+    shutil.copytree(REPO / "tests", work / "mutants" / "tests", dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    stats = work / "mutants" / "mutmut-stats.json"
+    if stats.exists():  # which tests reach a function was traced with the run's tests: every listed test instead
+        stats.rename(stats.with_name("mutmut-stats.run.json"))
+    tested = commit_tested()
+    of = f"the tests of {str(tested['commit'])[:12]}" + (" with changes" if tested["changed"] else "")
+    later_file = work / "later.json"
+    later: dict[str, str] = json.loads(later_file.read_text()) if later_file.exists() else {}
+    names = [n for n in survivors(module) if n not in later]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        runs = {pool.submit(run_alone, module, tests, n): n for n in names}
+        for done in as_completed(runs):
+            note = done.result()
+            if note.endswith("(failed when run alone: an assertion)"):
+                later[runs[done]] = f"{note.split(' (')[0]} ({of})"
+                later_file.write_text(json.dumps(later, indent=2, sort_keys=True))
+    print(f"mutate: {module}: {sum(1 for n in names if n in later)} of {len(names)} survivor(s) killed by {of}",
+          flush=True)
+
+
 TIMEOUT_S = 30  # a test of the unit suite takes at most a few seconds; a mutant's that runs past this has hung
 
 
@@ -201,8 +228,16 @@ def main() -> None:
     parser.add_argument("--finish-alone", action="store_true",
                         help="a run stopped part way: its timeouts and the mutants it did not check run alone "
                              "(outside mutmut's worker), said so in the report")
-    parser.add_argument("--jobs", type=int, default=1, help="with --finish-alone: mutants run at once")
+    parser.add_argument("--later", action="store_true",
+                        help="a finished run's survivors run alone against the tests of this checkout, those "
+                             "killed counted apart in the report (later.json)")
+    parser.add_argument("--jobs", type=int, default=1, help="with --finish-alone or --later: mutants run at once")
     args = parser.parse_args()
+    if args.later:
+        for module, tests in chosen(args.modules).items():
+            killed_later(module, tests, jobs=args.jobs)
+        subprocess.run([sys.executable, str(REPO / "scripts" / "mutation_report.py")], check=True)
+        return
     if args.finish_alone:
         for module, tests in chosen(args.modules).items():
             name_the_timeouts(module, tests, unchecked=True, jobs=args.jobs)
