@@ -16,7 +16,7 @@ import itertools
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -147,6 +147,8 @@ class FakeCluster:
         self._data_count = 0
         self.scattered = False  # each new shard's copies on data nodes drawn at random (generate)
         self._by_zone: dict[str | None, list[FakeNode]] = {}  # the up data nodes by zone, for `drawn`
+        self._named: dict[str, set[str]] = {}  # a node's id, address and name -> its id, for `named`
+        self._order: dict[str, int] = {}  # a node's id -> its place in the cluster's order
 
     # --- building ------------------------------------------------------------------------------
     @classmethod
@@ -188,7 +190,19 @@ class FakeCluster:
         self.on_node[node.id] = set()
         self._placement = None
         self._by_zone = {}
+        self._named = {}
         return node
+
+    def named(self, terms: Iterable[str]) -> list[FakeNode]:
+        """The nodes (up or not) whose id, address or name is one of ``terms``, in the cluster's order: a
+        lookup, not a pass over every node (a request naming a few nodes of 3,000 costs what it names)."""
+        if not self._named:
+            for place, n in enumerate(self.nodes.values()):
+                self._order[n.id] = place
+                for key in (n.id, n.ip, n.name):
+                    self._named.setdefault(key, set()).add(n.id)
+        found = {node_id for term in terms for node_id in self._named.get(term, ())}
+        return [self.nodes[i] for i in sorted(found, key=self._order.__getitem__)]
 
     def placement(self) -> Iterator[FakeNode]:
         """Data nodes in turn, zones interleaved: consecutive picks are in different zones (awareness) and

@@ -16,16 +16,19 @@ INFO_METRICS = {"settings", "os", "process", "jvm", "thread_pool", "transport", 
                 "aggregations", "indices", "modules", "none", "_all", "remote_cluster_server"}
 STATS_METRICS = {"os", "indices", "fs", "jvm", "process", "transport", "http", "breaker", "thread_pool", "_all"}
 MEMORY = 64 * 2**30
+SPECIAL_TERMS = {"_all", "_local", "_master"}
 
 
 def resolve(cluster: FakeCluster, spec: str | None) -> list[FakeNode]:
     """The nodes (in the cluster) a node specification names, in the cluster's order."""
-    up = cluster.up_nodes()
     if not spec or spec == "_all":
-        return up
+        return cluster.up_nodes()
+    terms = spec.split(",")
+    if all(WILDCARDS.isdisjoint(t) and ":" not in t and t not in SPECIAL_TERMS for t in terms):
+        return [n for n in cluster.named(terms) if n.up]  # ids, addresses or names alone: looked up
+    up = cluster.up_nodes()
     chosen: set[str] = set()
-    by_key: dict[str, set[str]] | None = None  # made at the first term that names nodes one by one
-    for term in spec.split(","):
+    for term in terms:
         if term in ("_all", "*"):
             chosen.update(n.id for n in up)
         elif term == "_local":
@@ -43,12 +46,7 @@ def resolve(cluster: FakeCluster, spec: str | None) -> list[FakeNode]:
                 elif key == "zone" and n.zone is not None and fnmatchcase(n.zone, value):
                     chosen.add(n.id)
         elif WILDCARDS.isdisjoint(term):  # an id, an address or a name: looked up, not matched against every node
-            if by_key is None:
-                by_key = {}
-                for n in up:
-                    for key in (n.id, n.ip, n.name):
-                        by_key.setdefault(key, set()).add(n.id)
-            chosen.update(by_key.get(term, ()))
+            chosen.update(n.id for n in cluster.named([term]))
         else:
             chosen.update(n.id for n in up if term in (n.id, n.ip) or fnmatchcase(n.name, term))
     return [n for n in up if n.id in chosen]
