@@ -8,7 +8,8 @@ appends its line and syncs it;
 every `COMPACT_AFTER` lines, and when the run stops, ends or defers, the base is written again
 (temporary file, rename) and the log emptied.
 
-A line a crash left half-written was never acknowledged: it has no end of line and is dropped when read.
+A line a crash left half-written was never acknowledged: it has no end of line and is dropped when read,
+and cut off before the next process appends its own.
 A line that the base already holds (a crash between the base's rename and the log's emptying) is skipped
 by its number. Both files are this user's own, read never through a link (`read_bytes_of(private=True)`).
 """
@@ -43,12 +44,30 @@ def write_base(path: Path, text: str) -> None:
 
 def append(path: Path, line: str) -> None:
     """One save's line, appended and synced before the transition it records goes on."""
-    fd = os.open(changes_path(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    fd = os.open(changes_path(path), os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
+        drop_torn_tail(fd)
         os.write(fd, line.encode() + b"\n")
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def drop_torn_tail(fd: int) -> None:
+    """Cut off a line a crash left half-written (the log does not end with an end of line) before the next
+    is appended: joined to it, the two would read as one damaged line, and the journal could not be read."""
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    end = size
+    while end > 0:  # back to the last end of line, a block at a time (a line can be long)
+        start = max(0, end - 65536)
+        cut = os.pread(fd, end - start, start).rfind(b"\n")
+        if cut >= 0:
+            os.ftruncate(fd, start + cut + 1)
+            return
+        end = start
+    os.ftruncate(fd, 0)
 
 
 def _read(path: Path) -> bytes:

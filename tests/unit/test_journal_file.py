@@ -75,6 +75,25 @@ def test_a_line_half_written_by_a_crash_is_dropped_and_the_journal_is_what_was_s
     assert Journal.load(j.path).to_dict() == before
 
 
+@pytest.mark.parametrize("half", ['{"seq": 5, "run": {"state": "succ', '{"seq": 5, "nodes": {"a": "' + "x" * 200_000])
+def test_a_run_resumed_after_a_half_written_line_saves_after_the_last_whole_one(tmp_path: Path, half: str) -> None:
+    """The half line a crash left is not the start of the next process's first line: the journal that resumes
+    saves on, and is read back whole (appended to the half line, its first save made both unreadable and the
+    run could not be resumed again: found by test_engine's kill-anywhere property, a crash mid-append)."""
+    j = saved(tmp_path)
+    assert j.path is not None
+    log = journal_file.changes_path(j.path)
+    with log.open("a") as torn:
+        torn.write(half)  # a line longer than the blocks the cut reads back, too
+    resumed = Journal.load(j.path)
+    resumed.set_phase("a", Phase.STOPPED)
+    resumed.set_phase("b", Phase.STOPPING)
+    again = Journal.load(j.path)
+    assert again.to_dict() == resumed.to_dict()
+    assert (again.nodes["a"].phase, again.nodes["b"].phase) == (Phase.STOPPED, Phase.STOPPING)
+    assert half.encode() not in log.read_bytes(), "the half line is gone, the lines before it kept"
+
+
 def test_a_new_base_written_before_a_crash_emptied_the_log_skips_the_lines_it_holds(tmp_path: Path) -> None:
     j = saved(tmp_path)
     assert j.path is not None
