@@ -62,7 +62,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "orchestrator/pending/host.py": ("test_pending", "test_pending_hostile", "test_pending_host"),
     "orchestrator/runs/pending.py": ("test_pending", "test_pending_read", "test_written_files"),
     "orchestrator/shards/window.py": ("test_window", "test_window_run"),
-    "orchestrator/restart/window_run.py": ("test_window_run",),
+    "orchestrator/restart/window_run.py": ("test_window_run", "test_maintenance", "test_deferral"),
     "orchestrator/restart/budget.py": ("test_window_run", "test_window"),
 }
 # Tests left out of a module's pass by name (pytest's -k), where one costs far more than it adds: the window

@@ -180,6 +180,35 @@ def test_a_window_of_nodes_drains_when_the_maintenance_window_closes() -> None:
         assert cluster.unavailable == [] and cluster.settings == ORIGINAL
 
 
+class BoundedClock(FakeClock):
+    """A fake clock that refuses to wait past ``limit_s`` in all: a loop that would wait for next week fails."""
+
+    def __init__(self, start: datetime, limit_s: float) -> None:
+        super().__init__(start)
+        self.limit_s = limit_s
+
+    def advance(self, seconds: float) -> None:
+        if self.now + seconds > self.limit_s:
+            raise AssertionError(f"waited past {self.limit_s:.0f} s")
+        super().advance(seconds)
+
+
+def test_a_window_of_nodes_emptied_when_its_next_node_cannot_end_in_the_maintenance_window_stops_there() -> None:
+    """The window's first node alone (the ramp), then too little of the maintenance window left for the next
+    (`outside: stop`): with nobody away the run stops at once, rather than turning in its loop until a later
+    window opens."""
+    names = [f"n{i}" for i in range(1, 7)]
+    inv = windowed_inventory(names, ["Mon 20:00-20:01 UTC"])
+    with state_dir():
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), copies=layout(names, 1))
+        journal = new_journal(inv, cluster, options=RunOptions(max_unavailable="3"), playbook=WINDOWED)
+        eng, _ = slow_engine(inv, cluster, journal, BoundedClock(MONDAY_20 + timedelta(seconds=20), 600))
+        with pytest.raises(OutsideWindow):
+            eng.run()
+        assert sum(n.starts for n in cluster.nodes.values()) == 1 and cluster.away() == set()
+        assert journal.state is RunState.STOPPED and cluster.settings == ORIGINAL, journal.message
+
+
 def test_outside_its_window_a_run_holds_with_its_lock_then_goes_on_or_with_outside_stop_ends_with_exit_12(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Through the application (its lock, its journal): started an hour before its window, the run holds

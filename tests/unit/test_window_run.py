@@ -504,3 +504,68 @@ def test_a_window_s_rejoin_is_looked_at_each_poll_not_waited_for_by_the_cluster_
         assert_window_kept(cluster, journal, 3)
         assert max(len(away) for away in cluster.away_at_stops) >= 2, "nodes were away together"
         assert all(not others for _, others in server_waits), f"a server-side wait beside nodes away: {server_waits}"
+
+
+def test_stop_after_in_a_window_stops_once_that_many_nodes_left_it_and_says_how_many_did() -> None:
+    """`--stop-after 2` with a budget of 3: nothing is admitted once two nodes left the window; the nodes still
+    in it come back, and the message counts the batches this invocation finished, as the journal has them."""
+    from orchestrator.errors import StoppedAfter
+    from tests.unit.test_engine import engine
+
+    names = [f"n{i}" for i in range(1, 7)]
+    with state_dir():
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL))
+        journal = window_journal(names, cluster, "3")
+        eng = engine(inventory(names), cluster, journal, [])
+        eng.stop_after = 2
+        with pytest.raises(StoppedAfter) as stopped:
+            eng.run()
+        done = sum(1 for b in journal.batches if b.state == BatchState.DONE)
+        assert done >= 2 and sum(n.starts for n in cluster.nodes.values()) == done, (done, cluster.away_at_stops)
+        assert f"stopped after {done} batches as asked" in str(stopped.value), (done, stopped.value)
+        assert cluster.away() == set() and cluster.settings == ORIGINAL
+
+
+def test_each_admitted_node_s_host_is_read_ahead_and_a_refused_candidate_waits_for_the_window_to_change() -> None:
+    """Two zones, a budget of 3, the first zone's second node slow to start (turns of the loop pass with nobody
+    leaving): the other zone's nodes are refused while it is away, and none is proven again until the window
+    changes (a node admitted or gone), however many turns pass; each node admitted has its host read ahead."""
+    import threading
+    import time
+
+    from orchestrator.hosts.changes import HostChange, KnobValues
+    from tests.unit.test_engine import ChangingTuner, engine
+
+    names = [f"n{i}" for i in range(1, 7)]
+    zones = ["z1", "z1", "z2", "z2", "z2", "z2"]
+    with state_dir():
+        cluster = FakeCluster.of(names, zones, settings=dict(ORIGINAL))
+        journal = window_journal(names, cluster, "3", zones)
+        eng = engine(inventory(names, zones), cluster, journal, [])
+        change = HostChange("thp.enabled", before=KnobValues("always", None), after=KnobValues("never", "never"))
+        eng.ctx.tuner = ChangingTuner(change)
+        start = eng.ctx.service.start
+
+        def slow_start(node):  # type: ignore[no-untyped-def]
+            if node.name == "n2":
+                time.sleep(2.5)  # real time: the loop waits at most a second for a node to leave, then looks again
+            return start(node)
+
+        eng.ctx.service.start = slow_start  # type: ignore[method-assign]
+        proofs: list[tuple[tuple[str, ...], int]] = []
+        snapshot = cluster.gate_snapshot
+
+        def counted(plan, restarting, proof=False, window=False):  # type: ignore[no-untyped-def]
+            if window and not threading.current_thread().name.startswith("window"):  # the loop's, not a last look
+                moved = sum(1 if b.state == BatchState.RUNNING else 2 if b.state == BatchState.DONE else 0
+                            for b in journal.batches)  # each admission and each leave changes the window
+                proofs.append((tuple(restarting), moved))
+            return snapshot(plan, restarting, proof, window)
+
+        cluster.gate_snapshot = counted  # type: ignore[method-assign]
+        eng.run()
+        assert_window_kept(cluster, journal, 3)
+        refused_while_n2_away = [p for p in proofs if p[0][0] in names[2:] and p[1] == 3]  # n1 done, n2 running
+        twice = [p for i, p in enumerate(proofs) if p in proofs[:i]]
+        assert refused_while_n2_away and not twice, f"proven again with the window unchanged: {twice} of {proofs}"
+        assert set(eng.ctx.tuner.read_ahead) == set(names), eng.ctx.tuner.read_ahead  # type: ignore[union-attr]
