@@ -158,10 +158,11 @@ def run_alone(module: str, tests: tuple[str, ...], name: str) -> str:
                           *chosen_tests, *(("-k", LEFT_OUT[module]) if module in LEFT_OUT else ())],
                          cwd=work_dir(module) / "mutants", capture_output=True, text=True, timeout=TIMEOUT_S * 40,
                          env={**os.environ, "MUTANT_UNDER_TEST": name})
-    timed_out = [line.split(" ", 1)[1].split(" - ")[0] for line in run.stdout.splitlines()
-                 if line.startswith("FAILED ") and "Timeout" in line]
     failed = [line.split(" ", 1)[1].split(" - ")[0] for line in run.stdout.splitlines()
               if line.startswith("FAILED ")]
+    # With -x only the first failing test fails: a timeout anywhere in the output is its own, though hypothesis
+    # wraps a property test's (a FlakyFailure, its FAILED line not naming the timeout).
+    timed_out = failed[:1] if "Timeout (>" in run.stdout else []
     return (f"{timed_out[0]} (over {TIMEOUT_S} s)" if timed_out else
             f"{failed[0]} (failed when run alone: an assertion)" if failed else
             "none timed out when run again" if run.returncode == 0 else f"pytest exit {run.returncode}")
