@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from mutation_report import modules as results  # beside this script, so on its path
+from mutation_report import run_again
 
 REPO = Path(__file__).resolve().parents[1]
 WORK = REPO / "build" / "mutate"
@@ -148,11 +149,11 @@ def reaching(module: str, name: str) -> list[str]:
     return sorted(by_function.get(name.rsplit("__mutmut_", 1)[0], ()))
 
 
-def run_alone(module: str, tests: tuple[str, ...], name: str) -> str:
+def run_alone(module: str, tests: tuple[str, ...], name: str, every_test: bool = False) -> str:
     """One mutant's tests (those that reach its function) run again outside mutmut's worker, one at a time with
     pytest-timeout's limit (TIMEOUT_S), stopping at the first that fails: what it says of the mutant
     (mutation_report.run_again reads it)."""
-    chosen_tests = reaching(module, name) or [f"tests/unit/{t}.py" for t in tests]
+    chosen_tests = (not every_test and reaching(module, name)) or [f"tests/unit/{t}.py" for t in tests]
     run = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
                           f"--timeout={TIMEOUT_S}", "--hypothesis-seed=0", "--hypothesis-profile=mutation",
                           *chosen_tests, *(("-k", LEFT_OUT[module]) if module in LEFT_OUT else ())],
@@ -197,19 +198,17 @@ def killed_later(module: str, tests: tuple[str, ...], jobs: int = 1) -> None:
     work = work_dir(module)
     shutil.copytree(REPO / "tests", work / "mutants" / "tests", dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("__pycache__"))
-    stats = work / "mutants" / "mutmut-stats.json"
-    if stats.exists():  # which tests reach a function was traced with the run's tests: every listed test instead
-        stats.rename(stats.with_name("mutmut-stats.run.json"))
     tested = commit_tested()
     of = f"the tests of {str(tested['commit'])[:12]}" + (" with changes" if tested["changed"] else "")
     later_file = work / "later.json"
     later: dict[str, str] = json.loads(later_file.read_text()) if later_file.exists() else {}
     names = [n for n in survivors(module) if n not in later]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        runs = {pool.submit(run_alone, module, tests, n): n for n in names}
+        # Every listed test: which tests reach a function was traced with the run's tests, not these.
+        runs = {pool.submit(run_alone, module, tests, n, every_test=True): n for n in names}
         for done in as_completed(runs):
             note = done.result()
-            if note.endswith("(failed when run alone: an assertion)"):
+            if run_again("timeout", note) == "killed":
                 later[runs[done]] = f"{note.split(' (')[0]} ({of})"
                 later_file.write_text(json.dumps(later, indent=2, sort_keys=True))
     print(f"mutate: {module}: {sum(1 for n in names if n in later)} of {len(names)} survivor(s) killed by {of}",
