@@ -31,14 +31,16 @@ class ClusterAdapter(Protocol[SnapshotT_co]):
         ...
 
     def gate_snapshot(self, plan: Plan, restarting: Collection[str], proof: bool = False,
-                      window: bool = False) -> SnapshotT_co:
+                      window: Collection[str] | None = None) -> SnapshotT_co:
         """What the product's batch gate and stop check read about the batch of ``restarting`` (inventory
         names): as little as decides for that batch (a cluster of thousands of nodes is not read whole
         before each batch), asked of nodes other than ``restarting`` first. With ``proof`` (the last look
         before a stop) what the stop is decided on is read as it is, never assumed: an answer that leaves
         out part of what was asked is an error (IncompleteAnswer), never "nothing there". With ``window`` (a
-        window's proof, restart/window_run.py) what only a gate of one batch at a time reads is left out: the
-        window keeps the cluster yellow, and its proof asks no explanation of it."""
+        window's proof, restart/window_run.py: the nodes in the window, inventory names) what only a gate of one
+        batch at a time reads is left out: the window keeps the cluster yellow, and its proof asks no
+        explanation of it; nodes away are expected, and only a node missing beyond the window's and
+        ``restarting`` is looked for by name."""
         ...
 
     def live_identity(self, plan: Plan, name: str) -> str | None:

@@ -377,7 +377,7 @@ class Engine(Generic[SnapshotT, AdapterT]):
         window = in_the_window(ctx.journal, batch)  # before the read: a node that left since was away in it
         if windowed:  # the window's proof: the other nodes in it are away too
             try:
-                snapshot = ctx.cluster.gate_snapshot(ctx.journal.plan, batch.nodes, proof=True, window=True)
+                snapshot = ctx.cluster.gate_snapshot(ctx.journal.plan, batch.nodes, proof=True, window=window)
                 problems = self.product.window_check(snapshot, ctx.journal.plan, ctx.inv, batch.nodes[0], window,
                                                      ctx.options)
             except ClusterError as exc:  # no proof, either way: the batch waits to be proven again, nothing stopped

@@ -220,7 +220,7 @@ class WindowRun:
         # The window as this loop admitted it: a batch done but not yet taken in is still in it here, so that a node
         # that must wait for an empty window (a master) is admitted only by the empty window's gate, in its order.
         window = [n for b in self.under_way.values() for n in b.nodes]
-        snapshot = ctx.cluster.gate_snapshot(self.journal.plan, batch.nodes, proof=True, window=True)
+        snapshot = ctx.cluster.gate_snapshot(self.journal.plan, batch.nodes, proof=True, window=window)
         problems: list[str] = []
         for name in batch.nodes:
             problems += self.engine.product.window_check(snapshot, self.journal.plan, ctx.inv, name, window,

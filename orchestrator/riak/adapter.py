@@ -159,7 +159,7 @@ class RiakAdapter:
 
     # --- what the restart engine asks of every product (restart/adapter.py) -----------------------
     def gate_snapshot(self, plan: Plan, restarting: Collection[str], proof: bool = False,
-                      window: bool = False) -> RiakSnapshot:
+                      window: Collection[str] | None = None) -> RiakSnapshot:
         return self.snapshot(avoid=set(restarting))
 
     def live_identity(self, plan: Plan, name: str) -> str | None:

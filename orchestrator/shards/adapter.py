@@ -259,10 +259,15 @@ class ShardClusterAdapter(BatchReads, LockDocuments, ClusterFacts, MergeRequests
 
     # --- what the restart engine asks of every product (restart/adapter.py) -------------------
     def gate_snapshot(self, plan: Plan, restarting: Collection[str], proof: bool = False,
-                      window: bool = False) -> ClusterSnapshot:
+                      window: Collection[str] | None = None) -> ClusterSnapshot:
         snap = self.batch_snapshot([plan.node_ids[n] for n in restarting if n in plan.node_ids], proof,
-                                   explain=not window)
-        if snap.health.number_of_nodes < len(plan.node_ids):  # a node away: which, for the operator
+                                   explain=window is None)
+        # A node away: which, for the operator, from a list of every node in the cluster. A window's nodes are
+        # away by design, so its proof (asked at each admission and each last look) reads that list only when a
+        # node beyond them is missing: a read of the whole cluster per admission would grow with the cluster.
+        expected = len(plan.node_ids) - len((set(window) - set(restarting)) & plan.node_ids.keys()) \
+            if window is not None else len(plan.node_ids)
+        if snap.health.number_of_nodes < expected:
             snap = replace(snap, absent=tuple(self.absent(plan)))
         return snap
 

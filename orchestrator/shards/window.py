@@ -77,7 +77,9 @@ def window_check(snap: ClusterSnapshot, plan: Plan, inv: Inventory, candidate: s
     ids = plan.node_ids
     node_id, away = ids[candidate], [ids[n] for n in window if n in ids and n != candidate]
     problems = cluster_red(snap)
-    outside = len(ids) - len(away) - 1  # every node but the window's (and the candidate, which may be stopping)
+    # Every node but the window's, the candidate too: its proof read its own stats, so it is in the cluster, and
+    # a node missing beyond the window is never taken for the candidate stopping.
+    outside = len(ids) - len(away)
     if snap.health.number_of_nodes < outside:
         missing = f" ({', '.join(snap.absent)} not in it)" if snap.absent else ""
         problems.append(f"only {snap.health.number_of_nodes} nodes are in the cluster, fewer than the {outside} "

@@ -159,7 +159,7 @@ class FakeCluster:
                                  for index, holders in self.copies.items() if set(holders) <= away]
 
     def gate_snapshot(self, plan: Plan, restarting: Collection[str], proof: bool = False,
-                      window: bool = False) -> FakeSnapshot:
+                      window: Collection[str] | None = None) -> FakeSnapshot:
         return self.snapshot()
 
     def live_identity(self, plan: Plan, name: str) -> str | None:

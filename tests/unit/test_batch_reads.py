@@ -100,6 +100,32 @@ def test_a_settled_green_cluster_is_proved_safe_from_replica_counts_without_list
     assert server.counts.as_json()["requests"]["GET /_cluster/state"] >= 2, "the elected master, the routing table"
 
 
+def test_a_window_s_proof_lists_every_node_only_when_one_beyond_the_window_is_missing(
+        fake: tuple[FakeCluster, FakeEsServer, ShardClusterAdapter]) -> None:
+    """The nodes away are named from a list of every node in the cluster. A window's nodes are away by design,
+    so its proof (asked at each admission and each last look, while nodes are away) reads that list only when a
+    node beyond the window and the candidate is missing, as the window's check then says: a read that grows with
+    the cluster is not made per admission. A gate of one batch at a time names them whenever one is away."""
+    cluster, server, adapter = fake
+    plan = plans(cluster)[0]
+    cluster.stop("es-4")
+    cluster.stop("es-5")
+
+    def proof(window: list[str] | None) -> tuple[tuple[str, ...], int]:
+        server.counts.reset()
+        snap = adapter.gate_snapshot(plan, ("es-6",), proof=True, window=window)
+        return snap.absent, server.counts.as_json()["requests"]["GET /_nodes"]
+
+    in_window, asked = proof(["es-4", "es-5"])
+    assert in_window == ()
+    alone, asked_alone = proof(None)
+    assert alone == ("es-4", "es-5") and asked_alone == asked + 1, "one list of every node, for the gate alone"
+    assert proof(["es-5", "es-4", "es-6"]) == ((), asked), "the candidate is never away in its own proof"
+    cluster.stop("es-7")  # beyond the window: named, with the window's nodes
+    assert proof(["es-4", "es-5"]) == (("es-4", "es-5", "es-7"), asked_alone)
+    assert proof(["es-4", "es-5", "es-7"]) == ((), asked), "in the window, it is away by design"
+
+
 def test_a_deleted_index_between_two_reads_is_left_out_and_long_lists_are_sent_in_chunks(
         fake: tuple[FakeCluster, FakeEsServer, ShardClusterAdapter]) -> None:
     cluster, server, adapter = fake

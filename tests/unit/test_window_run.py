@@ -228,7 +228,7 @@ def test_a_proof_that_cannot_be_read_while_nodes_are_away_admits_nobody_then_and
         journal = window_journal(names, cluster, "3")
         real, failed = cluster.gate_snapshot, []
 
-        def flaky(plan, restarting, proof=False, window=False) -> FakeSnapshot:  # type: ignore[no-untyped-def]
+        def flaky(plan, restarting, proof=False, window=None) -> FakeSnapshot:  # type: ignore[no-untyped-def]
             # Read from the journal, not from the nodes' state: whether a node admitted a moment ago has stopped
             # yet is a race, whether its batch is in the window is not.
             mine = [b for b in journal.batches if list(b.nodes) == list(restarting)]
@@ -267,7 +267,7 @@ def test_a_proof_that_cannot_be_read_with_nobody_away_is_asked_again_then_stops_
         journal = window_journal(names, cluster, "2")
         real, failed = cluster.gate_snapshot, []
 
-        def busy(plan, restarting, proof=False, window=False) -> FakeSnapshot:  # type: ignore[no-untyped-def]
+        def busy(plan, restarting, proof=False, window=None) -> FakeSnapshot:  # type: ignore[no-untyped-def]
             if proof and not cluster.away() and (fails_for_good or len(failed) < 2):
                 failed.append(tuple(restarting))
                 raise IncompleteAnswer("list the batch's shard copies: 1 node of the 1 asked did not answer")
@@ -555,7 +555,7 @@ def test_each_admitted_node_s_host_is_read_ahead_and_a_refused_candidate_waits_f
         proofs: list[tuple[tuple[str, ...], int]] = []
         snapshot = cluster.gate_snapshot
 
-        def counted(plan, restarting, proof=False, window=False):  # type: ignore[no-untyped-def]
+        def counted(plan, restarting, proof=False, window=None):  # type: ignore[no-untyped-def]
             if window and not threading.current_thread().name.startswith("window"):  # the loop's, not a last look
                 moved = sum(1 if b.state == BatchState.RUNNING else 2 if b.state == BatchState.DONE else 0
                             for b in journal.batches)  # each admission and each leave changes the window

@@ -63,7 +63,7 @@ class ToyCluster:
         return ToySnapshot({n: self.pid(n) for n in self.names}, self._settings())
 
     def gate_snapshot(self, plan: Plan, restarting: Collection[str], proof: bool = False,
-                      window: bool = False) -> ToySnapshot:
+                      window: Collection[str] | None = None) -> ToySnapshot:
         return self.snapshot()
 
     def live_identity(self, plan: Plan, name: str) -> str | None:
