@@ -14,7 +14,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from orchestrator.config.model import Inventory, Timeouts
+from orchestrator.config.model import Inventory, NodeEntry, Timeouts
 from orchestrator.config.playbook import Playbook
 from orchestrator.errors import ConfigError
 from orchestrator.restart.budget import Budget
@@ -61,10 +61,21 @@ def beside_the_window(candidate: str, away: Collection[str], zone_of: Mapping[st
     return []
 
 
-def zones_of(snap: ClusterSnapshot, plan: Plan, inv: Inventory) -> dict[str, str | None]:
-    """Node id -> its zone: the inventory's, else the one the snapshot read of the node."""
+def zones_of(snap: ClusterSnapshot, plan: Plan, inv: Inventory,
+             names: Iterable[str] | None = None) -> dict[str, str | None]:
+    """Node id -> its zone: the inventory's, else the one the snapshot read of the node. Of the plan's nodes
+    among ``names`` (inventory names) only, when given: a proof asks of the candidate and the window's nodes, not
+    of every node of a cluster of thousands at each admission."""
+    entries = inv.nodes if names is None else [entry for n in dict.fromkeys(names) if (entry := entry_of(inv, n))]
     return {plan.node_ids[e.name]: e.zone or (node.zone if (node := snap.node_by_id(plan.node_ids[e.name])) else None)
-            for e in inv.nodes if e.name in plan.node_ids}
+            for e in entries if e.name in plan.node_ids}
+
+
+def entry_of(inv: Inventory, name: str) -> NodeEntry | None:
+    try:
+        return inv.node(name)
+    except KeyError:  # a name the inventory no longer holds (a resumed run's): no zone known of it
+        return None
 
 
 def window_check(snap: ClusterSnapshot, plan: Plan, inv: Inventory, candidate: str, window: Collection[str],
@@ -84,7 +95,8 @@ def window_check(snap: ClusterSnapshot, plan: Plan, inv: Inventory, candidate: s
         missing = f" ({', '.join(snap.absent)} not in it)" if snap.absent else ""
         problems.append(f"only {snap.health.number_of_nodes} nodes are in the cluster, fewer than the {outside} "
                         f"outside the window{missing}")
-    beside = beside_the_window(node_id, away, zones_of(snap, plan, inv), {n.id for n in snap.master_eligible})
+    beside = beside_the_window(node_id, away, zones_of(snap, plan, inv, [candidate, *window]),
+                               {n.id for n in snap.master_eligible})
     if beside:
         return problems + beside  # it waits for the window, whatever its shards say now
     problems += quorum_problems(snap, [*away, node_id], candidate)

@@ -374,13 +374,21 @@ def test_each_record_a_step_writes_is_kept_as_written_and_read_back(tmp_path: Pa
 
 
 def test_a_node_record_changed_after_it_was_written_is_written_anew(tmp_path: Path) -> None:
-    """The base file's text of a record is kept until a change names the record (one node: one record)."""
+    """The base file's text of a record is kept until a change names the record (one node: one record; an
+    undo record too, of which a window's run holds one per index)."""
     j = journal(tmp_path / "r1.json")
     first = j.to_text()
     j.set_phase("a", Phase.STOPPING)
     assert json.loads(j.to_text())["nodes"]["a"]["phase"] == "stopping" != json.loads(first)["nodes"]["a"]["phase"]
     j.spec = replace(j.spec, prelude={"merge": {}})
     assert json.loads(j.to_text())["spec"]["prelude"] == {"merge": {}}, "a replaced spec is written anew"
+    kept, moved = j.record_undos([("i1/delay", "index", "1m", "20m"), ("i2/delay", "index", None, "20m")], None)
+    assert [u["state"] for u in json.loads(j.to_text())["undo"]] == ["intended", "intended"]
+    j.undo_states([moved], UndoState.APPLIED)
+    assert [(u["key"], u["state"]) for u in json.loads(j.to_text())["undo"]] == [("i1/delay", "intended"),
+                                                                                ("i2/delay", "applied")]
+    assert json.loads(j.to_text()) == json.loads(json.dumps(j.to_dict(), default=str)) | {"seq": j._seq}, \
+        "the base's text is the journal's whole state, in its order"
 
 
 def test_a_journal_whose_change_number_is_missing_or_odd_keeps_every_change_made_after_it_is_read(
