@@ -35,7 +35,19 @@ SECRETS = re.compile(r"(?P<url>://[^/\s:@]+:)[^@\s/]+@"
                      r"(?:'[^']*'|\"[^\"]*\"|\S+)", re.IGNORECASE)
 
 
+# What each of SECRETS' matches holds: the @ of a URL's credentials, or a name (a match of "password" holds
+# "pass", one of "api_key" holds "api").
+SECRET_MARKS = ("@", "authorization", "pass", "token", "api", "secret", "cookie")
+
+
 def redacted(text: str) -> str:
+    # An ASCII text that holds none of the marks, lowered, cannot match (ignoring case is lowering, in ASCII):
+    # the pattern's scan of a request's URL took 0.7 ms at 4 KB (a batch's node ids at 3,000 nodes), a
+    # request's whole cost. Any other text is scanned, its case as the pattern ignores it.
+    if text.isascii():
+        lowered = text.lower()
+        if not any(mark in lowered for mark in SECRET_MARKS):
+            return text
     return SECRETS.sub(lambda m: f"{m['url']}***@" if m["url"] else f"{m['auth'] or m['name']}***", text)
 
 

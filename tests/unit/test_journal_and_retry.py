@@ -382,7 +382,7 @@ def test_a_node_record_changed_after_it_was_written_is_written_anew(tmp_path: Pa
     assert json.loads(j.to_text())["nodes"]["a"]["phase"] == "stopping" != json.loads(first)["nodes"]["a"]["phase"]
     j.spec = replace(j.spec, prelude={"merge": {}})
     assert json.loads(j.to_text())["spec"]["prelude"] == {"merge": {}}, "a replaced spec is written anew"
-    kept, moved = j.record_undos([("i1/delay", "index", "1m", "20m"), ("i2/delay", "index", None, "20m")], None)
+    _kept, moved = j.record_undos([("i1/delay", "index", "1m", "20m"), ("i2/delay", "index", None, "20m")], None)
     assert [u["state"] for u in json.loads(j.to_text())["undo"]] == ["intended", "intended"]
     j.undo_states([moved], UndoState.APPLIED)
     assert [(u["key"], u["state"]) for u in json.loads(j.to_text())["undo"]] == [("i1/delay", "intended"),
