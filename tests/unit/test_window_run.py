@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from orchestrator.errors import Aborted, UnsafeToProceed
 from orchestrator.restart.budget import ramp, room_of, window_asked
+from orchestrator.restart.events import Event
 from orchestrator.restart.journal import BatchState, Journal, RunOptions, RunState, UndoState
 from orchestrator.restart.plan import Mode
 from orchestrator.testing.fake import LIMIT, PRODUCT, FakeCluster
@@ -77,6 +78,91 @@ def test_the_window_opens_one_then_two_then_four() -> None:
         assert sizes[0] == 1 and max(sizes[:2]) <= 2 and max(sizes[:4]) <= 3, sizes
 
 
+def test_what_a_window_says_its_budget_and_each_refusal_once_with_the_window_and_why_never_an_admission() -> None:
+    """What the operator reads (`--json` events, the live view): the window's budget as the run begins; a
+    candidate refused, as a wait of its batch naming the window and why, said once while the reason stays (it
+    is proven again each time the window changes); a node admitted, no wait at all. Two zones, a budget of 3, the
+    first zone's fifth node slow to start: once three nodes left clean, n4 and n5 are away together, and the
+    other zone waits for them, then for n5 alone. n7 shares an index with n5: while n5 is away it is proven
+    once, then passed over (its proof could only refuse it again)."""
+    import threading
+    import time
+
+    from tests.unit.test_engine import engine
+
+    names = [f"n{i}" for i in range(1, 8)]
+    zones = ["z1", "z1", "z1", "z1", "z1", "z2", "z2"]
+    with state_dir():
+        cluster = FakeCluster.of(names, zones, settings=dict(ORIGINAL), start_takes_s=0.5, copies={"x": ("n5", "n7")})
+        journal = window_journal(names, cluster, "3", zones)
+        events: list[Event] = []
+        eng = engine(inventory(names, zones), cluster, journal, events)
+        start = eng.ctx.service.start
+
+        def slow_start(node):  # type: ignore[no-untyped-def]
+            if node.name == "n5":
+                time.sleep(2.0)  # real time: n4 leaves the window while n5 is still in it
+            return start(node)
+
+        eng.ctx.service.start = slow_start  # type: ignore[method-assign]
+        snapshot, n7_proven_beside_n5 = cluster.gate_snapshot, []
+
+        def counted(plan, restarting, proof=False, window=None):  # type: ignore[no-untyped-def]
+            in_loop = threading.current_thread().name == "MainThread"  # an admission's proof, not a last look
+            if list(restarting) == ["n7"] and "n5" in (window or ()) and in_loop:
+                n7_proven_beside_n5.append(list(window))
+            return snapshot(plan, restarting, proof, window)
+
+        cluster.gate_snapshot = counted  # type: ignore[method-assign]
+        eng.run()
+        assert_window_kept(cluster, journal, 3)
+        assert len(n7_proven_beside_n5) == 1, n7_proven_beside_n5
+    opening = events[[e.kind for e in events].index("run")]
+    assert (opening.data, opening.message) == ({"window": 3}, "window: up to 3 nodes away at once (--max-unavailable "
+                                                               "3), opened 1, 2, 4, ... as nodes leave it clean")
+    waits = [e for e in events if "waits to join the window" in e.message]
+    assert waits and all(e.kind == "wait" and e.batch is not None and e.message.startswith(
+        f"batch {e.batch} (n{e.batch}) waits to join the window of ") and not e.message.endswith(": ")
+        for e in waits), [e.message for e in waits]
+    sixth = [e.message for e in waits if e.batch == 6]
+    assert sixth[0] == ("batch 6 (n6) waits to join the window of n4, n5: the window holds another zone: one zone "
+                        "at a time"), sixth
+    assert len(sixth) == 1, f"said once while its reason stays, though proven again when n4 left: {sixth}"
+    assert not [e for e in waits if e.batch in range(1, 6)], "a node admitted at its proof waits for nothing"
+
+
+def test_a_candidate_refused_with_nobody_away_stops_the_run_saying_why() -> None:
+    """The empty window's first node refused by its proof (here an index whose only copy it holds, which the
+    fake's window refuses whatever the run accepts): the run stops before anything stops, saying which batch
+    and why, and its wait said the window held no node."""
+    from tests.unit.test_engine import engine
+
+    names = ["n1", "n2", "n3"]
+    with state_dir():
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), copies={"solo": ("n1",)})
+        journal = window_journal(names, cluster, "2", allow_unavailable=("solo",))
+        events: list[Event] = []
+        with pytest.raises(UnsafeToProceed) as refused:
+            engine(inventory(names), cluster, journal, events).run()
+        assert str(refused.value).startswith("not starting batch 1 (n1): index(es) solo would have no copy outside "
+                                             "the window."), refused.value
+        assert all(n.starts == 0 and n.up for n in cluster.nodes.values()), "nothing stopped"
+    assert [e.message for e in events if e.kind == "wait"] == [
+        "batch 1 (n1) waits to join the window of no node: index(es) solo would have no copy outside the window."]
+
+
+def test_a_window_holds_more_nodes_at_once_than_a_default_thread_pool_would_run() -> None:
+    """Each node in the window has a thread of its own: a budget of 40, open to 40 once 63 nodes left clean, has
+    the last 37 away at once, beyond the 32 threads at most of a pool sized by default (6 on 2 cores)."""
+    names = [f"n{i}" for i in range(1, 101)]
+    with state_dir():
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), start_takes_s=1.0)
+        journal = window_journal(names, cluster, "40")
+        run(inventory(names), cluster, journal)
+        assert_window_kept(cluster, journal, 40)
+        assert max(len(away) for away in cluster.away_at_stops) > 32, cluster.away_at_stops
+
+
 def test_one_zone_at_a_time() -> None:
     names = [f"n{i}" for i in range(1, 10)]
     zones = [f"z{i % 3}" for i in range(9)]
@@ -94,16 +180,18 @@ def test_a_canary_pauses_after_the_first_node_alone() -> None:
     with state_dir():
         cluster = FakeCluster.of(names, settings=dict(ORIGINAL))
         journal = window_journal(names, cluster, "3", canary=True)
-        engine_stops_at_pause(cluster, journal, names)
+        events = engine_stops_at_pause(cluster, journal, names)
+        assert any(e.kind == "run" and e.batch == 2 and e.message.startswith("paused before batch 2 (n2): canary")
+                   for e in events), "the pause names the batch it holds: the next one"
 
 
-def engine_stops_at_pause(cluster: FakeCluster, journal: Journal, names: list[str]) -> None:
+def engine_stops_at_pause(cluster: FakeCluster, journal: Journal, names: list[str]) -> list[Event]:
     """The canary's pause holds the run with every node back: here a stop request ends it there."""
     import threading
 
     from tests.unit.test_engine import engine
 
-    events: list = []
+    events: list[Event] = []
     eng = engine(inventory(names), cluster, journal, events)
     paused = threading.Event()
 
@@ -123,6 +211,7 @@ def engine_stops_at_pause(cluster: FakeCluster, journal: Journal, names: list[st
     assert paused.is_set(), "the canary paused the run"
     assert [n.starts for n in cluster.nodes.values()] == [1, 0, 0, 0, 0], "the first node alone, then the pause"
     assert cluster.settings == ORIGINAL
+    return events
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -173,8 +262,11 @@ def test_a_window_through_the_shard_adapter_keeps_a_started_copy_of_every_shard_
         transport = FakeHostTransport(server.url)
         options = RunOptions(max_unavailable=budget)
         plan = plans.make_plan(target, Mode.NODE, options, host_transport=lambda: transport)
+        server.counts.reset()
         journal = runs.start(target, plan, options, lambda e: None, early=AnsweringHosts(transport))  # type: ignore[arg-type]
         assert journal.state is RunState.SUCCEEDED, journal.message
+        explained = server.counts.as_json()["requests"].get("POST /_cluster/allocation/explain", 0)
+        assert explained == 0, "a window's proofs ask no explanation of the yellow the window makes"
         assert cluster.without_started_copy == [], cluster.without_started_copy
         assert max(cluster.down_at_stops) <= 4, cluster.down_at_stops
         spans = [(b.started or 0, b.finished or 0) for b in journal.batches]
@@ -248,6 +340,45 @@ def test_a_proof_that_cannot_be_read_while_nodes_are_away_admits_nobody_then_and
         said = [e.message for e in events if "could not be read" in e.message]
         assert any("asked again" in m for m in said) and any("goes back to wait, nothing stopped" in m for m in said)
         assert all("asked again" in m or "goes back to wait, nothing stopped" in m for m in said), said
+        assert all(e.kind == "wait" and e.message.startswith(f"batch {e.batch} (") for e in events
+                   if "could not be read" in e.message), "a wait, of the batch it names"
+
+
+def test_a_proof_that_keeps_failing_while_a_node_is_away_is_asked_again_once_a_turn_not_at_once() -> None:
+    """A candidate's proof that cannot be read while another node is away is asked again at the next turn of the
+    loop, which waits for a node to leave or a poll's time: never again at once, which would send the cluster a
+    proof's reads as fast as it answers for as long as the node is away."""
+    import time
+
+    from orchestrator.errors import ClusterUnreachable
+    from orchestrator.testing.fake import FakeSnapshot
+    from tests.unit.test_engine import engine
+
+    names = ["n1", "n2", "n3"]
+    with state_dir():
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL))
+        journal = window_journal(names, cluster, "2")
+        eng = engine(inventory(names), cluster, journal, [])
+        start = eng.ctx.service.start
+
+        def slow_start(node):  # type: ignore[no-untyped-def]
+            if node.name == "n2":
+                time.sleep(2.0)  # real time: the loop's turns while n2 is away wait for it at most a second each
+            return start(node)
+
+        eng.ctx.service.start = slow_start  # type: ignore[method-assign]
+        real, failed = cluster.gate_snapshot, []
+
+        def unreadable(plan, restarting, proof=False, window=None) -> FakeSnapshot:  # type: ignore[no-untyped-def]
+            if list(restarting) == ["n3"] and "n2" in (window or ()):
+                failed.append(time.monotonic())
+                raise ClusterUnreachable("the elected master did not answer in 10 s")
+            return real(plan, restarting, proof, window)
+
+        cluster.gate_snapshot = unreadable  # type: ignore[method-assign]
+        eng.run()
+        assert_window_kept(cluster, journal, 2)
+        assert 1 <= len(failed) <= 4, f"{len(failed)} proofs of n3 while n2 was away about 2 s"
 
 
 @pytest.mark.parametrize("fails_for_good", [False, True])
@@ -259,6 +390,7 @@ def test_a_proof_that_cannot_be_read_with_nobody_away_is_asked_again_then_stops_
     from orchestrator.errors import IncompleteAnswer
     from orchestrator.restart import window_run
     from orchestrator.testing.fake import FakeSnapshot
+    from tests.unit.test_engine import engine
 
     monkeypatch.setattr(window_run, "PROOF_WAIT_S", 5.0)  # the fake clock: 5 polls
     names = ["n1", "n2", "n3", "n4"]
@@ -274,17 +406,50 @@ def test_a_proof_that_cannot_be_read_with_nobody_away_is_asked_again_then_stops_
             return real(plan, restarting, proof, window)
 
         cluster.gate_snapshot = busy  # type: ignore[method-assign]
+        events: list[Event] = []
+        eng = engine(inventory(names), cluster, journal, events)
         if fails_for_good:
-            with pytest.raises(UnsafeToProceed, match=r"not starting batch 1 .*its proof could not be read: timed out"):
-                run(inventory(names), cluster, journal)
+            with pytest.raises(UnsafeToProceed, match=r"not starting batch 1 .*its proof could not be read: timed out "
+                                                      r"after 5 s waiting for the proof of batch 1"):
+                eng.run()
             assert all(n.starts == 0 and n.up for n in cluster.nodes.values()), "nothing stopped"
             assert len(failed) >= 2, "asked again before the run stopped"
+            assert eng.ctx.clock.monotonic() >= 5, "waited on the run's clock"
             return
-        events = run(inventory(names), cluster, journal)
+        eng.run()
         assert len(failed) == 2
         assert_window_kept(cluster, journal, 2)
-        said = [e.message for e in events if "not started yet: its proof could not be read" in e.message]
+        said = [e for e in events if "not started yet: its proof could not be read" in e.message]
         assert len(said) == 1, "said once while it does not change"
+        assert (said[0].kind, said[0].batch) == ("wait", 1) and said[0].message.startswith("batch 1 (n1) not started")
+
+
+def test_a_stop_asked_while_the_first_proof_is_asked_again_stops_the_run_then() -> None:
+    """Ctrl-C while the empty window's first proof cannot be read: the run stops at once, nothing stopped, not
+    after the proof's whole wait."""
+    from orchestrator.errors import IncompleteAnswer
+    from orchestrator.testing.fake import FakeSnapshot
+    from tests.unit.test_engine import engine
+
+    names = ["n1", "n2", "n3"]
+    with state_dir():
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL))
+        journal = window_journal(names, cluster, "2")
+        eng = engine(inventory(names), cluster, journal, [])
+        real, asked = cluster.gate_snapshot, []
+
+        def busy(plan, restarting, proof=False, window=None) -> FakeSnapshot:  # type: ignore[no-untyped-def]
+            if proof:
+                asked.append(eng.ctx.clock.monotonic())
+                eng.ctx.abort.request("Ctrl-C")
+                raise IncompleteAnswer("list the batch's shard copies: 1 node of the 1 asked did not answer")
+            return real(plan, restarting, proof, window)
+
+        cluster.gate_snapshot = busy  # type: ignore[method-assign]
+        with pytest.raises(Aborted):
+            eng.run()
+        assert len(asked) == 1 and all(n.starts == 0 and n.up for n in cluster.nodes.values()), asked
+        assert cluster.settings == ORIGINAL
 
 
 def test_searches_over_budget_close_the_window_to_one_node_until_they_are_back_within_it() -> None:
@@ -556,7 +721,8 @@ def test_each_admitted_node_s_host_is_read_ahead_and_a_refused_candidate_waits_f
         snapshot = cluster.gate_snapshot
 
         def counted(plan, restarting, proof=False, window=None):  # type: ignore[no-untyped-def]
-            if window and not threading.current_thread().name.startswith("window"):  # the loop's, not a last look
+            # The loop's, not a last look (a window's thread)
+            if window is not None and not threading.current_thread().name.startswith("window"):
                 moved = sum(1 if b.state == BatchState.RUNNING else 2 if b.state == BatchState.DONE else 0
                             for b in journal.batches)  # each admission and each leave changes the window
                 proofs.append((tuple(restarting), moved))
