@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from orchestrator.errors import Aborted, UnsafeToProceed
 from orchestrator.restart.budget import ramp, room_of, window_asked
+from orchestrator.restart.engine import Engine
 from orchestrator.restart.events import Event
 from orchestrator.restart.journal import BatchState, Journal, RunOptions, RunState, UndoState
 from orchestrator.restart.plan import Mode
@@ -66,16 +67,35 @@ def test_several_nodes_are_away_at_once_never_all_copies_of_an_index_and_never_b
         assert "hold_setting" not in journal.spec.playbook["batch"], "no per-batch setting another batch would end"
 
 
-def test_the_window_opens_one_then_two_then_four() -> None:
-    names = [f"n{i}" for i in range(1, 11)]
+def ramped(nodes: int, budget: int, start_takes_s: float) -> list[int]:
+    """A window's run over ``nodes`` nodes holding no copies (only the budget and the ramp hold the window), each
+    start taking ``start_takes_s``: how many nodes were away at each stop."""
+    names = [f"n{i}" for i in range(1, nodes + 1)]
     with state_dir():
-        # No copies: only the budget and the ramp hold the window.
-        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), start_takes_s=0.05)
-        journal = window_journal(names, cluster, "4")
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), start_takes_s=start_takes_s)
+        journal = window_journal(names, cluster, str(budget))
         run(inventory(names), cluster, journal)
-        assert_window_kept(cluster, journal, 4)
-        sizes = [len(away) for away in cluster.away_at_stops]
-        assert sizes[0] == 1 and max(sizes[:2]) <= 2 and max(sizes[:4]) <= 3, sizes
+        assert_window_kept(cluster, journal, budget)
+        return [len(away) for away in cluster.away_at_stops]
+
+
+def slowed(eng: Engine, name: str, seconds: float) -> None:
+    """``name``'s start takes ``seconds`` more, in real time (the loop's turns wait for nodes on it)."""
+    import time
+
+    start = eng.ctx.service.start
+
+    def slow_start(node):  # type: ignore[no-untyped-def]
+        if node.name == name:
+            time.sleep(seconds)
+        return start(node)
+
+    eng.ctx.service.start = slow_start  # type: ignore[method-assign]
+
+
+def test_the_window_opens_one_then_two_then_four() -> None:
+    sizes = ramped(10, 4, 0.05)
+    assert sizes[0] == 1 and max(sizes[:2]) <= 2 and max(sizes[:4]) <= 3, sizes
 
 
 def test_what_a_window_says_its_budget_and_each_refusal_once_with_the_window_and_why_never_an_admission() -> None:
@@ -86,7 +106,6 @@ def test_what_a_window_says_its_budget_and_each_refusal_once_with_the_window_and
     other zone waits for them, then for n5 alone. n7 shares an index with n5: while n5 is away it is proven
     once, then passed over (its proof could only refuse it again)."""
     import threading
-    import time
 
     from tests.unit.test_engine import engine
 
@@ -97,14 +116,7 @@ def test_what_a_window_says_its_budget_and_each_refusal_once_with_the_window_and
         journal = window_journal(names, cluster, "3", zones)
         events: list[Event] = []
         eng = engine(inventory(names, zones), cluster, journal, events)
-        start = eng.ctx.service.start
-
-        def slow_start(node):  # type: ignore[no-untyped-def]
-            if node.name == "n5":
-                time.sleep(2.0)  # real time: n4 leaves the window while n5 is still in it
-            return start(node)
-
-        eng.ctx.service.start = slow_start  # type: ignore[method-assign]
+        slowed(eng, "n5", 2.0)  # real time: n4 leaves the window while n5 is still in it
         snapshot, n7_proven_beside_n5 = cluster.gate_snapshot, []
 
         def counted(plan, restarting, proof=False, window=None):  # type: ignore[no-untyped-def]
@@ -154,13 +166,8 @@ def test_a_candidate_refused_with_nobody_away_stops_the_run_saying_why() -> None
 def test_a_window_holds_more_nodes_at_once_than_a_default_thread_pool_would_run() -> None:
     """Each node in the window has a thread of its own: a budget of 40, open to 40 once 63 nodes left clean, has
     the last 37 away at once, beyond the 32 threads at most of a pool sized by default (6 on 2 cores)."""
-    names = [f"n{i}" for i in range(1, 101)]
-    with state_dir():
-        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), start_takes_s=1.0)
-        journal = window_journal(names, cluster, "40")
-        run(inventory(names), cluster, journal)
-        assert_window_kept(cluster, journal, 40)
-        assert max(len(away) for away in cluster.away_at_stops) > 32, cluster.away_at_stops
+    sizes = ramped(100, 40, 1.0)
+    assert max(sizes) > 32, sizes
 
 
 def test_one_zone_at_a_time() -> None:
@@ -359,14 +366,7 @@ def test_a_proof_that_keeps_failing_while_a_node_is_away_is_asked_again_once_a_t
         cluster = FakeCluster.of(names, settings=dict(ORIGINAL))
         journal = window_journal(names, cluster, "2")
         eng = engine(inventory(names), cluster, journal, [])
-        start = eng.ctx.service.start
-
-        def slow_start(node):  # type: ignore[no-untyped-def]
-            if node.name == "n2":
-                time.sleep(2.0)  # real time: the loop's turns while n2 is away wait for it at most a second each
-            return start(node)
-
-        eng.ctx.service.start = slow_start  # type: ignore[method-assign]
+        slowed(eng, "n2", 2.0)  # real time: the loop's turns while n2 is away wait for it at most a second each
         real, failed = cluster.gate_snapshot, []
 
         def unreadable(plan, restarting, proof=False, window=None) -> FakeSnapshot:  # type: ignore[no-untyped-def]
@@ -696,7 +696,6 @@ def test_each_admitted_node_s_host_is_read_ahead_and_a_refused_candidate_waits_f
     leaving): the other zone's nodes are refused while it is away, and none is proven again until the window
     changes (a node admitted or gone), however many turns pass; each node admitted has its host read ahead."""
     import threading
-    import time
 
     from orchestrator.hosts.changes import HostChange, KnobValues
     from tests.unit.test_engine import ChangingTuner, engine
@@ -709,14 +708,7 @@ def test_each_admitted_node_s_host_is_read_ahead_and_a_refused_candidate_waits_f
         eng = engine(inventory(names, zones), cluster, journal, [])
         change = HostChange("thp.enabled", before=KnobValues("always", None), after=KnobValues("never", "never"))
         eng.ctx.tuner = ChangingTuner(change)
-        start = eng.ctx.service.start
-
-        def slow_start(node):  # type: ignore[no-untyped-def]
-            if node.name == "n2":
-                time.sleep(2.5)  # real time: the loop waits at most a second for a node to leave, then looks again
-            return start(node)
-
-        eng.ctx.service.start = slow_start  # type: ignore[method-assign]
+        slowed(eng, "n2", 2.5)  # real time: the loop waits at most a second for a node to leave, then looks again
         proofs: list[tuple[tuple[str, ...], int]] = []
         snapshot = cluster.gate_snapshot
 
