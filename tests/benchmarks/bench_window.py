@@ -30,7 +30,7 @@ node, under 2 GB read.
     python -m tests.benchmarks.bench_window --sandbox [--out reports/bench-window-sandbox.json]  (root; ~15 min)
     python -m tests.benchmarks.bench_window --sandbox --latency-budget 2x [--probe] [--host-cpus 0.25]
         [--searchers pool] [--out ...]  (root; ~15 min)
-    python -m tests.benchmarks.bench_window --fake [--nodes 3000] [--budget 5%] [--out ...]
+    python -m tests.benchmarks.bench_window --fake [--nodes 3000] [--budget 5%] [--progress 60] [--out ...]
 """
 
 from __future__ import annotations
@@ -220,7 +220,24 @@ class Window:
         return area / (self.changes[-1][0] - self.changes[0][0])
 
 
-def fake(nodes: int, budget: str, restart_s: tuple[float, float], out: Path | None, scattered: bool = True) -> None:
+def progress_each(every_s: float, window: Window) -> None:
+    """A line of the run's figures every ``every_s`` (a daemon thread): a run stopped part way still gives them."""
+    import threading
+
+    def say() -> None:
+        while True:
+            time.sleep(every_s)
+            if window.changes:
+                since = time.monotonic() - window.changes[0][0]
+                print(f"{time.strftime('%H:%M:%S')} {window.done} done in {since:.0f} s from the first admission "
+                      f"({window.done / since:.2f} a second), window {window.mean_size():.1f} on average; tool CPU "
+                      f"{cpu_s():.0f} s", flush=True)
+
+    threading.Thread(target=say, name="progress", daemon=True).start()
+
+
+def fake(nodes: int, budget: str, restart_s: tuple[float, float], out: Path | None, scattered: bool = True,
+         progress_s: float = 0.0) -> None:
     from orchestrator.restart.budget import room_of
     from orchestrator.runs import plans
     from orchestrator.runs import restart as runs
@@ -240,6 +257,8 @@ def fake(nodes: int, budget: str, restart_s: tuple[float, float], out: Path | No
             reach = next((n for n in plan.notes if "could be away together" in n), "")
             server.counts(reset=True)
             window, cpu, wall = Window(), cpu_s(), time.monotonic()
+            if progress_s:
+                progress_each(progress_s, window)
             runs.start(target, plan, options, window.event, early=AnsweringHosts(transport))  # type: ignore[arg-type]
             wall_s, cpu_run_s = time.monotonic() - wall, cpu_s() - cpu
             reads = server.counts()
@@ -272,6 +291,9 @@ def main() -> None:
     parser.add_argument("--restart-s", type=float, nargs=2, default=(5.0, 15.0))
     parser.add_argument("--in-turn", action="store_true", help="copies on the data nodes in turn, not at random")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--progress", type=float, default=0.0, metavar="S",
+                        help="with --fake: a line of the run's figures every S seconds (nodes done, the window, the "
+                             "tool's CPU), for a run stopped part way")
     parser.add_argument("--latency-budget", default=None, help="with --sandbox: the budget of 4 without and with "
                                                                 "this search latency budget (issue 59), e.g. 2x")
     parser.add_argument("--probe", action="store_true", help="with --latency-budget: the budget holds a search "
@@ -287,7 +309,8 @@ def main() -> None:
     if args.sandbox:
         sandbox(args.out, args.latency_budget, args.probe, args.host_cpus, args.searchers, str(args.window))
     else:
-        fake(args.nodes, args.budget, tuple(args.restart_s), args.out, scattered=not args.in_turn)
+        fake(args.nodes, args.budget, tuple(args.restart_s), args.out, scattered=not args.in_turn,
+             progress_s=args.progress)
 
 
 if __name__ == "__main__":
