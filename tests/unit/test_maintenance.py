@@ -14,7 +14,7 @@ from orchestrator.config.maintenance import Schedule, Window, parse_days, parse_
 from orchestrator.config.model import Inventory
 from orchestrator.errors import ConfigError, OutsideWindow
 from orchestrator.restart.engine import Engine
-from orchestrator.restart.journal import BatchRecord, Journal, RunOptions, RunState, UndoState
+from orchestrator.restart.journal import BatchRecord, BatchState, Journal, RunOptions, RunState, UndoState
 from orchestrator.restart.plan import Mode
 from orchestrator.testing.fake import FakeClock, FakeCluster
 from tests.unit.test_engine import ORIGINAL, engine, inventory, new_journal, state_dir
@@ -206,6 +206,38 @@ def test_a_window_of_nodes_emptied_when_its_next_node_cannot_end_in_the_maintena
         with pytest.raises(OutsideWindow):
             eng.run()
         assert sum(n.starts for n in cluster.nodes.values()) == 1 and cluster.away() == set()
+        assert journal.state is RunState.STOPPED and cluster.settings == ORIGINAL, journal.message
+
+
+def test_a_window_s_next_node_that_cannot_end_in_the_maintenance_window_waits_for_those_away_then_the_run_stops(
+        ) -> None:
+    """Nodes still away when the next one could not end before the maintenance window closes: it is not begun,
+    the loop waits for those away to come back (a turn that waits, not one that turns again at once: a loop that
+    never waits never takes them in), then the emptied window stops the run."""
+    from tests.unit.test_window_run import slowed
+
+    names = [f"n{i}" for i in range(1, 7)]
+    inv = windowed_inventory(names, ["Mon 20:00-20:01 UTC"])
+    with state_dir():
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), start_takes_s=0.3)
+        journal = new_journal(inv, cluster, options=RunOptions(max_unavailable="3"), playbook=WINDOWED)
+        eng, _ = slow_engine(inv, cluster, journal, BoundedClock(MONDAY_20, 600))
+        slowed(eng, "n3", 1.0)  # n3 away the longest: the window is not empty when the next node is looked at
+        asked_with_nodes_away: list[int] = []
+        real_within = eng.within_window
+
+        def within(batch):  # type: ignore[no-untyped-def]
+            away = sum(1 for b in journal.batches if b.state is BatchState.RUNNING)
+            if away:
+                asked_with_nodes_away.append(away)
+                assert len(asked_with_nodes_away) < 50, "the loop turned again at once, never waiting for those away"
+            real_within(batch)
+
+        eng.within_window = within  # type: ignore[method-assign]
+        with pytest.raises(OutsideWindow):
+            eng.run()
+        assert asked_with_nodes_away, "a node was looked at while others were away"
+        assert sum(n.starts for n in cluster.nodes.values()) in (2, 3) and cluster.away() == set()
         assert journal.state is RunState.STOPPED and cluster.settings == ORIGINAL, journal.message
 
 

@@ -141,6 +141,9 @@ def test_what_a_window_says_its_budget_and_each_refusal_once_with_the_window_and
     assert sixth[0] == ("batch 6 (n6) waits to join the window of n4, n5: the window holds another zone: one zone "
                         "at a time"), sixth
     assert len(sixth) == 1, f"said once while its reason stays, though proven again when n4 left: {sixth}"
+    seventh = [e.message for e in waits if e.batch == 7]
+    assert seventh[0] == ("batch 7 (n7) waits to join the window of n4, n5: the window holds another zone: one zone "
+                          "at a time index(es) x would have no copy outside the window."), "each reason, in turn"
     assert not [e for e in waits if e.batch in range(1, 6)], "a node admitted at its proof waits for nothing"
 
 
@@ -680,14 +683,16 @@ def test_stop_after_in_a_window_stops_once_that_many_nodes_left_it_and_says_how_
 
     names = [f"n{i}" for i in range(1, 7)]
     with state_dir():
-        cluster = FakeCluster.of(names, settings=dict(ORIGINAL))
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), start_takes_s=0.2)
         journal = window_journal(names, cluster, "3")
         eng = engine(inventory(names), cluster, journal, [])
+        slowed(eng, "n3", 1.0)  # still away when n2, the second, leaves: the window is not empty then
         eng.stop_after = 2
         with pytest.raises(StoppedAfter) as stopped:
             eng.run()
         done = sum(1 for b in journal.batches if b.state == BatchState.DONE)
-        assert done >= 2 and sum(n.starts for n in cluster.nodes.values()) == done, (done, cluster.away_at_stops)
+        # The two asked, and at most one more: the window holds two (its ramp) when the second leaves it.
+        assert 2 <= done <= 3 and sum(n.starts for n in cluster.nodes.values()) == done, (done, cluster.away_at_stops)
         assert f"stopped after {done} batches as asked" in str(stopped.value), (done, stopped.value)
         assert cluster.away() == set() and cluster.settings == ORIGINAL
 
