@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -149,12 +150,11 @@ def reaching(module: str, name: str) -> list[str]:
     return sorted(by_function.get(name.rsplit("__mutmut_", 1)[0], ()))
 
 
-def run_alone(module: str, tests: tuple[str, ...], name: str, every_test: bool = False) -> str:
+def run_alone(module: str, tests: tuple[str, ...], name: str, limit: int, every_test: bool = False) -> str:
     """One mutant's tests (those that reach its function) run again outside mutmut's worker, one at a time with
-    pytest-timeout's limit (limit_for), stopping at the first that fails: what it says of the mutant
+    pytest-timeout's ``limit`` (limit_for), stopping at the first that fails: what it says of the mutant
     (mutation_report.run_again reads it)."""
     chosen_tests = (not every_test and reaching(module, name)) or [f"tests/unit/{t}.py" for t in tests]
-    limit = limit_for(module)
     run = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
                           f"--timeout={limit}", "--hypothesis-seed=0", "--hypothesis-profile=mutation",
                           *chosen_tests, *(("-k", LEFT_OUT[module]) if module in LEFT_OUT else ())],
@@ -183,8 +183,9 @@ def name_the_timeouts(module: str, tests: tuple[str, ...], unchecked: bool = Fal
     wanted = ("timeout", "not checked") if unchecked else ("timeout",)
     names = sorted(n for n, v in verdicts.items() if v in wanted and n not in notes)
     alone += [n for n in names if verdicts[n] == "not checked"]
+    limit = limit_for(module, tests) if names else TIMEOUT_S
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        runs = {pool.submit(run_alone, module, tests, n): n for n in names}
+        runs = {pool.submit(run_alone, module, tests, n, limit): n for n in names}
         for done in as_completed(runs):  # written as each ends: a stop loses only the mutants running
             notes[runs[done]] = done.result()
             notes_file.write_text(json.dumps(notes, indent=2, sort_keys=True))
@@ -204,9 +205,10 @@ def killed_later(module: str, tests: tuple[str, ...], jobs: int = 1) -> None:
     later_file = work / "later.json"
     later: dict[str, str] = json.loads(later_file.read_text()) if later_file.exists() else {}
     names = [n for n in survivors(module) if n not in later]
+    limit = limit_for(module, tests) if names else TIMEOUT_S
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         # Every listed test: which tests reach a function was traced with the run's tests, not these.
-        runs = {pool.submit(run_alone, module, tests, n, every_test=True): n for n in names}
+        runs = {pool.submit(run_alone, module, tests, n, limit, every_test=True): n for n in names}
         for done in as_completed(runs):
             note = done.result()
             if run_again("timeout", note) == "killed":
@@ -221,11 +223,32 @@ TIMEOUT_S = 30  # a test of the unit suite takes at most a few seconds; a mutant
 # takes about 33 s on an idle machine (34 s measured at 2ba1058), so under 30 s every mutant reaching it "timed out"
 # and no timeout said the mutant hung. Four times its time, so that the load of 2 jobs does not end it either.
 SLOWER: dict[str, int] = {"orchestrator/restart/window_run.py": 150}
+SLOWEST_TIMES = 4  # the limit is at least this many times the slowest test's time unmutated
 
 
-def limit_for(module: str) -> int:
-    """pytest-timeout's limit for each test of ``module``'s mutants run alone."""
-    return SLOWER.get(module, TIMEOUT_S)
+def limit_for(module: str, tests: tuple[str, ...]) -> int:
+    """pytest-timeout's limit for each test of ``module``'s mutants run alone: TIMEOUT_S (or SLOWER's), and at
+    least SLOWEST_TIMES the slowest of its tests unmutated, measured once in mutmut's tree (slowest.json), so that
+    no module's timeouts can be its slowest test's own time, as window_run's were."""
+    kept = work_dir(module) / "slowest.json"
+    if not kept.exists():
+        run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=1",
+                              "--durations-min=0", "--hypothesis-seed=0", "--hypothesis-profile=mutation",
+                              *[f"tests/unit/{t}.py" for t in tests],
+                              *(("-k", LEFT_OUT[module]) if module in LEFT_OUT else ())],
+                             cwd=work_dir(module) / "mutants", capture_output=True, text=True,
+                             env={**os.environ, "MUTANT_UNDER_TEST": ""})  # none: every function as written
+        found = re.search(r"^([\d.]+)s call +(\S+)", run.stdout, re.MULTILINE)
+        kept.write_text(json.dumps({"seconds": float(found.group(1)) if found else 0.0,
+                                    "test": found.group(2) if found else None, "passed": run.returncode == 0}))
+    slowest = json.loads(kept.read_text())
+    limit = max(SLOWER.get(module, TIMEOUT_S), math.ceil(SLOWEST_TIMES * float(slowest["seconds"])))
+    print(f"mutate: {module}: its slowest test unmutated, {slowest['test']}, took {slowest['seconds']:.1f} s: each "
+          f"mutant's tests run alone under {limit} s", flush=True)
+    if not slowest["passed"]:
+        print(f"mutate: {module}: its tests FAIL unmutated (in {work_dir(module) / 'mutants'}): a kill says nothing "
+              "until they pass", flush=True)
+    return limit
 
 
 def main() -> None:
