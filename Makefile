@@ -36,6 +36,7 @@ bench: setup
 	.venv/bin/python -m tests.benchmarks.bench_sandbox_reads
 	.venv/bin/python -m tests.benchmarks.bench_completion
 	.venv/bin/python -m tests.benchmarks.bench_ramp
+	.venv/bin/python -m tests.benchmarks.bench_boot --out reports/bench-boot.json
 
 # The run report of a succeeded and of a failed run, rendered by headless Chromium, for review.
 report-shot: setup

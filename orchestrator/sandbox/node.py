@@ -112,9 +112,9 @@ def common_jvm_options(java_home: Path, node_dir: Path, heap_mb: int) -> list[st
     # and on two cores the optimising compiler's threads slowed every boot (`bench_sandbox_reads` and
     # the integration tests' durations show a node's start); steady-state speed does not matter here.
     # -XX:-BytecodeVerificationRemote: the classes are those of the home the sandbox assembled from Maven
-    # Central, the same at every boot; verifying them again each time was about 2 s of a secured node's 13 s
-    # from its start to its join (docs/sandbox.md). Class data sharing, the usual cure, is off whenever
-    # java.base is patched, as Elasticsearch's entitlement bridge patches it.
+    # Central, the same at every boot, and verifying them again each time was a part of every boot worth
+    # cutting (docs/sandbox.md, `bench_boot`). Class data sharing, the usual cure, is off whenever java.base
+    # is patched, as Elasticsearch's entitlement bridge patches it.
     return [
         str(java_home / "bin" / "java"),
         f"-Xms{heap_mb}m", f"-Xmx{heap_mb}m",
