@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from orchestrator.sandbox import lifecycle
+from orchestrator.sandbox.layout import SandboxPaths
 from tests.benchmarks.bench_restart import orchestrate
 from tests.helpers import es_client
 
@@ -29,31 +31,28 @@ def ssh(info: dict[str, Any], host: str, command: str) -> None:
     subprocess.run(["ssh", "-F", info["ssh_config"], host, command], check=True, capture_output=True, timeout=120)
 
 
-def node_count(es: Any) -> int:
-    try:
-        return int(es.cluster.health(filter_path="number_of_nodes")["number_of_nodes"])
-    except Exception:  # a node booting answers with errors, or not at all: not yet joined
-        return 0
+def wait_for_nodes(es: Any, wanted: str, limit_s: float) -> None:
+    """Until the cluster's node count is ``wanted`` (`_cluster/health?wait_for_nodes=`, a wait on the server);
+    the client goes to another node while the one booting does not answer."""
+    health = es.options(request_timeout=limit_s + 10).cluster.health(wait_for_nodes=wanted, timeout=f"{limit_s:.0f}s")
+    if health.get("timed_out"):
+        raise SystemExit(f"the cluster's node count was not {wanted} within {limit_s:.0f} s")
 
 
 def jvm_cpu_s(node: str) -> float:
     """The node's JVM's CPU time so far (user + system of all its threads), from /proc as seen from here."""
-    status = json.loads(orchestrate("sandbox", "status", "--json").stdout)
-    pid = next(n["pid"] for n in status["nodes"] if n["name"] == node)
+    status = lifecycle.status(SandboxPaths.default())  # read here, as the integration tests do: no command
+    pid = next(n.pid for n in status.nodes if n.name == node)
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def one_boot(info: dict[str, Any], es: Any, node: str, nodes: int) -> dict[str, float]:
     ssh(info, node, "systemctl stop elasticsearch")
-    while node_count(es) == nodes:  # the cluster has seen it leave
-        time.sleep(0.2)
+    wait_for_nodes(es, f"<{nodes}", JOIN_LIMIT_S)  # the cluster has seen it leave
     began = time.monotonic()
     ssh(info, node, "systemctl start elasticsearch")
-    while node_count(es) < nodes:
-        if time.monotonic() - began > JOIN_LIMIT_S:
-            raise SystemExit(f"{node} did not join within {JOIN_LIMIT_S} s")
-        time.sleep(0.2)
+    wait_for_nodes(es, str(nodes), JOIN_LIMIT_S)
     joined = time.monotonic() - began
     return {"join_s": round(joined, 2), "jvm_cpu_s": round(jvm_cpu_s(node), 2)}
 
@@ -78,7 +77,7 @@ def main() -> None:
         raise SystemExit(f"sandbox up failed: {up.stderr[-2000:]}")
     try:
         info = json.loads(orchestrate("sandbox", "status", "--json").stdout)
-        es = es_client(info, request_timeout=5)
+        es = es_client(info, max_retries=len(info["endpoints"]), retry_on_timeout=True)
         nodes = len(info["nodes"])
         boots = []
         for i in range(args.boots):
