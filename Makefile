@@ -13,7 +13,7 @@ lint: setup
 	MYPYPATH=tests/toy .venv/bin/mypy -p toy_product  # a plug-in outside the package, checked against the interface
 
 test: lint
-	.venv/bin/pytest -ra --durations=40 tests  # the 40 slowest: what the next regrouping for CI's time works from
+	./scripts/test  # the unit suite beside the integration suite: scripts/test says why
 
 unit: setup
 	.venv/bin/pytest -q tests/unit
