@@ -8,12 +8,10 @@ demo: setup
 	./scripts/demo
 
 lint: setup
-	.venv/bin/ruff check orchestrator tests docs/examples
-	.venv/bin/mypy
-	MYPYPATH=tests/toy .venv/bin/mypy -p toy_product  # a plug-in outside the package, checked against the interface
+	./scripts/lint
 
-test: lint
-	./scripts/test  # the unit suite beside the integration suite: scripts/test says why
+test: setup
+	./scripts/test  # the lint and the unit suite beside the integration suite: scripts/test says why
 
 unit: setup
 	.venv/bin/pytest -q tests/unit
