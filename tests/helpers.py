@@ -14,6 +14,13 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
+# The pause between a load's writes (its searches: four times it) in the integration tests that show a run under
+# writes: no acknowledged write lost, never red. About 15 writes and 5 searches a second keep every phase of a
+# restart under traffic. The load generator's own default (5 ms) is for a latency test, and it costs CPU the
+# nodes' boots share on two cores: a node's restart took 21-25 s under it, 16-17 s under this and 13-19 s with
+# none (2026-11-29, 3-node secured sandbox), and CI's time counts.
+STEADY_LOAD_PAUSE_S = 0.05
+
 
 def orchestrate(*args: str, timeout: float = 900, env: dict[str, str] | None = None,
                 cwd: Path | None = None, input_text: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -21,7 +21,9 @@ __all__ = ["es_client"]  # the integration tests import it from here
 pytestmark = pytest.mark.integration
 
 # Tests run grouped by the sandbox they need, so each shape is started once: a `sandbox up` costs
-# 15-20 s. Unmarked tests use the default 3-node sandbox; `sandbox_last` tests end their group.
+# 15-20 s. Unmarked tests use the default 3-node sandbox; `sandbox_last` tests end their group, and a
+# `sandbox_first` test opens it: one that asks a fresh sandbox (`get(shape, fresh=True)`) then costs no start of
+# its own, as the group's first start is its fresh one.
 SHAPE_ORDER = ["default", "zones", "es8", "bastion", "host-cpus", "local", "opensearch", "opensearch-2", "os-packages",
                "riak"]
 
@@ -30,7 +32,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def key(item: pytest.Item) -> tuple[int, int]:
         marker = item.get_closest_marker("sandbox_shape")
         group = SHAPE_ORDER.index(marker.args[0]) if marker else 0
-        return (group, 1 if item.get_closest_marker("sandbox_last") else 0)
+        order = 2 if item.get_closest_marker("sandbox_last") else 0 if item.get_closest_marker("sandbox_first") else 1
+        return (group, order)
 
     items.sort(key=key)  # stable: file order is kept within a group
 

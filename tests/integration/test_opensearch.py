@@ -17,7 +17,7 @@ import pytest
 from orchestrator.sandbox.load import LoadGenerator
 from orchestrator.sandbox.rest import rest_for
 from orchestrator.shards.rest import HttpError, Rest
-from tests.helpers import assert_no_traceback, json_lines, orchestrate
+from tests.helpers import STEADY_LOAD_PAUSE_S, assert_no_traceback, json_lines, orchestrate
 from tests.integration.conftest import SandboxManager, Shape
 from tests.integration.test_restart import (
     end_background_run,
@@ -69,7 +69,7 @@ def prepared(sandboxes: SandboxManager, shape: Shape = THREE_ZONES) -> tuple[dic
 def restart_under_writes(info: dict[str, Any], rest: Rest, by: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A restart with a write and search load through every node; the load's verdict is asserted."""
     load = LoadGenerator(info["endpoints"], index=f"load-{by}", duration_s=600, max_docs=100_000,
-                         product="opensearch")
+                         product="opensearch", pause_s=STEADY_LOAD_PAUSE_S)
     load.start_then_mark("during")
     proc = orchestrate("restart", "--cluster", "sandbox", "--by", by, "--yes", "--json", timeout=900)
     load.mark("after")

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.helpers import REPO, assert_no_traceback, orchestrate
@@ -27,6 +28,7 @@ def knobs(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {k["knob"]: k for k in report["knobs"]}
 
 
+@pytest.mark.sandbox_first  # it asks a fresh sandbox: as its group's first test, that is the group's one start
 def test_check_apply_idempotent_and_persistent(sandboxes: SandboxManager) -> None:
     real_before = real_knob_values()
     info = sandboxes.get(Shape(), fresh=True)
