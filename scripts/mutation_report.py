@@ -60,7 +60,11 @@ def modules() -> dict[str, tuple[Path, dict[str, str]]]:
     out: dict[str, tuple[Path, dict[str, str]]] = {}
     for meta in sorted((REPO / "build" / "mutate").glob("*/mutants/orchestrator/**/*.py.meta")):
         mutants = next(p for p in meta.parents if p.name == "mutants")
-        codes = json.loads(meta.read_text()).get("exit_code_by_key", {})
+        text = meta.read_text()
+        if not text.strip():  # mutmut was stopped while writing it: the module's run must be made again
+            print(f"mutation_report: {meta} is empty (a run stopped while writing it): left out", file=sys.stderr)
+            continue
+        codes = json.loads(text).get("exit_code_by_key", {})
         again_file, later_file = mutants.parent / "timeouts.json", mutants.parent / "later.json"
         again = json.loads(again_file.read_text()) if again_file.exists() else {}
         # Survivors killed since by tests added after the run, each run again against them in mutmut's tree.

@@ -608,6 +608,36 @@ def test_several_temporary_settings_go_in_one_request_each_way_after_every_undo_
         assert cluster.settings == {("cluster", "kept"): "x"} and journal.pending_undo() == []
 
 
+def test_a_setting_changed_on_many_things_is_said_in_one_event_each_way_and_a_few_one_by_one() -> None:
+    """A window sets each index's delay: thousands of undo records of one setting. The operator reads one event
+    for them each way, with the setting, its scope, how many and the value; a setting changed on no more than
+    SAID_ONE_BY_ONE things, and any other, is said one by one as before."""
+    from orchestrator.restart.steps import SAID_ONE_BY_ONE, restore_settings, set_all_temporarily
+
+    delay, replicas = "index.unassigned.node_left.delayed_timeout", "index.auto_expand_replicas"
+    with state_dir():
+        inv, cluster = inventory(["a"]), FakeCluster.of(["a"])
+        events: list[Event] = []
+        ctx = engine(inv, cluster, new_journal(inv, cluster), events).ctx
+        many = [(f"logs-{i}/{delay}", "index", None if i % 2 else "1m", "30m") for i in range(SAID_ONE_BY_ONE + 1)]
+        few = [(f"logs-{i}/{replicas}", "index", None, "false") for i in range(SAID_ONE_BY_ONE)]
+        set_all_temporarily(ctx, [*many, *few, ("cluster.x", "persistent", None, "5")], 3)
+        set_now = [e for e in events if e.kind == "undo"]
+        [summary] = [e for e in set_now if "count" in e.data]
+        assert summary.batch == 3
+        assert summary.data == {"key": delay, "scope": "index", "count": len(many), "value": "30m"}
+        assert f"on each of {len(many)}" in summary.message
+        assert sorted(e.data["key"] for e in set_now if "count" not in e.data) == sorted(
+            [k for k, *_ in few] + ["cluster.x"]), "a few of a setting, and the others, one by one"
+        events.clear()
+        restore_settings(ctx)
+        [summary] = [e for e in events if e.kind == "undo" and "count" in e.data]
+        assert summary.data == {"key": delay, "scope": "index", "count": len(many)}
+        assert summary.message.startswith("restored index ") and f"of {len(many)}" in summary.message
+        assert len([e for e in events if e.kind == "undo"]) == 1 + len(few) + 1
+        assert cluster.settings == {("index", f"logs-{i}/{delay}"): "1m" for i in range(0, len(many), 2)}
+
+
 class RebootingHosts(FakeTransport):
     """Hosts with a boot id; `systemctl reboot` gives a new one, unless the host is one that never comes back."""
 

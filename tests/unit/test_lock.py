@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import given
@@ -313,6 +313,61 @@ def test_failed_renewals_are_told_as_they_happen_and_stop_the_run_before_its_loc
     assert "RENEWALS FAILING: last renewed 90 s ago" in quiet.describe()
 
 
+class ScriptedRenewals(FakeCluster):
+    """A cluster whose renewals answer as scripted: True renews, False says the document is no longer this run's;
+    after the script, each renewal stops the renewer (the test has seen all it needs)."""
+
+    script: ClassVar[list[bool]] = []
+    lock: ClassVar[RunLock | None] = None
+
+    def renew_lock(self, index: str, doc_id: str, run_id: str, fields: dict[str, Any]) -> bool:
+        if not self.script:
+            assert self.lock is not None
+            self.lock._stop.set()
+            return True
+        return self.script.pop(0)
+
+
+def test_the_renewer_asks_the_run_to_stop_at_half_the_stale_time_and_says_once_when_renewals_work_again() -> None:
+    """Each failed renewal is told with its reason and how long the lock has gone unrenewed; the run is asked to
+    stop once that reaches half the stale time (before another machine may take the lock as stale), not before; a
+    renewal that works after failures says so once, with their count, and the count starts again."""
+    cluster = ScriptedRenewals.of(["n1"])
+    cluster.script = [False, False, False, True, True, False, True]
+    lock = RunLock(cluster, "c", "run-1", stale_s=60)  # type: ignore[arg-type]
+    cluster.lock = lock
+    lock.acquire()
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 10  # each look of the renewer's, ten seconds on
+        return now[0]
+
+    told: list[tuple[str, bool]] = []
+    lock.keep_renewed(interval_s=0.001, trouble=lambda said, stop: told.append((said, stop)), clock=clock)
+    assert lock._renewer is not None
+    lock._renewer.join(5)
+    assert not lock._renewer.is_alive()
+    failed = "the run's lock could not be renewed (the lock document is no longer this run's); not renewed for "
+    then = ": the run stops at a safe point after 30 s, before another run could take the lock as stale (60 s)"
+    assert told == [(failed + "10 s" + then, False), (failed + "20 s" + then, False), (failed + "30 s" + then, True),
+                    ("the run's lock is renewed again, after 3 failed renewals", False),
+                    (failed + "10 s" + then, False),
+                    ("the run's lock is renewed again, after 1 failed renewal", False)]
+
+
+def test_without_an_interval_the_lock_is_renewed_at_a_tenth_of_its_stale_time() -> None:
+    cluster = FakeCluster.of(["n1"])
+    lock = RunLock(cluster, "c", "run-1", stale_s=30)  # type: ignore[arg-type]  # the shortest: renewed every 3 s
+    lock.acquire()
+    lock.keep_renewed()
+    deadline = time.monotonic() + 10
+    while "renewed" not in (cluster.read_lock(LOCK_INDEX, RUN_DOC) or {}) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    lock.release()
+    assert time.monotonic() < deadline, "not renewed within 10 s"
+
+
 def test_stopping_the_renewer_twice_is_harmless() -> None:
     cluster = FakeCluster.of(["n1"])
     lock = RunLock(cluster, "c", "run-1")  # type: ignore[arg-type]
@@ -344,6 +399,7 @@ def test_a_process_whose_run_another_machine_took_over_stops_and_changes_nothing
     while not told and time.monotonic() < deadline:
         time.sleep(0.02)
     assert told and told[0][1] and "was taken over" in told[0][0], told
+    assert told[0][0].endswith("): this process stops at its next safe point"), told
     assert a.lost and not a.still_held() and b.still_held()
     copy = JournalCopy(cluster, run_id, "u", still_held=a.still_held)  # type: ignore[arg-type]
     copy.saved(7, None, lambda: "{}")
@@ -351,3 +407,96 @@ def test_a_process_whose_run_another_machine_took_over_stops_and_changes_nothing
     a.release()
     assert cluster.locks[(LOCK_INDEX, RUN_DOC)] == taken, "B's lock as B took it: not renewed, marked or removed by A"
     assert (LOCK_INDEX, BASE_DOC) not in cluster.locks and copy.behind, "A copies nothing over B's journal"
+
+
+NOW = 1_000_000_000.0  # far from this machine's clock: a description must use the time it is given
+
+
+@pytest.mark.parametrize(("doc", "said"), [
+    ({"renewed": NOW - 10}, "run r1 on elsewhere (pid 4242) since 2001-09-09 01:45:00 UTC, renewed 10 s ago"),
+    ({"renewed": NOW - 60}, "run r1 on elsewhere (pid 4242) since 2001-09-09 01:45:00 UTC, renewed 60 s ago"),
+    ({"renewed": NOW - 61}, "run r1 on elsewhere (pid 4242) since 2001-09-09 01:45:00 UTC, RENEWALS FAILING: last "
+     "renewed 61 s ago (a live run renews every 30 s; it stops at a safe point after 150 s, and the lock is stale "
+     "after 300 s)"),
+    ({"renewed": NOW - 301}, "run r1 on elsewhere (pid 4242) since 2001-09-09 01:45:00 UTC, STALE: not renewed for "
+     "301 s (a live run renews every 30 s)"),
+    ({"renewed": NOW - 300}, "run r1 on elsewhere (pid 4242) since 2001-09-09 01:45:00 UTC, RENEWALS FAILING: last "
+     "renewed 300 s ago (a live run renews every 30 s; it stops at a safe point after 150 s, and the lock is stale "
+     "after 300 s)"),
+    ({"renewed": NOW - 700, "state": "failed"}, "run r1 on elsewhere (pid 4242) since 2001-09-09 01:45:00 UTC, the "
+     "run FAILED and waits for `orchestrate resume` (its temporary settings are still in force)"),
+    ({"renewed": NOW - 20, "state": "deferred"}, "run r1 on elsewhere (pid 4242) since 2001-09-09 01:45:00 UTC, "
+     "DEFERRED: the run waits in a scheduler's trigger, which renewed the lock 20 s ago; the run resumes from its "
+     "journal when the wait is over"),
+    ({"renewed": None, "started": None, "pid": None}, "run r1 on elsewhere (pid ?) since an unknown time, STALE: the "
+     "lock shows no believable time of renewal (damaged or forged)"),
+])
+def test_what_an_operator_reads_of_a_lock_in_each_state(doc: dict[str, object], said: str) -> None:
+    """The whole sentence a refused run, `status` and `unlock` print of a holder: who, since when, and its state
+    with what comes next, at the moment it is given (at the edges: renewed two renewals ago is not yet failing,
+    and at its stale time not yet stale)."""
+    held = LockHolder.from_document({"run_id": "r1", "host": "elsewhere", "pid": 4242, "started": NOW - 100, **doc})
+    assert held.describe(now=NOW) == said
+
+
+def test_a_gone_process_of_this_machine_is_said_gone_and_a_live_one_is_left_alive() -> None:
+    """`alive_here` asks the kernel with signal 0: a child of this test, alive, stays alive and is judged alive;
+    once it has ended its lock is GONE, `resume` takes it over; a lock of this machine without a pid is a dead one."""
+    import subprocess
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        doc = {"run_id": "r1", "host": socket.gethostname(), "pid": child.pid, "started": NOW - 100,
+               "renewed": NOW - 10}
+        assert LockHolder.from_document(doc).alive_here() and not LockHolder.from_document(doc).gone_here()
+        assert child.poll() is None, "asking must not signal the process"
+    finally:
+        child.kill()
+        child.wait(10)
+    gone = LockHolder.from_document(doc)
+    assert not gone.alive_here() and gone.may_be_taken_over()
+    assert gone.describe(now=NOW).endswith(", GONE: its process no longer runs on this machine (killed, or the "
+                                           "machine restarted); `orchestrate resume` continues the run")
+    assert not LockHolder.from_document({**doc, "pid": None}).alive_here()
+
+
+def test_a_taken_lock_says_its_process_and_when_and_only_a_resume_takes_a_run_s_lock_back() -> None:
+    """The document says who took the lock (this process) and when. A plain start of the same run is refused even
+    when its holder is dead; a resume (takeover) takes a dead holder's lock and this process's own, never a live
+    other process's of this machine."""
+    cluster = FakeCluster.of(["n1"])
+    before = time.time()
+    RunLock(cluster, "c", "r1").acquire()  # type: ignore[arg-type]
+    doc = cluster.read_lock(LOCK_INDEX, RUN_DOC)
+    assert doc is not None and doc["pid"] == os.getpid() and before <= doc["started"] <= time.time()
+    with pytest.raises(RunLocked, match="this run is still active"):
+        RunLock(cluster, "c", "r1").acquire()  # type: ignore[arg-type]  # its own process's: a resume's to take
+    RunLock(cluster, "c", "r1").acquire(takeover=True)  # type: ignore[arg-type]
+    cluster.locks[(LOCK_INDEX, RUN_DOC)].update(pid=1)  # init: a live process of this machine, not this one
+    with pytest.raises(RunLocked, match="this run is still active"):
+        RunLock(cluster, "c", "r1").acquire(takeover=True)  # type: ignore[arg-type]
+    cluster.locks[(LOCK_INDEX, RUN_DOC)].update(pid=None)  # a holder of this machine with no process: dead
+    with pytest.raises(RunLocked, match="this run is still active"):
+        RunLock(cluster, "c", "r1").acquire()  # type: ignore[arg-type]
+    RunLock(cluster, "c", "r1").acquire(takeover=True)  # type: ignore[arg-type]
+
+
+def test_a_process_that_has_not_noticed_a_take_over_releases_and_marks_nothing_of_the_new_holder_s() -> None:
+    """Machine A's run, taken over by B's resume before A's renewer looked: A's release and its mark of failure or
+    deferral read the lock first and leave B's as it is."""
+    cluster = FakeCluster.of(["n1"])
+    run_id = "20261126T000000-abcdef"
+    a = RunLock(cluster, "c", run_id, stale_s=30)  # type: ignore[arg-type]
+    a.acquire()
+    cluster.locks[(LOCK_INDEX, RUN_DOC)].update(host="machine-a", renewed=time.time() - 60)
+    RunLock(cluster, "c", run_id, stale_s=30).acquire(takeover=True)  # type: ignore[arg-type]
+    taken = dict(cluster.locks[(LOCK_INDEX, RUN_DOC)])
+    a.mark_failed()
+    a.mark_deferred()
+    a.release()
+    assert cluster.locks[(LOCK_INDEX, RUN_DOC)] == taken and a.lost
+    own = RunLock(cluster, "c", "another-run")  # type: ignore[arg-type]
+    cluster.locks.clear()
+    own.acquire()
+    own.mark_failed()
+    assert cluster.read_lock(LOCK_INDEX, RUN_DOC)["state"] == "failed" and not own.lost  # type: ignore[index]

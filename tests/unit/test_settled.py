@@ -258,3 +258,62 @@ def test_a_blocked_copy_names_the_decider_that_blocks_not_one_a_settled_yellow_a
     assert not settlement.settled
     assert "b: disk_threshold: the node is above the high watermark" in blocking_text(settlement)
     assert "same_shard" not in blocking_text(settlement)
+
+
+def captured(name: str, **changed: Any) -> dict[str, Any]:
+    """A captured answer, with ``changed`` keys as the same API gives them for another copy."""
+    raw: dict[str, Any] = json.loads((EXPLAIN / f"{name}.json").read_text())
+    return {**raw, **changed}
+
+
+def test_each_field_of_the_answer_is_the_copy_s_own() -> None:
+    """Shard number, primary flag, and how many copies one answer stands for are read, not defaulted: the
+    fixtures' own values (shard 0, a replica) are the defaults, so a copy of shard 2's primary is read too."""
+    copy = UnassignedCopy.from_explain(captured("filtered", shard=2, primary=True), copies=3)
+    assert (copy.index, copy.shard, copy.primary, copy.copies) == ("filtered", 2, True, 3)
+    assert copy.shard_name == "[filtered][2]p"
+    assert reason_for(copy, []) is None, "a primary is never settled, whatever its refusals"
+
+
+def test_the_explanation_is_the_first_node_s_refusal_that_a_settled_yellow_does_not_accept() -> None:
+    """by-design: every node refuses by design (same_shard), so the first node's refusal is given; filtered: the
+    filter's refusal is named though the others came after it; delayed: no node refuses, so the cluster's
+    own explanation is given."""
+    raw = captured("by-design")
+    first = raw["node_allocation_decisions"][0]
+    decider = first["deciders"][0]
+    assert UnassignedCopy.from_explain(raw).explanation == \
+        f"{first['node_name']}: same_shard: {decider['explanation']}"
+    reordered = captured("filtered", node_allocation_decisions=captured("filtered")["node_allocation_decisions"][::-1])
+    filtered = next(d for d in reordered["node_allocation_decisions"] if d["node_name"] == "es-3")
+    assert UnassignedCopy.from_explain(reordered).explanation == \
+        f"es-3: filter: {filtered['deciders'][0]['explanation']}"
+    no_refusal = captured("delayed", node_allocation_decisions=[])
+    assert UnassignedCopy.from_explain(no_refusal).explanation == no_refusal["allocate_explanation"]
+
+
+def test_an_answer_without_a_reason_or_a_decision_still_names_its_copy_for_the_operator() -> None:
+    """What blocks is said whole: the copy, the cluster's reason (or "unassigned"), its decision (or "?"), and
+    the explanation cut at 300 characters; a copy the answer says nothing more of is not settled."""
+    bare = UnassignedCopy.from_explain({"index": "logs", "shard": 1, "primary": False})
+    assert (bare.reason, bare.can_allocate, bare.left_node, bare.explanation) == ("", "", None, "")
+    [line] = settle(1, [bare], []).blocking
+    assert line == "[logs][1]r (unassigned, ?): "
+    long = replace(explained("filtered"), explanation="x" * 400)
+    [line] = settle(1, [long], []).blocking
+    assert line == "[filtered][0]r (INDEX_CREATED, no): " + "x" * 300
+
+
+def test_a_yellow_with_nothing_left_to_explain_says_the_cluster_changed_while_looking() -> None:
+    [line] = settle(0, [], []).blocking
+    assert line == "yellow, but no unassigned copy was found to explain (the cluster changed while looking)"
+
+
+def test_the_blocking_text_shows_the_first_few_and_counts_the_rest() -> None:
+    def text(n: int) -> str:
+        return blocking_text(replace(settle(0, [], []), blocking=tuple(f"b{i}" for i in range(n))), shown=2)
+
+    assert text(1) == "b0"
+    assert text(2) == "b0; b1"
+    assert text(3) == "b0; b1; and 1 more"
+    assert text(5) == "b0; b1; and 3 more"
