@@ -38,8 +38,9 @@ MODULES: dict[str, tuple[str, ...]] = {
                                        "test_deferral", "test_lock"),
     "orchestrator/restart/journal.py": ("test_journal_and_retry", "test_journal_file", "test_planted_state",
                                         "test_engine", "test_deferral", "test_report"),
+    # test_search_watch: runs through the real shard adapter (the fake cluster of the others takes any plan).
     "orchestrator/restart/steps.py": ("test_engine", "test_engine_waits", "test_command_steps", "test_deferral",
-                                      "test_opensearch", "test_riak"),
+                                      "test_opensearch", "test_riak", "test_search_watch"),
     "orchestrator/restart/lock.py": ("test_lock", "test_engine", "test_deferral"),
     "orchestrator/shards/safety.py": ("test_plan", "test_settled", "test_batch_reads", "test_preflight",
                                       "test_limits"),

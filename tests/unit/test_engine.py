@@ -626,7 +626,7 @@ def test_a_setting_changed_on_many_things_is_said_in_one_event_each_way_and_a_fe
         [summary] = [e for e in set_now if "count" in e.data]
         assert summary.batch == 3
         assert summary.data == {"key": delay, "scope": "index", "count": len(many), "value": "30m"}
-        assert f"on each of {len(many)}" in summary.message
+        assert f"on each of {len(many)}, each one's own value journaled" in summary.message
         assert sorted(e.data["key"] for e in set_now if "count" not in e.data) == sorted(
             [k for k, *_ in few] + ["cluster.x"]), "a few of a setting, and the others, one by one"
         events.clear()

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from orchestrator.errors import RunLocked
 from orchestrator.restart.lock import (
     LOCK_INDEX,
+    MAX_STALE_S,
     RUN_DOC,
     STALE_S,
     LockHolder,
@@ -22,6 +23,7 @@ from orchestrator.restart.lock import (
     pause_request,
     renew_deferred,
     request_pause,
+    stale_after,
 )
 from orchestrator.testing.fake import FakeCluster
 
@@ -413,6 +415,7 @@ NOW = 1_000_000_000.0  # far from this machine's clock: a description must use t
 
 
 @pytest.mark.parametrize(("doc", "said"), [
+    ({"renewed": NOW}, "run r1 on elsewhere (pid 4242) since 2001-09-09 01:45:00 UTC, renewed 0 s ago"),
     ({"renewed": NOW - 10}, "run r1 on elsewhere (pid 4242) since 2001-09-09 01:45:00 UTC, renewed 10 s ago"),
     ({"renewed": NOW - 60}, "run r1 on elsewhere (pid 4242) since 2001-09-09 01:45:00 UTC, renewed 60 s ago"),
     ({"renewed": NOW - 61}, "run r1 on elsewhere (pid 4242) since 2001-09-09 01:45:00 UTC, RENEWALS FAILING: last "
@@ -442,14 +445,20 @@ def test_what_an_operator_reads_of_a_lock_in_each_state(doc: dict[str, object], 
 def test_a_gone_process_of_this_machine_is_said_gone_and_a_live_one_is_left_alive() -> None:
     """`alive_here` asks the kernel with signal 0: a child of this test, alive, stays alive and is judged alive;
     once it has ended its lock is GONE, `resume` takes it over; a lock of this machine without a pid is a dead one."""
+    import signal
     import subprocess
 
-    child = subprocess.Popen(["sleep", "30"])
+    def signals_as_default() -> None:  # a shell started with nohup leaves SIGHUP ignored in its children
+        for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2):
+            signal.signal(sig, signal.SIG_DFL)
+
+    child = subprocess.Popen(["sleep", "30"], preexec_fn=signals_as_default)
     try:
         doc = {"run_id": "r1", "host": socket.gethostname(), "pid": child.pid, "started": NOW - 100,
                "renewed": NOW - 10}
         assert LockHolder.from_document(doc).alive_here() and not LockHolder.from_document(doc).gone_here()
-        assert child.poll() is None, "asking must not signal the process"
+        with pytest.raises(subprocess.TimeoutExpired):  # asking must not signal the process
+            child.wait(timeout=0.3)
     finally:
         child.kill()
         child.wait(10)
@@ -464,6 +473,8 @@ def test_a_taken_lock_says_its_process_and_when_and_only_a_resume_takes_a_run_s_
     """The document says who took the lock (this process) and when. A plain start of the same run is refused even
     when its holder is dead; a resume (takeover) takes a dead holder's lock and this process's own, never a live
     other process's of this machine."""
+    import subprocess
+
     cluster = FakeCluster.of(["n1"])
     before = time.time()
     RunLock(cluster, "c", "r1").acquire()  # type: ignore[arg-type]
@@ -472,9 +483,14 @@ def test_a_taken_lock_says_its_process_and_when_and_only_a_resume_takes_a_run_s_
     with pytest.raises(RunLocked, match="this run is still active"):
         RunLock(cluster, "c", "r1").acquire()  # type: ignore[arg-type]  # its own process's: a resume's to take
     RunLock(cluster, "c", "r1").acquire(takeover=True)  # type: ignore[arg-type]
-    cluster.locks[(LOCK_INDEX, RUN_DOC)].update(pid=1)  # init: a live process of this machine, not this one
-    with pytest.raises(RunLocked, match="this run is still active"):
-        RunLock(cluster, "c", "r1").acquire(takeover=True)  # type: ignore[arg-type]
+    other = subprocess.Popen(["sleep", "30"])  # a live process of this machine, not this one (this test's own)
+    try:
+        cluster.locks[(LOCK_INDEX, RUN_DOC)].update(pid=other.pid)
+        with pytest.raises(RunLocked, match="this run is still active"):
+            RunLock(cluster, "c", "r1").acquire(takeover=True)  # type: ignore[arg-type]
+    finally:
+        other.kill()
+        other.wait(10)
     cluster.locks[(LOCK_INDEX, RUN_DOC)].update(pid=None)  # a holder of this machine with no process: dead
     with pytest.raises(RunLocked, match="this run is still active"):
         RunLock(cluster, "c", "r1").acquire()  # type: ignore[arg-type]
@@ -500,3 +516,38 @@ def test_a_process_that_has_not_noticed_a_take_over_releases_and_marks_nothing_o
     own.acquire()
     own.mark_failed()
     assert cluster.read_lock(LOCK_INDEX, RUN_DOC)["state"] == "failed" and not own.lost  # type: ignore[index]
+
+
+def test_a_live_process_of_another_user_on_this_machine_is_alive_not_gone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two operators of one machine: the second one's process may not signal the first one's, and the kernel says
+    so (EPERM, as it says to an unprivileged user asking of root's init here); that process lives, so its lock is
+    neither GONE nor taken over by a resume."""
+    def not_permitted(pid: int, sig: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "kill", not_permitted)
+    held = LockHolder.from_document({"run_id": "r1", "host": socket.gethostname(), "pid": 4242, "started": NOW,
+                                     "renewed": NOW})
+    assert held.alive_here() and not held.gone_here()
+
+
+def test_a_forged_lock_s_fields_are_bounded_and_never_crash_the_look_at_its_process() -> None:
+    """Text is printable and bounded (a host name up to DNS's longest is kept whole); a pid is one the kernel can
+    have (1 to 2**31 - 1): 0 would signal this process's own group, and a larger one crashes `os.kill`."""
+    forged = LockHolder.from_document({"run_id": None, "host": "es-\x1b[2J" + "h" * 240, "pid": 0})
+    assert forged.run_id == "?" and forged.host == "es-?[2J" + "h" * 240 and forged.pid is None
+    assert LockHolder.from_document({"host": "h" * 1000}).host == "h" * 255
+    for pid in (-1, 2**31, 3**31, 2**32):
+        held = LockHolder.from_document({"run_id": "r1", "host": socket.gethostname(), "pid": pid})
+        assert held.pid is None and held.alive_here() is False
+    assert LockHolder.from_document({"pid": 2**31 - 1}).pid == 2**31 - 1
+    assert stale_after(MAX_STALE_S) == MAX_STALE_S and stale_after(MAX_STALE_S + 1) == STALE_S
+
+
+def test_a_lock_never_taken_releases_nothing_and_a_refusal_names_the_cluster_to_unlock() -> None:
+    cluster = FakeCluster.of(["n1"])
+    RunLock(cluster, "prod", "r1").acquire()  # type: ignore[arg-type]
+    RunLock(cluster, "prod", "r1").release()  # type: ignore[arg-type]  # another process of r1 that took nothing
+    assert cluster.read_lock(LOCK_INDEX, RUN_DOC) is not None
+    with pytest.raises(RunLocked, match="`orchestrate unlock --cluster prod` removes the lock once it is stale"):
+        RunLock(cluster, "prod", "r2").acquire()  # type: ignore[arg-type]
