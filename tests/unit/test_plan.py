@@ -550,3 +550,44 @@ def test_the_allocation_setting_is_restricted_per_batch_and_each_limit_raised_fo
     # A value Elasticsearch would refuse is no limit in force: the run sets its own.
     odd = settings_of({RATE: "fast"}, {})[RATE]
     assert (odd.before, odd.during) == ("fast", "100mb")
+
+
+def test_an_index_accepted_as_unavailable_passes_the_gate_and_every_refusal_names_its_batch() -> None:
+    """--allow-unavailable reaches the gate before each batch: an index without a replica on the batch's node is
+    refused without it and passes with it; each refusal starts with the batch it is about."""
+    from orchestrator.restart.journal import RunOptions
+    from orchestrator.shards.safety import gate
+
+    nodes = [node("a"), node("b"), node("c")]
+    snap = snapshot(nodes, [*copies("scratch", 0, ["a"]), *copies("logs", 0, ["a", "b"])], "c")
+    refused = batch_problems(snap, ["id-a"], "batch 1 (a)")
+    assert refused and all(p.startswith("batch 1 (a): ") for p in refused) and "[scratch][0]" in refused[0]
+    assert batch_problems(snap, ["id-a"], "batch 1 (a)", accepted=("scratch*",)) == []
+    plan = build_plan(inventory(["a", "b", "c"]), snap, Mode.NODE)
+    assert any("[scratch][0]" in p for p in gate(snap, plan, ["a"], RunOptions()))
+    assert gate(snap, plan, ["a"], RunOptions(allow_unavailable=("scratch*",))) == []
+    quorum = batch_problems(snapshot(nodes, [], "c"), ["id-a", "id-b"], "a+b")
+    assert quorum and quorum[0].startswith("a+b: 2 of 3 master-eligible nodes")
+
+
+def test_what_the_gate_says_of_a_red_cluster_a_yellow_it_cannot_explain_and_a_node_not_in_it() -> None:
+    """The refusals an operator reads before a batch, whole: red (never passed), a yellow still moving, so not yet
+    explained (wait, or --allow-yellow), and the nodes the cluster lacks, named when the cluster names them."""
+    from dataclasses import replace
+
+    from orchestrator.restart.journal import RunOptions
+    from orchestrator.shards.safety import gate
+
+    nodes = [node("a"), node("b"), node("c")]
+    held = copies("logs", 0, ["a", "b"])
+    assert cluster_problems(snapshot(nodes, held, "c", status="red"), allow_yellow=True) == [
+        "cluster health is red: some primary shard has no started copy. Fix that first; restarting a node now could "
+        "lose the last copy of data."]
+    assert cluster_problems(snapshot(nodes, held, "c", status="yellow", initializing=1), allow_yellow=False) == [
+        "cluster health is yellow. Wait for green (or fix the allocation), or pass --allow-yellow if this yellow is "
+        "expected.", "the cluster is not settled: 1 shard(s) initializing, 0 relocating. Wait until recoveries finish."]
+    plan = build_plan(inventory(["a", "b", "c"]), snapshot(nodes, held, "c"), Mode.NODE)
+    two = snapshot(nodes[:2], held, "b")
+    assert gate(replace(two, absent=("c",)), plan, ["a"], RunOptions()) == [
+        "only 2 of 3 nodes are in the cluster (c not in it)"]
+    assert gate(two, plan, ["a"], RunOptions()) == ["only 2 of 3 nodes are in the cluster"]
