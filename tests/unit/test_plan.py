@@ -556,7 +556,7 @@ def test_an_index_accepted_as_unavailable_passes_the_gate_and_every_refusal_name
     """--allow-unavailable reaches the gate before each batch: an index without a replica on the batch's node is
     refused without it and passes with it; each refusal starts with the batch it is about."""
     from orchestrator.restart.journal import RunOptions
-    from orchestrator.shards.safety import gate
+    from orchestrator.shards.safety import gate, stop_check
 
     nodes = [node("a"), node("b"), node("c")]
     snap = snapshot(nodes, [*copies("scratch", 0, ["a"]), *copies("logs", 0, ["a", "b"])], "c")
@@ -564,7 +564,10 @@ def test_an_index_accepted_as_unavailable_passes_the_gate_and_every_refusal_name
     assert refused and all(p.startswith("batch 1 (a): ") for p in refused) and "[scratch][0]" in refused[0]
     assert batch_problems(snap, ["id-a"], "batch 1 (a)", accepted=("scratch*",)) == []
     plan = build_plan(inventory(["a", "b", "c"]), snap, Mode.NODE)
-    assert any("[scratch][0]" in p for p in gate(snap, plan, ["a"], RunOptions()))
+    [label] = [b.label for b in plan.batches if list(b.nodes) == ["a"]]
+    assert next(p for p in gate(snap, plan, ["a"], RunOptions()) if "[scratch][0]" in p).startswith(f"{label}: ")
+    assert stop_check(snap, plan, ["a"], RunOptions())[0].startswith(f"{label}: restarting it leaves shard(s) ")
+    assert stop_check(snap, plan, ["a", "b"], RunOptions())[0].startswith("a, b: ")  # no batch of its own
     assert gate(snap, plan, ["a"], RunOptions(allow_unavailable=("scratch*",))) == []
     quorum = batch_problems(snapshot(nodes, [], "c"), ["id-a", "id-b"], "a+b")
     assert quorum and quorum[0].startswith("a+b: 2 of 3 master-eligible nodes")
