@@ -594,3 +594,34 @@ def test_what_the_gate_says_of_a_red_cluster_a_yellow_it_cannot_explain_and_a_no
     assert gate(replace(two, absent=("c",)), plan, ["a"], RunOptions()) == [
         "only 2 of 3 nodes are in the cluster (c not in it)"]
     assert gate(two, plan, ["a"], RunOptions()) == ["only 2 of 3 nodes are in the cluster"]
+
+
+def test_an_allow_yellow_run_s_gate_passes_the_yellow_it_started_on_and_holds_while_more_copies_are_unassigned() -> None:
+    """--allow-yellow accepts the copies unassigned when the run started (the plan keeps their count), not more: a
+    batch waits while the previous one's copies are still unassigned; without --allow-yellow the yellow is refused."""
+    from dataclasses import replace
+
+    from orchestrator.restart.journal import RunOptions
+    from orchestrator.shards.safety import gate
+    from orchestrator.shards.snapshot import Health
+
+    nodes = [node("a"), node("b"), node("c")]
+    held = copies("logs", 0, ["a", "b"])
+    started_on = replace(snapshot(nodes, held, "c"), health=Health("yellow", 3, unassigned_shards=2))
+    plan = build_plan(inventory(["a", "b", "c"]), started_on, Mode.NODE)
+    assert plan.accepted_unassigned == 2
+    yellow = replace(started_on, unassigned=())
+    assert gate(yellow, plan, ["a"], RunOptions(allow_yellow=True)) == []
+    assert any(p.startswith("cluster health is yellow") for p in gate(yellow, plan, ["a"], RunOptions()))
+    more = replace(yellow, health=Health("yellow", 3, unassigned_shards=5))
+    assert gate(more, plan, ["a"], RunOptions(allow_yellow=True)) == [
+        "3 shard copies are unassigned beyond the 2 accepted when the run started: the previous batch has not "
+        "recovered"]
+
+
+def test_of_five_master_eligible_nodes_two_may_go_together_three_may_not() -> None:
+    nodes = [node(n) for n in "abcde"]
+    snap = snapshot(nodes, [], "e")
+    assert batch_problems(snap, ["id-a", "id-b"], "a+b") == []
+    [said] = batch_problems(snap, ["id-a", "id-b", "id-c"], "a+b+c")
+    assert said.startswith("a+b+c: 3 of 5 master-eligible nodes would be down at once, losing the master quorum.")
