@@ -596,7 +596,7 @@ def test_what_the_gate_says_of_a_red_cluster_a_yellow_it_cannot_explain_and_a_no
     assert gate(two, plan, ["a"], RunOptions()) == ["only 2 of 3 nodes are in the cluster"]
 
 
-def test_an_allow_yellow_run_s_gate_passes_the_yellow_it_started_on_and_holds_while_more_copies_are_unassigned() -> None:
+def test_an_allow_yellow_run_passes_the_yellow_it_started_on_and_holds_while_more_copies_are_unassigned() -> None:
     """--allow-yellow accepts the copies unassigned when the run started (the plan keeps their count), not more: a
     batch waits while the previous one's copies are still unassigned; without --allow-yellow the yellow is refused."""
     from dataclasses import replace
