@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import pytest
@@ -442,26 +446,31 @@ def test_what_an_operator_reads_of_a_lock_in_each_state(doc: dict[str, object], 
     assert held.describe(now=NOW) == said
 
 
-def test_a_gone_process_of_this_machine_is_said_gone_and_a_live_one_is_left_alive() -> None:
-    """`alive_here` asks the kernel with signal 0: a child of this test, alive, stays alive and is judged alive;
-    once it has ended its lock is GONE, `resume` takes it over; a lock of this machine without a pid is a dead one."""
-    import signal
-    import subprocess
-
-    def signals_as_default() -> None:  # a shell started with nohup leaves SIGHUP ignored in its children
+@contextmanager
+def live_child() -> Iterator[subprocess.Popen[bytes]]:
+    """A live process of this machine that this test started (never one it did not), its signals the defaults (a
+    shell started with nohup leaves SIGHUP ignored in its children); ended and reaped on leaving."""
+    def signals_as_default() -> None:
         for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2):
             signal.signal(sig, signal.SIG_DFL)
 
     child = subprocess.Popen(["sleep", "30"], preexec_fn=signals_as_default)
     try:
+        yield child
+    finally:
+        child.kill()
+        child.wait(10)
+
+
+def test_a_gone_process_of_this_machine_is_said_gone_and_a_live_one_is_left_alive() -> None:
+    """`alive_here` asks the kernel with signal 0: a child of this test, alive, stays alive and is judged alive;
+    once it has ended its lock is GONE, `resume` takes it over; a lock of this machine without a pid is a dead one."""
+    with live_child() as child:
         doc = {"run_id": "r1", "host": socket.gethostname(), "pid": child.pid, "started": NOW - 100,
                "renewed": NOW - 10}
         assert LockHolder.from_document(doc).alive_here() and not LockHolder.from_document(doc).gone_here()
         with pytest.raises(subprocess.TimeoutExpired):  # asking must not signal the process
             child.wait(timeout=0.3)
-    finally:
-        child.kill()
-        child.wait(10)
     gone = LockHolder.from_document(doc)
     assert not gone.alive_here() and gone.may_be_taken_over()
     assert gone.describe(now=NOW).endswith(", GONE: its process no longer runs on this machine (killed, or the "
@@ -473,8 +482,6 @@ def test_a_taken_lock_says_its_process_and_when_and_only_a_resume_takes_a_run_s_
     """The document says who took the lock (this process) and when. A plain start of the same run is refused even
     when its holder is dead; a resume (takeover) takes a dead holder's lock and this process's own, never a live
     other process's of this machine."""
-    import subprocess
-
     cluster = FakeCluster.of(["n1"])
     before = time.time()
     RunLock(cluster, "c", "r1").acquire()  # type: ignore[arg-type]
@@ -483,14 +490,10 @@ def test_a_taken_lock_says_its_process_and_when_and_only_a_resume_takes_a_run_s_
     with pytest.raises(RunLocked, match="this run is still active"):
         RunLock(cluster, "c", "r1").acquire()  # type: ignore[arg-type]  # its own process's: a resume's to take
     RunLock(cluster, "c", "r1").acquire(takeover=True)  # type: ignore[arg-type]
-    other = subprocess.Popen(["sleep", "30"])  # a live process of this machine, not this one (this test's own)
-    try:
+    with live_child() as other:  # a live process of this machine, not this one
         cluster.locks[(LOCK_INDEX, RUN_DOC)].update(pid=other.pid)
         with pytest.raises(RunLocked, match="this run is still active"):
             RunLock(cluster, "c", "r1").acquire(takeover=True)  # type: ignore[arg-type]
-    finally:
-        other.kill()
-        other.wait(10)
     cluster.locks[(LOCK_INDEX, RUN_DOC)].update(pid=None)  # a holder of this machine with no process: dead
     with pytest.raises(RunLocked, match="this run is still active"):
         RunLock(cluster, "c", "r1").acquire()  # type: ignore[arg-type]

@@ -20,9 +20,14 @@ EXPLAIN = Path(__file__).parent.parent / "fixtures" / "explain"
 LEFT_NODE = "Kmzzy-OTQuuukHVJAHCmwg"  # the node stopped when delayed.json was captured
 
 
-def explained(name: str) -> UnassignedCopy:
+def captured(name: str, **changed: Any) -> dict[str, Any]:
+    """A captured answer, with ``changed`` keys as the same API gives them for another copy."""
     raw: dict[str, Any] = json.loads((EXPLAIN / f"{name}.json").read_text())
-    return UnassignedCopy.from_explain(raw)
+    return {**raw, **changed}
+
+
+def explained(name: str) -> UnassignedCopy:
+    return UnassignedCopy.from_explain(captured(name))
 
 
 def test_the_captured_answers_are_read() -> None:
@@ -258,12 +263,6 @@ def test_a_blocked_copy_names_the_decider_that_blocks_not_one_a_settled_yellow_a
     assert not settlement.settled
     assert "b: disk_threshold: the node is above the high watermark" in blocking_text(settlement)
     assert "same_shard" not in blocking_text(settlement)
-
-
-def captured(name: str, **changed: Any) -> dict[str, Any]:
-    """A captured answer, with ``changed`` keys as the same API gives them for another copy."""
-    raw: dict[str, Any] = json.loads((EXPLAIN / f"{name}.json").read_text())
-    return {**raw, **changed}
 
 
 def test_each_field_of_the_answer_is_the_copy_s_own() -> None:
