@@ -45,7 +45,8 @@ MODULES: dict[str, tuple[str, ...]] = {
     # test_last_look_proof and test_window: the last look's proof (stop_check) and the window's, which the others
     # do not reach (safety.py's pass at dd68adc: `c.state != "STARTED"` in the proof survived them).
     "orchestrator/shards/safety.py": ("test_plan", "test_settled", "test_batch_reads", "test_preflight",
-                                      "test_limits", "test_last_look_proof", "test_window"),
+                                      "test_limits", "test_last_look_proof", "test_window",
+                                      "test_safety_refusals"),
     "orchestrator/shards/settled.py": ("test_settled", "test_batch_reads", "test_plan"),
     "orchestrator/shards/leases.py": ("test_waits", "test_cluster_answers", "test_batch_reads"),
     "orchestrator/shards/plan.py": ("test_plan", "test_limits", "test_preflight", "test_settled", "test_upgrade"),
