@@ -3,9 +3,11 @@ local commands: their order, what they are told, their failure policies, and sec
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -382,6 +384,23 @@ def test_a_refused_redirect_closes_the_answer_it_came_in() -> None:
         SameOriginRedirects().redirect_request(urllib.request.Request("http://127.0.0.1:5/a", method="POST"), answer,
                                                302, "Found", {}, "http://127.0.0.2:5/b")
     assert answer.closed
+
+
+def test_a_same_origin_redirect_urllib_does_not_follow_fails_the_call_with_its_own_answer() -> None:
+    """A POST redirected by a 307 within its origin is not followed (urllib would have to send the body again): the
+    call fails with the redirect's own status, reason and headers, and its error holds the answer it came in, so
+    that closing the error (call_http does) closes that connection."""
+    from orchestrator.restart.hooks import SameOriginRedirects
+
+    answer, headers = io.BytesIO(b""), {"Location": "/b"}
+    request = urllib.request.Request("http://127.0.0.1:5/a", data=b"{}", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as raised:
+        SameOriginRedirects().redirect_request(request, answer, 307, "Temporary Redirect", headers,
+                                               "http://127.0.0.1:5/b")
+    error = raised.value
+    assert (error.code, error.reason, error.headers) == (307, "Temporary Redirect", headers)
+    error.close()
+    assert answer.closed, "the redirect's answer is closed with its error"
 
 
 def test_values_in_a_url_are_quoted_whole_and_headers_are_templated(receiver: Receiver) -> None:
