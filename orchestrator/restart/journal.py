@@ -289,9 +289,6 @@ class Journal:
             self.undo.extend(records)
         return records
 
-    def undo_state(self, record: UndoRecord, state: UndoState) -> None:
-        self.undo_states([record], state)
-
     def undo_states(self, records: list[UndoRecord], state: UndoState) -> None:
         """Several undo records moved to ``state`` together, in one save."""
         with self.change(*records):

@@ -183,6 +183,8 @@ def test_the_time_left_follows_the_batches_left_and_what_they_measured() -> None
         assert eng.eta_s() == pytest.approx(10, abs=0.1), "this run's own mean of 5 s, over the last like run's"
         eng.at_once = 2
         assert eng.eta_s() == pytest.approx(5, abs=0.1), "two nodes in flight at once"
+        eng.batch_seconds = []
+        assert eng.eta_s() == pytest.approx(7, abs=0.1), "the last like run's 7 s, two nodes in flight at once"
         journal.batches[1].state = journal.batches[2].state = BatchState.DONE
         assert eng.eta_s() == 0
 

@@ -75,6 +75,62 @@ def test_original_value_is_the_first_recorded(tmp_path: Path) -> None:
     assert j.original_value("k", "transient") == (False, None)
 
 
+def test_each_key_s_first_record_and_first_pending_one_are_found_in_one_pass(tmp_path: Path) -> None:
+    """`undo_by_key`: for each setting, its first record (whose value before is the original) and its first record
+    not yet restored, however many records later ones added; a record keeps the batch it was written for."""
+    j = journal(tmp_path / "r1.json")
+    first = j.record_undo("k", "persistent", "all", "primaries", 1)
+    assert first.batch == 1
+    j.undo_states([first], UndoState.RESTORED)
+    second = j.record_undo("k", "persistent", "primaries", "none", 2)
+    third = j.record_undo("k", "persistent", "none", "primaries", 3)
+    other = j.record_undo("other", "transient", None, "x", None)
+    assert j.undo_by_key() == {("k", "persistent"): (first, second), ("other", "transient"): (other, other)}
+    assert (second.batch, third.batch, other.batch) == (2, 3, None)
+
+
+def test_a_resume_without_inventory_changes_is_said_plainly(tmp_path: Path) -> None:
+    j = journal(tmp_path / "r1.json")
+    j.set_state(RunState.FAILED, "x")
+    j.resumed([])
+    assert (j.history[-1].event, j.history[-1].message) == ("resumed", "resumed from failed")
+
+
+def test_what_searchers_saw_is_kept_as_a_bounded_series_and_read_back(tmp_path: Path) -> None:
+    """Each interval is a point of the run's series, in SERIES_FIELDS' order (the report's plot reads it so): at
+    most SERIES_POINTS points, every other one dropped once there would be more; the baseline, the latest
+    interval, the series and the window's closing are read back from the journal's files."""
+    from orchestrator.restart.journal import SERIES_FIELDS, SERIES_POINTS
+
+    j = journal(tmp_path / "r1.json")
+    baseline = {"worst_ms": 5.0, "queries": 10}
+    for at in range(SERIES_POINTS):
+        j.record_search({"at": at, "worst_ms": 7.0, "mean_ms": 3.0, "probe_ms": 9.0, "queries": 4}, baseline,
+                        rate=1000 + at)
+    series = j.search["series"]
+    assert len(series) == SERIES_POINTS, "full, not yet thinned"
+    assert dict(zip(SERIES_FIELDS, series[-1], strict=True)) == {"at": SERIES_POINTS - 1, "worst_ms": 7.0,
+                                                                 "mean_ms": 3.0, "rate": 1000 + SERIES_POINTS - 1,
+                                                                 "probe_ms": 9.0}
+    j.record_search({"at": SERIES_POINTS, "worst_ms": 8.0}, baseline)
+    thinned = j.search["series"]
+    assert [p[0] for p in thinned] == list(range(0, SERIES_POINTS + 1, 2)), "every other point, the first kept"
+    assert thinned[-1] == [SERIES_POINTS, 8.0, None, None, None]
+    assert j.search["latest"] == {"at": SERIES_POINTS, "worst_ms": 8.0} and j.search["baseline"] == baseline
+    j.record_search_gate("searches over budget for 40 s")
+    read = Journal.load(tmp_path / "r1.json").search
+    assert read == j.search and set(read) == {"baseline", "latest", "series", "window_closed"}
+    assert read["window_closed"] == "searches over budget for 40 s"
+
+
+def test_a_failed_run_keeps_the_next_try_its_cause_names() -> None:
+    from orchestrator.restart.journal import RunFailed
+
+    cause = WaitTimeout("a did not rejoin", resume="waits for it again")
+    failed = RunFailed(cause, journal_of(plan_of([["a"]])))
+    assert (failed.what, failed.resume, failed.cause) == ("a did not rejoin", "waits for it again", cause)
+
+
 @pytest.mark.parametrize(("change", "said"), [
     ({"format": 99}, "has format 99; this version of orchestrator reads formats"),
     ({"batches": "nope"}, "is damaged"),
@@ -193,6 +249,13 @@ def test_first_eta_comes_from_the_previous_succeeded_run_in_the_same_mode(tmp_pa
     # the succeeded run's figure, not an error (a mutant reading any of its three conditions alone divided by
     # the unfinished run's zero batches, at the next run's start).
     run("20261121T114000-eeeeee", "zone", RunState.FAILED, [])
+    assert measured_batch_seconds("c", "node", "20261121T120000-ffffff") == 15
+    # A failed run that died in its batch (started, never finished), newer still: passed over, not an error
+    # (reading a batch as timed when it only started subtracted its start from nothing: issue 58).
+    died = journal_of(plan_of([["a0"]], mode=Mode.NODE), run_id="20261121T115000-gggggg")
+    died.path, died.state = runs_dir("c") / "20261121T115000-gggggg.json", RunState.FAILED
+    died.batches[0].started = 100.0
+    died.save()
     assert measured_batch_seconds("c", "node", "20261121T120000-ffffff") == 15
 
 
@@ -426,8 +489,9 @@ def test_the_refusals_of_a_journal_say_whose_it_is_briefly(tmp_path: Path, monke
     wrong with it, never echoing the planted values whole."""
     from orchestrator.restart.journal import RunFailed, load_run, newest_first, runs_dir
 
-    with pytest.raises(JournalError, match="no path"):
+    with pytest.raises(JournalError) as no_path:
         journal_of(plan_of([["a"]])).save()
+    assert str(no_path.value) == "journal has no path"
     named = "20261121T100000-aaaaaa"
     j = journal_of(plan_of([["a"]]), run_id="r" * 600)
     j.path = tmp_path / f"{named}.json"
@@ -435,14 +499,17 @@ def test_the_refusals_of_a_journal_say_whose_it_is_briefly(tmp_path: Path, monke
     with pytest.raises(JournalError) as err:
         Journal.load(tmp_path / f"{named}.json")
     said = one_short_line(err.value, str(tmp_path / f"{named}.json"), "damaged", "rrrr")
-    assert "r" * 600 not in said and "not the run its name says" in said
+    assert said == (f"journal {tmp_path / named}.json is damaged (it holds run {'r' * 40!r}, not the run its name "
+                    "says); it was not written by this tool or was changed since")
     raw = journal(tmp_path / "x.json").to_dict()
     (tmp_path / "x.json").write_text(json.dumps(raw | {"batches": [raw["batches"][0] | {"state": "s" * 3000}]}))
     (tmp_path / "x.changes").unlink(missing_ok=True)
     with pytest.raises(JournalError) as damaged:
         Journal.load(tmp_path / "x.json")
     said = one_short_line(damaged.value, str(tmp_path / "x.json"), "damaged", "sss")
-    assert "s" * 3000 not in said
+    why = str(ValueError(f"{'s' * 3000!r} is not a valid BatchState"))[:200]
+    assert said == (f"journal {tmp_path / 'x.json'} is damaged ({why}); it was not written by this tool or was "
+                    "changed since")
     monkeypatch.setenv("ORCHESTRATOR_STATE", str(tmp_path / "state"))
     runs_dir("c").mkdir(parents=True, mode=0o700)
     assert runs_dir("c") == tmp_path / "state" / "runs" / "c"
@@ -453,7 +520,8 @@ def test_the_refusals_of_a_journal_say_whose_it_is_briefly(tmp_path: Path, monke
     with pytest.raises(JournalError) as moved:
         load_run("c", other.path)
     said = one_short_line(moved.value, str(other.path), "dddd", "not 'c'")
-    assert "d" * 1000 not in said
+    assert said == (f"journal {other.path} is of cluster {'d' * 80!r}, not 'c'; it was moved or changed since it "
+                    "was written")
     good = journal_of(plan_of([["a"]]), run_id="20261121T090000-cccccc")
     good.path = runs_dir("c") / "20261121T090000-cccccc.json"
     good.save()

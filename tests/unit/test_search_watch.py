@@ -372,7 +372,7 @@ def test_a_resumed_run_s_controller_starts_from_the_rate_in_force_never_raising_
         cluster = FakeCluster.of(["a"], settings=dict(ORIGINAL))
         ctx = context_of(inventory(["a"]), cluster)
         record = ctx.journal.record_undo("fake.limit", "cluster", "20mb", "200mb", None)
-        ctx.journal.undo_state(record, UndoState.APPLIED)
+        ctx.journal.undo_states([record], UndoState.APPLIED)
         cluster.settings[key] = "50mb"  # as the killed run left it
         throttle = RecoveryThrottle(ctx, "fake.limit", LatencyBudget(ms=10),
                                     SearchSection(latency_budget="10ms", sustain_s=0, recovery_floor="5mb"))
