@@ -252,11 +252,13 @@ def test_first_eta_comes_from_the_previous_succeeded_run_in_the_same_mode(tmp_pa
     assert measured_batch_seconds("c", "node", "20261121T120000-ffffff") == 15
     # A failed run that died in its batch (started, never finished), newer still: passed over, not an error
     # (reading a batch as timed when it only started subtracted its start from nothing: issue 58).
-    died = journal_of(plan_of([["a0"]], mode=Mode.NODE), run_id="20261121T115000-gggggg")
-    died.path, died.state = runs_dir("c") / "20261121T115000-gggggg.json", RunState.FAILED
+    died = journal_of(plan_of([["a0"]], mode=Mode.NODE), run_id="20261121T112000-abcdef")
+    died.path, died.state = runs_dir("c") / "20261121T112000-abcdef.json", RunState.FAILED
     died.batches[0].started = 100.0
     died.save()
-    assert measured_batch_seconds("c", "node", "20261121T120000-ffffff") == 15
+    assert measured_batch_seconds("c", "node", "20261121T113500-ffffff") == 15
+    # Five runs back at most: from 12:00, the succeeded node run of 10:00 is the sixth, and lends nothing.
+    assert measured_batch_seconds("c", "node", "20261121T120000-ffffff") is None
 
 
 def test_every_save_read_back_is_the_whole_journal_though_a_save_writes_only_what_changed(
