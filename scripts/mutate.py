@@ -214,7 +214,10 @@ def killed_later(module: str, tests: tuple[str, ...], jobs: int = 1) -> None:
     of = f"the tests of {str(tested['commit'])[:12]}" + (" with changes" if tested["changed"] else "")
     later_file = work / "later.json"
     later: dict[str, str] = json.loads(later_file.read_text()) if later_file.exists() else {}
-    names = [n for n in survivors(module) if n not in later]
+    # An argued survivor is not run again (each runs every test of its module, a minute or more): the report
+    # still checks that its argument is bound to its change.
+    argued = json.loads(ARGUMENTS.read_text()) if ARGUMENTS.exists() else {}
+    names = [n for n in survivors(module) if n not in later and n not in argued]
     limit = limit_for(module, tests) if names else TIMEOUT_S
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         # Every listed test: which tests reach a function was traced with the run's tests, not these.
@@ -228,6 +231,7 @@ def killed_later(module: str, tests: tuple[str, ...], jobs: int = 1) -> None:
           flush=True)
 
 
+ARGUMENTS = REPO / "scripts" / "mutation_arguments.json"  # a survivor's argument (scripts/mutation_report.py)
 TIMEOUT_S = 30  # a test of the unit suite takes at most a few seconds; a mutant's that runs past this has hung
 # The limit is at least this many times the module's slowest test unmutated, so that the load of 2 jobs does not
 # end it either: the window loop's engine property run takes about 31-33 s unmutated, and under 30 s every mutant
