@@ -110,10 +110,12 @@ def prepared(module: str, tests: tuple[str, ...]) -> Path:
     return work
 
 
-def survivors(module: str) -> list[str]:
-    """The mutants of ``module`` that its last run let through, as the report reads them."""
+def survivors(module: str, untested: bool = False) -> list[str]:
+    """The mutants of ``module`` that its last run let through, as the report reads them (``untested``: and those
+    no test of the run reached, which tests added to the module's list since may reach)."""
     verdicts = results().get(module, (WORK, {}))[1]
-    return sorted(name for name, verdict in verdicts.items() if verdict == "survived")
+    let_through = ("survived", "no tests") if untested else ("survived",)
+    return sorted(name for name, verdict in verdicts.items() if verdict in let_through)
 
 
 def chosen(names: list[str]) -> dict[str, tuple[str, ...]]:
@@ -204,9 +206,10 @@ def name_the_timeouts(module: str, tests: tuple[str, ...], unchecked: bool = Fal
 
 
 def killed_later(module: str, tests: tuple[str, ...], jobs: int = 1) -> None:
-    """The run's survivors of ``module``, each run alone against the tests of this checkout (copied into
-    mutmut's tree first, the mutated code left as the run made it): those a test now fails are recorded in
-    later.json, which the report counts apart from the run's own kills (the run's figure stays its commit's)."""
+    """The run's survivors of ``module`` (and its mutants no test reached), each run alone against the tests of
+    this checkout (copied into mutmut's tree first, the mutated code left as the run made it): those a test now
+    fails are recorded in later.json, which the report counts apart from the run's own kills (the run's figure
+    stays its commit's)."""
     work = work_dir(module)
     shutil.copytree(REPO / "tests", work / "mutants" / "tests", dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("__pycache__"))
@@ -217,7 +220,7 @@ def killed_later(module: str, tests: tuple[str, ...], jobs: int = 1) -> None:
     # An argued survivor is not run again (each runs every test of its module, a minute or more): the report
     # still checks that its argument is bound to its change.
     argued = json.loads(ARGUMENTS.read_text()) if ARGUMENTS.exists() else {}
-    names = [n for n in survivors(module) if n not in later and n not in argued]
+    names = [n for n in survivors(module, untested=True) if n not in later and n not in argued]
     limit = limit_for(module, tests) if names else TIMEOUT_S
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         # Every listed test: which tests reach a function was traced with the run's tests, not these.

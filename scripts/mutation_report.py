@@ -71,7 +71,8 @@ def modules() -> dict[str, tuple[Path, dict[str, str]]]:
         later = json.loads(later_file.read_text()) if later_file.exists() else {}
         verdicts = {k: run_again(verdict(v), again.get(k)) for k, v in codes.items()}
         out[str(meta.relative_to(mutants)).removesuffix(".meta")] = (
-            mutants.parent, {k: "killed since" if v == "survived" and k in later else v for k, v in verdicts.items()})
+            mutants.parent, {k: "killed since" if v in ("survived", "no tests") and k in later else v
+                             for k, v in verdicts.items()})
     return out
 
 

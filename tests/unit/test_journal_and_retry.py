@@ -89,6 +89,35 @@ def test_each_key_s_first_record_and_first_pending_one_are_found_in_one_pass(tmp
     assert (second.batch, third.batch, other.batch) == (2, 3, None)
 
 
+def test_a_running_journal_s_copy_in_the_cluster_is_the_journal_at_every_save_past_its_ring(tmp_path: Path) -> None:
+    """Each save of a running run reaches the cluster's copy (issue 60) before what follows it: a line's document
+    each, and the base again once a ring of lines was written (the first after it is written whole with the
+    local journal's text, not the last base's). Read back at any save, the copy is the journal as saved."""
+    from orchestrator.restart.journal_copy import BASE_DOC, MIN_RING, JournalCopy, read_copy
+    from orchestrator.testing.fake import FakeCluster
+
+    cluster = FakeCluster.of(["a"])
+    written: list[str] = []
+    real_write = cluster.write_lock_document
+
+    def write(index: str, doc_id: str, body: dict[str, Any]) -> Any:
+        written.append(doc_id)
+        return real_write(index, doc_id, body)
+
+    cluster.write_lock_document = write  # type: ignore[method-assign]
+    j = journal(tmp_path / "r1.json")
+    j.set_state(RunState.RUNNING)
+    copy = JournalCopy(cluster, j.run_id, "u")  # type: ignore[arg-type]
+    j.copied_to(copy)
+    for n in range(MIN_RING + 20):
+        j.set_paused(f"pause {n}")  # a running run's change: a line of the local log
+        read = read_copy(cluster, "u")  # type: ignore[arg-type]
+        assert read is not None and read.raw["paused"] == f"pause {n}", n
+        assert Journal.from_raw(read.raw, "the copy").to_dict() == j.to_dict(), n
+    assert copy.failures == 0 and not copy.behind
+    assert written.count(BASE_DOC) == 2, "the base when copied, then once past the ring: every other save a line"
+
+
 def test_a_resume_without_inventory_changes_is_said_plainly(tmp_path: Path) -> None:
     j = journal(tmp_path / "r1.json")
     j.set_state(RunState.FAILED, "x")
