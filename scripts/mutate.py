@@ -15,6 +15,7 @@ again with a timeout per test, to name the test that ran out of time. Then repor
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import math
 import os
@@ -221,10 +222,14 @@ def killed_later(module: str, tests: tuple[str, ...], jobs: int = 1) -> None:
     # still checks that its argument is bound to its change.
     argued = json.loads(ARGUMENTS.read_text()) if ARGUMENTS.exists() else {}
     names = [n for n in survivors(module, untested=True) if n not in later and n not in argued]
-    limit = limit_for(module, tests) if names else TIMEOUT_S
+    since = tests_since_run(module, tests)
+    print(f"mutate: {module}: its survivors against {', '.join(since) or 'no test'} (the tests added to its list "
+          "or changed since its run)", flush=True)
+    names = names if since else []
+    limit = limit_for(module, since) if names else TIMEOUT_S
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        # Every listed test: which tests reach a function was traced with the run's tests, not these.
-        runs = {pool.submit(run_alone, module, tests, n, limit, every_test=True): n for n in names}
+        # Every such test: which tests reach a function was traced with the run's tests, not these.
+        runs = {pool.submit(run_alone, module, since, n, limit, every_test=True): n for n in names}
         for done in as_completed(runs):
             note = done.result()
             if run_again("timeout", note) == "killed":
@@ -232,6 +237,28 @@ def killed_later(module: str, tests: tuple[str, ...], jobs: int = 1) -> None:
                 later_file.write_text(json.dumps(later, indent=2, sort_keys=True))
     print(f"mutate: {module}: {sum(1 for n in names if n in later)} of {len(names)} survivor(s) killed by {of}",
           flush=True)
+
+
+def tests_since_run(module: str, tests: tuple[str, ...]) -> tuple[str, ...]:
+    """The tests of ``tests`` that can fail a survivor now: those added to the module's list or changed since the
+    run's commit (a survivor passed every test of the run, and a test file unchanged, with the helpers it imports,
+    fails it no more now); all of them once a file of tests/ other than a test file changed (a helper, a fixture)."""
+    commit = str(json.loads((WORK / "RUN.json").read_text())["commit"])
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout
+
+    then_source = git("show", f"{commit}:scripts/mutate.py")
+    then: dict[str, tuple[str, ...]] = next(
+        ast.literal_eval(node.value) for node in ast.walk(ast.parse(then_source))
+        if isinstance(node, ast.AnnAssign | ast.Assign) and node.value is not None
+        and "MODULES" in ast.unparse(node.target if isinstance(node, ast.AnnAssign) else node.targets[0]))
+    changed = {Path(p) for p in (git("diff", "--name-only", commit, "--", "tests").split()
+                                 + git("ls-files", "--others", "--exclude-standard", "tests").split())}
+    if any(not (p.parent == Path("tests/unit") and p.name.startswith("test_")) for p in changed):
+        return tests
+    listed = set(then.get(module, ()))
+    return tuple(t for t in tests if t not in listed or Path(f"tests/unit/{t}.py") in changed)
 
 
 ARGUMENTS = REPO / "scripts" / "mutation_arguments.json"  # a survivor's argument (scripts/mutation_report.py)
