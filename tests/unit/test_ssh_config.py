@@ -430,3 +430,92 @@ def test_without_a_config_a_nodes_own_user_and_port_win_over_the_inventorys() ->
     assert route(SshConfig(), section(user="ops", port=2200),
                  NodeEntry(name="n", host="h", ssh_user="me", ssh_port=2022)).describe() == "me@h:2022"
     assert route(SshConfig(), section(user="ops", port=2200), node("h")).describe() == "ops@h:2200"
+
+
+# --- what a first look at the config reads, and what an IdentityFile's tokens become (make mutate found these
+# untested: its timeouts had been counted as kills) ------------------------------------------------------------
+def test_the_look_before_ssh_reads_the_config_follows_every_include_as_openssh_finds_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no config named, the user's ~/.ssh/config and the system's /etc/ssh/ssh_config are looked at; each
+    Include (any case, several patterns on a line, relative to ~/.ssh, absolute, a glob) is followed, a file
+    reached twice read once, one that is missing, a directory or cannot be read passed over, bytes not UTF-8 read
+    replaced: a `Match exec` anywhere among them is refused before OpenSSH runs it, naming its file and line."""
+    from orchestrator.hosts.ssh_config import config_lines
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    user = tmp_path / "home" / ".ssh"
+    (user / "conf.d").mkdir(parents=True)
+    (user / "conf.d" / "a.conf").write_bytes(b"# caf\xe9\nHost a\n")
+    (user / "conf.d" / "b.conf").write_text("Host b\n  Include conf.d/a.conf\n")
+    (user / "conf.d" / "unreadable.conf").write_text("Host u\n")
+    (tmp_path / "abs.conf").write_text("Host abs\n")
+    (user / "config").write_text(f"INCLUDE missing.conf conf.d/b.conf\nInclude conf.d\nInclude {tmp_path}/abs.conf\n"
+                                 "include conf.d/un*.conf conf.d/a.conf\n")
+    real_read = Path.read_text
+
+    def read_text(path: Path, *args: object, **kwargs: object) -> str:
+        if path.name == "unreadable.conf":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_read(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "read_text", read_text)
+    lines = config_lines(None)
+    mine = [(str(where.relative_to(tmp_path)), number, text) for where, number, text in lines
+            if where.is_relative_to(tmp_path)]
+    assert mine == [
+        ("home/.ssh/config", 1, "INCLUDE missing.conf conf.d/b.conf"), ("home/.ssh/config", 2, "Include conf.d"),
+        ("home/.ssh/config", 3, f"Include {tmp_path}/abs.conf"),
+        ("home/.ssh/config", 4, "include conf.d/un*.conf conf.d/a.conf"),
+        ("home/.ssh/conf.d/b.conf", 1, "Host b"), ("home/.ssh/conf.d/b.conf", 2, "  Include conf.d/a.conf"),
+        ("abs.conf", 1, "Host abs"),
+        ("home/.ssh/conf.d/a.conf", 1, "# caf\ufffd"), ("home/.ssh/conf.d/a.conf", 2, "Host a")]
+    system = Path("/etc/ssh/ssh_config")
+    its = len(real_read(system).splitlines())
+    assert [where for where, _, _ in lines if not where.is_relative_to(tmp_path)][:its] == [system] * its, \
+        "the system's own file, after the user's"
+    (user / "conf.d" / "a.conf").write_text("Host a\n  Match exec \"true\"\n")
+    with pytest.raises(ConfigError) as refused:
+        SshConfig(None, True).resolve("a")
+    assert refused.value.source == str(user / "conf.d" / "a.conf")
+    assert refused.value.problems == ["line 2: `Match exec` runs a local command while the config is read; refused. "
+                                      "Set ssh.allow_local_commands: true in the inventory to allow it"]
+
+
+def test_more_included_files_than_openssh_reads_is_refused(tmp_path: Path) -> None:
+    from orchestrator.hosts.ssh_config import MAX_INCLUDED_FILES, config_lines
+
+    (tmp_path / "d").mkdir()
+    for i in range(MAX_INCLUDED_FILES - 1):
+        (tmp_path / "d" / f"{i:03d}.conf").write_text(f"Host h{i}\n")
+    main = tmp_path / "main.conf"
+    main.write_text(f"Include {tmp_path}/d/*.conf\n")
+    assert len(config_lines(main)) == 1 + MAX_INCLUDED_FILES - 1, "the config and as many files as it may include"
+    (tmp_path / "d" / "one-more.conf").write_text("Host x\n")
+    with pytest.raises(ConfigError) as refused:
+        config_lines(main)
+    assert (refused.value.source, refused.value.problems) == (str(main), [f"more than {MAX_INCLUDED_FILES} files "
+                                                                          "included"])
+
+
+def test_an_identity_files_tokens_expand_as_ssh_config_5_says(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every %-token ssh_config(5) allows in IdentityFile, and ${VAR}, from what `ssh -G` says of the host (its
+    HostKeyAlias for %k, its ProxyJump for %j); an unset variable or a token ssh does not expand there is refused,
+    naming the host and the keyword."""
+    import hashlib
+    import socket
+
+    monkeypatch.setenv("KEYS_DIR", "/keys")
+    monkeypatch.setenv("USER", "operator")
+    text = ("Host tk\n  HostName 10.2.3.4\n  User bob\n  Port 2022\n  HostKeyAlias kal\n  ProxyJump jh\n"
+            "  IdentityFile ${KEYS_DIR}/%%-%d-%h-%i-%j-%k-%L-%l-%n-%p-%r-%u-%C\nHost jh\n  HostName 127.0.0.1\n")
+    [key] = route(config_of(text, tmp_path), section(), node("tk")).target.key_files
+    local = socket.gethostname()
+    digest = hashlib.sha1(f"{local}10.2.3.42022bobjh".encode()).hexdigest()
+    assert key == (f"/keys/%-{Path.home()}-10.2.3.4-{os.getuid()}-jh-kal-{local.split('.')[0]}-{local}-tk-2022-bob-"
+                   f"operator-{digest}")
+    for value, said in (("${NOT_SET_HERE}/k", "uses ${NOT_SET_HERE}, which is not set"),
+                        ("/k/%T", "uses the token %T, which this reader does not expand")):
+        monkeypatch.delenv("NOT_SET_HERE", raising=False)
+        with pytest.raises(ConfigError) as refused:
+            route(config_of(f"Host tk\n  IdentityFile {value}\n", tmp_path), section(), node("tk"))
+        assert (refused.value.source, refused.value.problems) == ("ssh config", [f"Host tk: IdentityFile {said}"])
