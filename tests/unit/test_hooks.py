@@ -645,3 +645,24 @@ def test_a_run_level_hook_has_no_batch_or_label_in_its_facts(tmp_path: Path) -> 
     with state_dir():
         run_hooks(direct_context(), HookPoint.BEFORE_RUN, [hook])
     assert seen.read_text() == "[][][]\n"
+
+
+def test_a_node_hook_of_a_zone_batch_has_its_batch_s_number_and_label(receiver: Receiver) -> None:
+    """A zone batch's nodes go through their steps each at its own pace; a node's hook still says the batch it is
+    in, by number and label (the zone), beside its own node."""
+    from orchestrator.restart.plan import Mode
+
+    names = ["a", "b"]
+    hooks = {"before_stop": [{"name": "lb", "http": {"method": "PUT",
+                                                     "url": receiver.url + "/lb/{batch}/{batch_label}/{node}"}}]}
+    with state_dir():
+        inv = inventory(names, zones=["z1", "z1"])
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL))
+        journal = new_journal(inv, cluster, Mode.ZONE)
+        [batch] = journal.batches
+        assert batch.nodes == names
+        batch.label = "z1"  # as the real plan labels a zone's batch (the fake product's plan does not)
+        eng = engine(inv, cluster, journal, [])
+        eng.procedure = resolve(playbook_with(hooks), PRODUCT)
+        eng.run()
+    assert sorted(c["path"] for c in receiver.calls) == ["/lb/1/z1/a", "/lb/1/z1/b"]
