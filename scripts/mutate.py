@@ -27,7 +27,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from mutation_report import modules as results  # beside this script, so on its path
+from mutation_report import ARGUMENTS  # beside this script, so on its path: a survivor's argument
+from mutation_report import modules as results
 from mutation_report import run_again
 
 REPO = Path(__file__).resolve().parents[1]
@@ -130,11 +131,13 @@ def chosen(names: list[str]) -> dict[str, tuple[str, ...]]:
     return picked
 
 
+def git(*args: str) -> str:
+    """A git command's output in this checkout, stripped."""
+    return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+
+
 def commit_tested() -> dict[str, object]:
     """The commit the run tests, and whether the tree holds changes not committed (then the report says so)."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
-
     return {"commit": git("rev-parse", "HEAD"), "subject": git("log", "-1", "--format=%s")[:100],
             "changed": bool(git("status", "--porcelain", "--untracked-files=no", "--", "orchestrator", "tests")),
             "date": git("log", "-1", "--format=%cI")}
@@ -244,10 +247,6 @@ def tests_since_run(module: str, tests: tuple[str, ...]) -> tuple[str, ...]:
     run's commit (a survivor passed every test of the run, and a test file unchanged, with the helpers it imports,
     fails it no more now); all of them once a file of tests/ other than a test file changed (a helper, a fixture)."""
     commit = str(json.loads((WORK / "RUN.json").read_text())["commit"])
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout
-
     then_source = git("show", f"{commit}:scripts/mutate.py")
     then: dict[str, tuple[str, ...]] = next(
         ast.literal_eval(node.value) for node in ast.walk(ast.parse(then_source))
@@ -261,7 +260,6 @@ def tests_since_run(module: str, tests: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(t for t in tests if t not in listed or Path(f"tests/unit/{t}.py") in changed)
 
 
-ARGUMENTS = REPO / "scripts" / "mutation_arguments.json"  # a survivor's argument (scripts/mutation_report.py)
 TIMEOUT_S = 30  # a test of the unit suite takes at most a few seconds; a mutant's that runs past this has hung
 # The limit is at least this many times the module's slowest test unmutated, so that the load of 2 jobs does not
 # end it either: the window loop's engine property run takes about 31-33 s unmutated, and under 30 s every mutant
