@@ -146,3 +146,8 @@ class ElasticsearchRest:
             answer = self.client.perform_request(method, path, params=dict(params or {}), headers=headers,
                                                  body=body)
         return answer.body
+
+    def close(self) -> None:
+        """Close the client's open connections (a caller that lives on, such as the sandbox's load, must not leave
+        them to the garbage collector)."""
+        self.client.close()

@@ -116,6 +116,9 @@ class OpenSearchRest:
             return self.client.transport.perform_request(method, path, params=dict(params or {}), body=body,
                                                          timeout=self.timeout_s)
 
+    def close(self) -> None:
+        self.client.close()  # as ElasticsearchRest.close
+
     def check_product(self, what: str) -> None:
         with translated(what, self.endpoints):
             info = self.client.transport.perform_request("GET", "/", timeout=self.timeout_s)

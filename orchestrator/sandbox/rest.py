@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from orchestrator.shards.connection import Connection
 from orchestrator.shards.rest import Rest
@@ -34,8 +34,12 @@ def access_of(info: Mapping[str, Any]) -> SandboxAccess:
     return SandboxAccess(info["ca_file"], info["username"], Path(info["password_file"]).read_text().strip())
 
 
+class ClosableRest(Rest, Protocol):
+    def close(self) -> None: ...
+
+
 def rest_for(product: str, endpoints: Sequence[str], timeout_s: float = 10,
-             access: SandboxAccess = INSECURE) -> Rest:
+             access: SandboxAccess = INSECURE) -> ClosableRest:
     conn = Connection(endpoints=tuple(endpoints), request_timeout_s=timeout_s, ca_file=access.ca_file,
                       username=access.username, password=access.password)
     if product == "opensearch":

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +16,7 @@ import pytest
 import yaml
 
 from orchestrator.sandbox.rest import access_of, rest_for
-from tests.helpers import es_client, orchestrate
+from tests.helpers import OPENED, closed_at_teardown, es_client, orchestrate
 
 __all__ = ["es_client"]  # the integration tests import it from here
 
@@ -175,7 +177,7 @@ def settle(sandboxes: SandboxManager) -> None:
     assert now.get("pause") is None, f"a pause is still asked: {now['pause']}"
     if info.get("product") == "riak":
         return
-    rest = rest_for(info["product"], info["endpoints"], timeout_s=150, access=access_of(info))
+    rest = closed_at_teardown(rest_for(info["product"], info["endpoints"], timeout_s=150, access=access_of(info)))
     health = rest.request("health", "GET", "/_cluster/health", {
         "wait_for_status": "green", "wait_for_nodes": str(len(info["nodes"])), "timeout": "120s"})
     assert health["status"] == "green", f"the cluster is not green: {dict(health)}"
@@ -201,3 +203,25 @@ def _known_sandbox_state(sandboxes: SandboxManager, request: pytest.FixtureReque
             pytest.fail(f"the sandbox was not left in a known state by {PreviousTest.name}: {exc}", pytrace=False)
     yield
     PreviousTest.name = request.node.nodeid
+    close_what_the_test_opened(request.node.nodeid)
+
+
+# Sockets a test left open, found by the collector at its teardown: said in the summary, as they are the tests' own
+# (the tool runs in child processes), not a failure of whichever test the collector would otherwise pass in.
+LEFT_OPEN: list[str] = []
+
+
+def close_what_the_test_opened(test: str) -> None:
+    while OPENED:
+        OPENED.pop().close()
+    with warnings.catch_warnings(record=True) as found:
+        warnings.simplefilter("always", ResourceWarning)
+        gc.collect()
+    LEFT_OPEN.extend(f"{test}: {w.message}" for w in found if issubclass(w.category, ResourceWarning))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if LEFT_OPEN:
+        terminalreporter.section("sockets left open by the tests' own code (closed by the collector)")
+        for line in LEFT_OPEN:
+            terminalreporter.line(line)

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from tests.helpers import REPO, assert_no_traceback, json_lines, orchestrate
+from tests.helpers import REPO, assert_no_traceback, closed_at_teardown, json_lines, orchestrate
 from tests.integration.conftest import SandboxManager, Shape
 from tests.integration.node_logs import assert_one_node_away_at_a_time, away_since, marks, overlapping
 from tests.integration.test_restart import (
@@ -343,8 +343,8 @@ def test_a_latency_budget_throttles_recovery_and_a_sigkill_then_resume_puts_the_
     path = inventory_with(tmp_path, info, lambda inv: inv.update(search={
         "interval_s": 1, "latency_budget": "0.001ms", "sustain_s": 0, "recovery_floor": "10mb",
         "probe": {"index": "load-budget", "query": {"match_all": {}}}}))
-    load = LoadGenerator(info["endpoints"], index="load-budget", duration_s=600, max_docs=20_000,
-                         access=access_of(info))
+    load = closed_at_teardown(LoadGenerator(info["endpoints"], index="load-budget", duration_s=600, max_docs=20_000,
+                                            access=access_of(info)))
     load.start_then_mark("during")
     two = first_batches(es, 2)  # a node's recovery to throttle, and a next one (each node more is CI's time)
     try:

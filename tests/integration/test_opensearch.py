@@ -17,7 +17,7 @@ import pytest
 from orchestrator.sandbox.load import LoadGenerator
 from orchestrator.sandbox.rest import rest_for
 from orchestrator.shards.rest import HttpError, Rest
-from tests.helpers import STEADY_LOAD_PAUSE_S, assert_no_traceback, json_lines, orchestrate
+from tests.helpers import STEADY_LOAD_PAUSE_S, assert_no_traceback, closed_at_teardown, json_lines, orchestrate
 from tests.integration.conftest import SandboxManager, Shape
 from tests.integration.test_restart import (
     end_background_run,
@@ -37,7 +37,7 @@ WEIGHTS = "/_cluster/routing/awareness/zone/weights"
 
 
 def os_rest(info: dict[str, Any]) -> Rest:
-    return rest_for("opensearch", info["endpoints"], timeout_s=30)
+    return closed_at_teardown(rest_for("opensearch", info["endpoints"], timeout_s=30))
 
 
 def settings(rest: Rest) -> dict[str, Any]:
@@ -68,8 +68,8 @@ def prepared(sandboxes: SandboxManager, shape: Shape = THREE_ZONES) -> tuple[dic
 
 def restart_under_writes(info: dict[str, Any], rest: Rest, by: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A restart with a write and search load through every node; the load's verdict is asserted."""
-    load = LoadGenerator(info["endpoints"], index=f"load-{by}", duration_s=600, max_docs=100_000,
-                         product="opensearch", pause_s=STEADY_LOAD_PAUSE_S)
+    load = closed_at_teardown(LoadGenerator(info["endpoints"], index=f"load-{by}", duration_s=600, max_docs=100_000,
+                                            product="opensearch", pause_s=STEADY_LOAD_PAUSE_S))
     load.start_then_mark("during")
     proc = orchestrate("restart", "--cluster", "sandbox", "--by", by, "--yes", "--json", timeout=900)
     load.mark("after")

@@ -18,7 +18,7 @@ from elasticsearch import Elasticsearch
 
 from orchestrator.sandbox.load import LoadGenerator
 from orchestrator.sandbox.rest import access_of
-from tests.helpers import REPO, STEADY_LOAD_PAUSE_S, assert_no_traceback, json_lines, orchestrate
+from tests.helpers import REPO, STEADY_LOAD_PAUSE_S, assert_no_traceback, closed_at_teardown, json_lines, orchestrate
 from tests.integration.conftest import SandboxManager, Shape, es_client
 from tests.integration.test_sandbox import ssh
 
@@ -62,8 +62,8 @@ def run_restart_and_verify(sandboxes: SandboxManager, shape: Shape, by: str,
         assert proc.returncode == 0, proc.stderr
     load = None
     if under_load:
-        load = LoadGenerator(info["endpoints"], index="load-test", duration_s=600, max_docs=200_000,
-                                  access=access_of(info), pause_s=STEADY_LOAD_PAUSE_S)
+        load = closed_at_teardown(LoadGenerator(info["endpoints"], index="load-test", duration_s=600, max_docs=200_000,
+                                                access=access_of(info), pause_s=STEADY_LOAD_PAUSE_S))
         load.start_then_mark("during")
     # Settings in both scopes, including one the run raises: all must come back exactly.
     es.cluster.put_settings(transient={"cluster.routing.allocation.node_concurrent_recoveries": "3"},
@@ -312,8 +312,8 @@ def test_under_writes_a_restarted_node_waits_for_retention_leases_and_copies_not
     open case, docs/benchmarks.md). That is measured by `make bench`, not asserted here."""
     sandboxes.get(Shape(), fresh=True)
     info, es = prepared(sandboxes, Shape())
-    load = LoadGenerator(info["endpoints"], index="lease-test", duration_s=300, max_docs=50_000,
-                              access=access_of(info), pause_s=STEADY_LOAD_PAUSE_S)
+    load = closed_at_teardown(LoadGenerator(info["endpoints"], index="lease-test", duration_s=300, max_docs=50_000,
+                                            access=access_of(info), pause_s=STEADY_LOAD_PAUSE_S))
     load.start_then_mark("during")
     inventory = custom_inventory(tmp_path, lambda inv: inv.setdefault("recovery", {}).update(
         lease_wait_min_bytes="0b"))

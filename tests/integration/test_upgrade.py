@@ -21,7 +21,7 @@ from elasticsearch import Elasticsearch
 
 from orchestrator.sandbox.load import LoadGenerator
 from orchestrator.sandbox.rest import access_of
-from tests.helpers import REPO, STEADY_LOAD_PAUSE_S, assert_no_traceback, json_lines, orchestrate
+from tests.helpers import REPO, STEADY_LOAD_PAUSE_S, assert_no_traceback, closed_at_teardown, json_lines, orchestrate
 from tests.integration.conftest import NEW_ES, NINE_NODES_THREE_ZONES, OLD_ES, SandboxManager, Shape, es_client
 from tests.integration.test_restart import (
     doc_counts,
@@ -57,8 +57,8 @@ def upgrade_under_load(sandboxes: SandboxManager, info: dict[str, Any], es: Elas
     before_settings = settings(es)
     before_docs = doc_counts(es)
     before_starts = starts_logged(info)
-    load = LoadGenerator(info["endpoints"], index="load-upgrade", duration_s=900, max_docs=200_000,
-                              access=access_of(info), pause_s=STEADY_LOAD_PAUSE_S)
+    load = closed_at_teardown(LoadGenerator(info["endpoints"], index="load-upgrade", duration_s=900, max_docs=200_000,
+                                            access=access_of(info), pause_s=STEADY_LOAD_PAUSE_S))
     load.start_then_mark("during")
     try:
         events = run()

@@ -24,7 +24,7 @@ import yaml
 from orchestrator.restart.lock import LOCK_INDEX
 from orchestrator.sandbox.load import LoadGenerator
 from orchestrator.sandbox.rest import access_of
-from tests.helpers import REPO, STEADY_LOAD_PAUSE_S, assert_no_traceback, json_lines, orchestrate
+from tests.helpers import REPO, STEADY_LOAD_PAUSE_S, assert_no_traceback, closed_at_teardown, json_lines, orchestrate
 from tests.integration.conftest import NINE_NODES_THREE_ZONES, SandboxManager
 from tests.integration.node_logs import Away, away_since, marks, overlapping
 from tests.integration.test_restart import end_background_run, prepared, read_events_until, settings, starts_logged
@@ -70,8 +70,8 @@ def window_run_under_load(info: dict[str, Any], index: str, *args: str,
     """A window's run (`restart ARGS --max-unavailable 3`) under a steady write and search load on ``index``;
     SIGKILLed at the first event for which ``kill_when`` (the events so far) holds, then resumed. Returns the
     resume (or None) and the run's summary, and the load (stopped)."""
-    load = LoadGenerator(info["endpoints"], index=index, duration_s=900, max_docs=200_000, access=access_of(info),
-                         pause_s=STEADY_LOAD_PAUSE_S)
+    load = closed_at_teardown(LoadGenerator(info["endpoints"], index=index, duration_s=900, max_docs=200_000,
+                                            access=access_of(info), pause_s=STEADY_LOAD_PAUSE_S))
     load.start_then_mark("during")
     resumed = None
     try:

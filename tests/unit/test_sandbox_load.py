@@ -73,3 +73,41 @@ def test_through_a_pool_as_clients_search_a_node_away_is_left_out_and_no_search_
 def test_an_unknown_way_to_the_nodes_is_refused() -> None:
     with pytest.raises(ValueError, match="through: one of each, pool"):
         LoadGenerator(["http://127.0.0.1:9"], through="balancer")
+
+
+class KeepsConnections(AnswersEverything):
+    """HTTP/1.1: each client connection stays open, served by its own thread, until the client closes it."""
+
+    protocol_version = "HTTP/1.1"
+    open_connections = 0
+    lock = threading.Lock()
+
+    def setup(self) -> None:
+        super().setup()
+        with self.lock:
+            KeepsConnections.open_connections += 1
+
+    def finish(self) -> None:
+        with self.lock:
+            KeepsConnections.open_connections -= 1
+        super().finish()
+
+
+def test_a_closed_load_closes_its_connections_which_a_stopped_one_keeps_for_the_read_back() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), KeepsConnections)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        load = LoadGenerator([url, url], index="load", duration_s=1, max_docs=50)
+        load.start()
+        time.sleep(0.5)
+        load.stop()
+        assert KeepsConnections.open_connections > 0  # kept: `missing_acknowledged` reads through them
+        load.close()
+        deadline = time.monotonic() + 5
+        while KeepsConnections.open_connections and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert KeepsConnections.open_connections == 0
+    finally:
+        server.shutdown()
+        server.server_close()
