@@ -120,6 +120,32 @@ def slow_engine(inv: Inventory, cluster: FakeCluster, journal: Journal, clock: F
     return eng, events
 
 
+def test_before_anything_is_measured_a_batch_is_fitted_to_the_window_by_its_own_estimate_in_the_plan() -> None:
+    """No batch measured yet and no earlier run: the plan's estimate of the batch about to begin decides, not
+    another batch's. A first batch of ten minutes is not begun in a one-minute window whose later batches (5 s
+    each) would fit; a first batch of 5 s is, before later ones of ten minutes."""
+    from dataclasses import replace
+
+    names = ["a", "b", "c", "d"]
+    inv = windowed_inventory(names, ["Mon 20:00-20:01 UTC"])
+
+    def starts_with_first_batch_of(first_s: float, others_s: float) -> tuple[list[int], str]:
+        with state_dir():
+            cluster = FakeCluster.of(names, settings=dict(ORIGINAL))
+            journal = new_journal(inv, cluster)
+            journal.spec = replace(journal.spec, plan=replace(journal.plan, batches=tuple(
+                replace(b, estimate_s=first_s if b.number == 1 else others_s) for b in journal.plan.batches)))
+            eng, _ = slow_engine(inv, cluster, journal, FakeClock(MONDAY_20))
+            with pytest.raises(OutsideWindow) as stopped:
+                eng.run()
+            return [n.starts for n in cluster.nodes.values()], str(stopped.value)
+
+    starts, said = starts_with_first_batch_of(600.0, 5.0)
+    assert starts == [0, 0, 0, 0] and "batch 1 (a) not begun" in said, said
+    starts, said = starts_with_first_batch_of(5.0, 600.0)
+    assert starts == [1, 1, 0, 0], said  # then measured (25 s a batch): two fit the minute
+
+
 def test_a_batch_that_would_end_after_the_window_closes_is_not_begun_and_the_next_window_finishes_the_run() -> None:
     names = ["a", "b", "c", "d"]
     inv = windowed_inventory(names, ["Mon 20:00-20:01 UTC"])  # one minute: two batches of 25 s fit, not three
@@ -136,6 +162,8 @@ def test_a_batch_that_would_end_after_the_window_closes_is_not_begun_and_the_nex
         assert all(u.state is UndoState.RESTORED for u in journal.undo)
         assert stopped.value.opens == MONDAY_20 + timedelta(days=7), "the next window: next Monday"
         assert "batch 3 (c) not begun" in str(stopped.value) and "next window it fits opens" in str(stopped.value)
+        # What its next try does, on the error and in the journal, which `status` and `resume` read.
+        assert stopped.value.resume == journal.resume == "continues the remaining batches"
 
         # A resume outside any window changes nothing, not even the run's setup (its raised limit).
         undo_before = len(journal.undo)

@@ -265,10 +265,12 @@ def test_a_run_under_a_latency_budget_moves_the_recovery_rate_and_restores_it_ex
     cluster.search_qps, cluster.search_base_ms, cluster.search_ms_per_mb = 500.0, 2.0, 0.2
     events: list[Event] = []
     with FakeEsServer(cluster) as server:
+        # Intervals of 20 ms: a batch on the fake takes some 30-40 ms and an interval begun before the first stop
+        # is the baseline's, so the run must span several after it (at 0.1 s, a quick machine ends the run first).
         config = fake_inventory(tmp / "c.yaml", server.url,
                                 [(n, cluster.by_name[n].ip) for n in sorted(cluster.by_name)],
                                 timeouts={"poll_interval_s": 0.2, "recovery_s": 60},
-                                search={"interval_s": 0.1, "latency_budget": "10ms", "sustain_s": 0})
+                                search={"interval_s": 0.02, "latency_budget": "10ms", "sustain_s": 0})
         target = open_target(None, config)
         transport = FakeHostTransport(server.url)
         plan = plans.make_plan(target, Mode.NODE, RunOptions(), host_transport=lambda: transport)
@@ -458,3 +460,34 @@ def test_a_probe_that_fails_is_said_once_and_not_counted_as_a_time() -> None:
     for search in ({"interval_s": 0, "probe": {"index": "logs"}}, {"probe": {"index": "a b"}}, {"probe": {}}):
         with pytest.raises(ValueError, match="probe"):  # refused as the inventory is read, before any run
             type(inv).model_validate({**inv.model_dump(), "search": search})
+
+
+def test_an_engine_closes_its_window_on_its_budget_s_breach_and_holds_the_rate_only_with_a_budget_and_a_rate() -> None:
+    """What a window asks its engine (`search_breach`): the sustained breach of the budget its watch holds the rate
+    by; none before the watch, without a budget, or where the product has no recovery rate to move (then there is
+    no hand on the rate either)."""
+    from orchestrator.config.model import Inventory
+    from orchestrator.restart.engine import Engine
+
+    names = ["a", "b"]
+    plain = inventory(names)
+    budgeted = Inventory.model_validate({**plain.model_dump(), "search": {"latency_budget": "50ms", "sustain_s": 20}})
+    with state_dir():
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL))
+
+        def watched(inv: Inventory, rate_key: str | None) -> Engine:
+            eng = engine(inv, cluster, new_journal(inv, cluster), [])
+            eng.product = copy.copy(eng.product)  # the fake product is shared by the suite's engines
+            eng.product.recovery_rate_key = rate_key  # type: ignore[misc]
+            assert eng.search_breach() is None, "before its watch: no breach"
+            eng.watch()
+            return eng
+
+        for inv, key in ((plain, "fake.limit"), (budgeted, None), (plain, None)):
+            eng = watched(inv, key)
+            assert eng.throttle is None and eng.search_breach() is None, (inv is budgeted, key)
+        eng = watched(budgeted, "fake.limit")
+        assert eng.throttle is not None
+        for at, worst in ((110, 80), (120, 90), (130, 90)):  # over from 100 (the first interval's start)
+            eng.throttle.track(SearchSample(at, 10, 2, 100, worst, worst, "a", 0, 0), 50.0)
+        assert eng.search_breach() == "searches over budget for 30 s (slowest query time 90.0 ms against 50.0 ms)"

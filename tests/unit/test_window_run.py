@@ -317,6 +317,27 @@ def test_a_last_look_that_finds_the_window_changed_sends_the_batch_back_to_wait_
         eng.check_before_stop(candidate)
 
 
+def test_a_last_look_that_finds_several_changes_says_each_in_the_batch_s_one_sentence() -> None:
+    """A node beyond the window gone and an index whose other copy is in the window: the batch goes back to wait
+    with both reasons, each as the proof says it, one after the other."""
+    from orchestrator.restart.window_run import NotNow
+    from tests.unit.test_engine import engine
+
+    names = ["n1", "n2", "n3", "n4"]
+    with state_dir():
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), copies={"late": ("n2", "n3")})
+        cluster.nodes["n4"].up = False
+        journal = window_journal(names, cluster, "3")
+        eng = engine(inventory(names), cluster, journal, [])
+        in_window, candidate = journal.batches[1], journal.batches[2]
+        journal.begin_batch(in_window)
+        journal.begin_batch(candidate)
+        with pytest.raises(NotNow) as back:
+            eng.check_before_stop(candidate)
+        assert str(back.value) == ("batch 3 (n3) goes back to wait, nothing stopped: node(s) not in the cluster: n4 "
+                                   "index(es) late would have no copy outside the window.")
+
+
 def test_a_proof_that_cannot_be_read_while_nodes_are_away_admits_nobody_then_and_the_run_goes_on() -> None:
     """A failed read proves nothing: the candidate is not admitted at that turn, the nodes away come back as
     planned, the candidate is asked again, and the run finishes with every node restarted once. Both reads of a
