@@ -506,16 +506,121 @@ def test_an_identity_files_tokens_expand_as_ssh_config_5_says(tmp_path: Path, mo
 
     monkeypatch.setenv("KEYS_DIR", "/keys")
     monkeypatch.setenv("USER", "operator")
+    local = "build-7.example.org"  # %L is its first part, %l all of it
+    monkeypatch.setattr(socket, "gethostname", lambda: local)
     text = ("Host tk\n  HostName 10.2.3.4\n  User bob\n  Port 2022\n  HostKeyAlias kal\n  ProxyJump jh\n"
-            "  IdentityFile ${KEYS_DIR}/%%-%d-%h-%i-%j-%k-%L-%l-%n-%p-%r-%u-%C\nHost jh\n  HostName 127.0.0.1\n")
+            "  IdentityFile ${KEYS_DIR}/%%-%d-%h-%i-%j-%k-%L-%l-%n-%p-%r-%u-%C\nHost jh\n  HostName 127.0.0.1\n"
+            "Host nj\n  HostName 10.2.3.5\n  User bob\n  IdentityFile /k/%j-%C\n")
     [key] = route(config_of(text, tmp_path), section(), node("tk")).target.key_files
-    local = socket.gethostname()
     digest = hashlib.sha1(f"{local}10.2.3.42022bobjh".encode()).hexdigest()
-    assert key == (f"/keys/%-{Path.home()}-10.2.3.4-{os.getuid()}-jh-kal-{local.split('.')[0]}-{local}-tk-2022-bob-"
+    assert key == (f"/keys/%-{Path.home()}-10.2.3.4-{os.getuid()}-jh-kal-build-7-{local}-tk-2022-bob-"
                    f"operator-{digest}")
+    # No ProxyJump (`ssh -G` then says none): %j is empty, and so is its part of %C.
+    [key] = route(config_of(text, tmp_path), section(), node("nj")).target.key_files
+    assert key == f"/k/-{hashlib.sha1(f'{local}10.2.3.522bob'.encode()).hexdigest()}"
     for value, said in (("${NOT_SET_HERE}/k", "uses ${NOT_SET_HERE}, which is not set"),
                         ("/k/%T", "uses the token %T, which this reader does not expand")):
         monkeypatch.delenv("NOT_SET_HERE", raising=False)
         with pytest.raises(ConfigError) as refused:
             route(config_of(f"Host tk\n  IdentityFile {value}\n", tmp_path), section(), node("tk"))
         assert (refused.value.source, refused.value.problems) == ("ssh config", [f"Host tk: IdentityFile {said}"])
+
+
+# --- how `ssh -G` is asked: a stand-in `ssh` on PATH prints what it was given ----------------------------------
+ASKED = """#!/bin/sh
+# As ssh -G prints settings (a keyword and its value a line): its arguments and its environment.
+printf 'argv %s\\n' "$*"
+env | sed 's/^/env /'
+"""
+
+
+def stand_in_ssh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str = ASKED) -> Path:
+    where = tmp_path / "bin"
+    where.mkdir(exist_ok=True)
+    (where / "ssh").write_text(body)
+    (where / "ssh").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{where}:/usr/bin:/bin")
+    return where
+
+
+def test_ssh_g_is_asked_for_the_alias_with_the_file_user_and_port_given_and_never_the_tools_secrets(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ssh -G` gets the inventory's file (`-F`, none for OpenSSH's own files, /dev/null for its defaults), the
+    user and port (`-l`, `-p`), the alias after `--`; and of the tool's environment only what a ProxyCommand or
+    `Match exec` needs (the base, the shell and the agent), never a password held in it."""
+    stand_in_ssh(tmp_path, monkeypatch)
+    monkeypatch.setenv("ORCHESTRATOR_ES_PASSWORD", "s3cret-in-env")
+    monkeypatch.setenv("SSH_AUTH_SOCK", "/run/agent.sock")
+    config = tmp_path / "config"
+    config.write_text("Host db\n  User ops\n")
+    assert SshConfig(None, True).resolve("db")["argv"] == ["-G -- db"]
+    asked = SshConfig(config, True).resolve("db-X1", "deploy", 2222)
+    assert asked["argv"] == [f"-G -F {config} -l deploy -p 2222 -- db-X1"]
+    assert SshConfig(config, True).defaults()["argv"] == ["-G -F /dev/null -- orchestrator-default-probe"]
+    seen = dict(line.partition("=")[::2] for line in asked["env"])
+    assert seen["PATH"] == os.environ["PATH"] and seen["SSH_AUTH_SOCK"] == "/run/agent.sock"
+    assert "ORCHESTRATOR_ES_PASSWORD" not in seen and not any("s3cret" in v for v in seen.values()), seen
+
+
+@pytest.mark.parametrize("alias", ["-oProxyCommand=/tmp/x", "", "db 1", "db\t1", "db'1", 'db"1', "db\\1",
+                                   "é" * 70 + " x"])
+def test_a_name_that_is_no_host_name_or_alias_is_refused_before_ssh_is_asked(
+        alias: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stand_in_ssh(tmp_path, monkeypatch, "#!/bin/sh\ntouch \"$0.ran\"\n")
+    config = tmp_path / "config"
+    config.write_text("Host db\n")
+    with pytest.raises(ConfigError) as refused:
+        SshConfig(config, True).resolve(alias)
+    assert (refused.value.source, refused.value.problems) == (str(config), [
+        f"{alias[:60]!a} is not a host name or alias"])
+    assert not (tmp_path / "bin" / "ssh.ran").exists(), "ssh never asked"
+
+
+def test_what_ssh_g_prints_that_is_not_utf8_is_read_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stand_in_ssh(tmp_path, monkeypatch, "#!/bin/sh\nprintf 'hostname caf\\377\\nuser ops\\n'\n")
+    config = tmp_path / "config"
+    config.write_text("Host db\n")
+    assert SshConfig(config, True).resolve("db") == {"hostname": ["caf\ufffd"], "user": ["ops"]}
+
+
+def test_ssh_g_that_refuses_is_said_for_the_file_read_and_one_that_hangs_or_is_gone_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.hosts import ssh_config
+
+    config = tmp_path / "config"
+    config.write_text("Host db\n")
+
+    def refused() -> tuple[str | None, list[str]]:
+        with pytest.raises(ConfigError) as err:
+            SshConfig(config, True).resolve("db")
+        return err.value.source, err.value.problems
+
+    stand_in_ssh(tmp_path, monkeypatch, "#!/bin/sh\necho 'x line 3: Bad configuration option: secret' >&2\nexit 255\n")
+    assert refused() == (str(config), ["x, line 3: the OpenSSH client refuses it (Bad configuration option)"])
+    stand_in_ssh(tmp_path, monkeypatch, "#!/bin/sh\nexec sleep 3\n")
+    monkeypatch.setattr(ssh_config, "READ_TIMEOUT_S", 0.3)
+    assert refused() == (str(config), ["`ssh -G` did not finish reading it within 0.3 s (an Include of a special "
+                                       "file?)"])
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    assert refused() == (str(config), ["the OpenSSH client (`ssh`) reads the SSH config and is not installed: "
+                                       "apt-get install openssh-client, or ssh.read_config: false"])
+
+
+def test_ssh_g_reads_nothing_of_the_tools_own_stdin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the tool's stdin holds (an operator's typed answer, a pipeline's input) is not the config reader's: a
+    command `ssh -G` runs while it reads the config (an allowed `Match exec`) finds it empty."""
+    stand_in_ssh(tmp_path, monkeypatch, "#!/bin/sh\nread -r line\nprintf 'stdin [%s]\\n' \"$line\"\n")
+    config = tmp_path / "config"
+    config.write_text("Host db\n")
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"yes, restart prod\n")
+    os.close(write_end)
+    own_stdin = os.dup(0)
+    try:
+        os.dup2(read_end, 0)
+        asked = SshConfig(config, True).resolve("db")
+    finally:
+        os.dup2(own_stdin, 0)
+        os.close(own_stdin)
+        os.close(read_end)
+    assert asked == {"stdin": ["[]"]}
