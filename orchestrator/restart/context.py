@@ -34,6 +34,11 @@ class AbortFlag:
         self.reason = reason
         self.hands_off = self.hands_off or hands_off
 
+    def stopped(self) -> str:
+        """Who stopped the run, for its message: the operator (Ctrl-C, SIGTERM, a caller's cancel), unless another
+        process took it over, which the reason then says."""
+        return f"stopped ({self.reason})" if self.hands_off else f"stopped by the operator ({self.reason})"
+
 
 class Tuned(Protocol):
     """What a tuner did on one host: one record per fixed knob, and, when it read nothing then, the age of

@@ -364,7 +364,7 @@ class Engine(Generic[SnapshotT, AdapterT]):
         if node_down and not self.ctx.abort.hands_off:  # another process's now: the node is its to bring back
             self.ctx.emit(Event("warning", "stop requested: bringing the batch's nodes back first", batch=batch.number))
             return
-        raise Aborted(f"stopped by the operator ({self.ctx.abort.reason}) at a safe point")
+        raise Aborted(f"{self.ctx.abort.stopped()} at a safe point")
 
     def check_before_stop(self, batch: BatchRecord) -> None:
         """The last look, from the live cluster, just before the batch's nodes stop: data placed since

@@ -280,7 +280,7 @@ class WindowRun:
         if self.deferred:
             raise Deferred(drained(self.deferred))
         if self.ctx.abort.requested:
-            raise Aborted(f"stopped by the operator ({self.ctx.abort.reason}) at a safe point: every node of the "
+            raise Aborted(f"{self.ctx.abort.stopped()} at a safe point: every node of the "
                           "window back")
         left = len(self.pending())
         if left and self.engine.stop_after and self.done_here >= self.engine.stop_after:

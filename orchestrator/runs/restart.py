@@ -285,7 +285,7 @@ def hold_until_the_window_opens(ctx: RunContext[Any], opens: datetime) -> None:
     said_at = -HOLD_SAID_EVERY_S
     while (left := (opens - clock.wall()).total_seconds()) > 0:
         if ctx.abort.requested:
-            raise Aborted(f"stopped by the operator ({ctx.abort.reason}) while held for the maintenance window",
+            raise Aborted(f"{ctx.abort.stopped()} while held for the maintenance window",
                           resume="goes on")
         if clock.monotonic() - said_at >= HOLD_SAID_EVERY_S:
             said_at = clock.monotonic()

@@ -271,8 +271,8 @@ def test_a_process_whose_run_was_taken_over_stops_at_once_leaving_node_and_setti
         eng.ctx.transport.run = run_then_taken_over  # type: ignore[method-assign]
         with pytest.raises(Aborted) as stopped:
             eng.run()
-    said = ("stopped by the operator (its lock was taken over) at a safe point; nothing restored: another process goes "
-            "on with the run, and its temporary settings are its own now")
+    said = ("stopped (its lock was taken over) at a safe point; nothing restored: another process goes on with the "
+            "run, and its temporary settings are its own now")  # not "by the operator": nobody here asked it
     assert str(stopped.value) == journal.message == said, "and no next try of its own: the run is the other's"
     assert not cluster.nodes["a"].up and cluster.nodes["a"].starts == 0, "left down, for the new holder's resume"
     assert cluster.settings != ORIGINAL and cluster.settings[("cluster", LIMIT)] == "raised", "nothing restored"
