@@ -6,7 +6,6 @@ import gc
 import json
 import subprocess
 import time
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -203,25 +202,12 @@ def _known_sandbox_state(sandboxes: SandboxManager, request: pytest.FixtureReque
             pytest.fail(f"the sandbox was not left in a known state by {PreviousTest.name}: {exc}", pytrace=False)
     yield
     PreviousTest.name = request.node.nodeid
-    close_what_the_test_opened(request.node.nodeid)
+    close_what_the_test_opened()
 
 
-# Sockets a test left open, found by the collector at its teardown: said in the summary, as they are the tests' own
-# (the tool runs in child processes), not a failure of whichever test the collector would otherwise pass in.
-LEFT_OPEN: list[str] = []
-
-
-def close_what_the_test_opened(test: str) -> None:
+def close_what_the_test_opened() -> None:
+    """Its clients and loads closed, then the collector run here: a socket the test still leaves open is its own
+    error, at its teardown, not one of whichever later test the collector would otherwise pass in."""
     while OPENED:
         OPENED.pop().close()
-    with warnings.catch_warnings(record=True) as found:
-        warnings.simplefilter("always", ResourceWarning)
-        gc.collect()
-    LEFT_OPEN.extend(f"{test}: {w.message}" for w in found if issubclass(w.category, ResourceWarning))
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if LEFT_OPEN:
-        terminalreporter.section("sockets left open by the tests' own code (closed by the collector)")
-        for line in LEFT_OPEN:
-            terminalreporter.line(line)
+    gc.collect()

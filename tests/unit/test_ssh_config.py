@@ -551,12 +551,11 @@ def test_ssh_g_is_asked_for_the_alias_with_the_file_user_and_port_given_and_neve
     stand_in_ssh(tmp_path, monkeypatch)
     monkeypatch.setenv("ORCHESTRATOR_ES_PASSWORD", "s3cret-in-env")
     monkeypatch.setenv("SSH_AUTH_SOCK", "/run/agent.sock")
-    config = tmp_path / "config"
-    config.write_text("Host db\n  User ops\n")
+    config = config_of("Host db\n  User ops\n", tmp_path)
     assert SshConfig(None, True).resolve("db")["argv"] == ["-G -- db"]
-    asked = SshConfig(config, True).resolve("db-X1", "deploy", 2222)
-    assert asked["argv"] == [f"-G -F {config} -l deploy -p 2222 -- db-X1"]
-    assert SshConfig(config, True).defaults()["argv"] == ["-G -F /dev/null -- orchestrator-default-probe"]
+    asked = config.resolve("db-X1", "deploy", 2222)
+    assert asked["argv"] == [f"-G -F {config.path} -l deploy -p 2222 -- db-X1"]
+    assert config.defaults()["argv"] == ["-G -F /dev/null -- orchestrator-default-probe"]
     seen = dict(line.partition("=")[::2] for line in asked["env"])
     assert seen["PATH"] == os.environ["PATH"] and seen["SSH_AUTH_SOCK"] == "/run/agent.sock"
     assert "ORCHESTRATOR_ES_PASSWORD" not in seen and not any("s3cret" in v for v in seen.values()), seen
@@ -567,42 +566,38 @@ def test_ssh_g_is_asked_for_the_alias_with_the_file_user_and_port_given_and_neve
 def test_a_name_that_is_no_host_name_or_alias_is_refused_before_ssh_is_asked(
         alias: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     stand_in_ssh(tmp_path, monkeypatch, "#!/bin/sh\ntouch \"$0.ran\"\n")
-    config = tmp_path / "config"
-    config.write_text("Host db\n")
+    config = config_of("Host db\n", tmp_path)
     with pytest.raises(ConfigError) as refused:
-        SshConfig(config, True).resolve(alias)
-    assert (refused.value.source, refused.value.problems) == (str(config), [
+        config.resolve(alias)
+    assert (refused.value.source, refused.value.problems) == (config.source, [
         f"{alias[:60]!a} is not a host name or alias"])
     assert not (tmp_path / "bin" / "ssh.ran").exists(), "ssh never asked"
 
 
 def test_what_ssh_g_prints_that_is_not_utf8_is_read_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     stand_in_ssh(tmp_path, monkeypatch, "#!/bin/sh\nprintf 'hostname caf\\377\\nuser ops\\n'\n")
-    config = tmp_path / "config"
-    config.write_text("Host db\n")
-    assert SshConfig(config, True).resolve("db") == {"hostname": ["caf\ufffd"], "user": ["ops"]}
+    assert config_of("Host db\n", tmp_path).resolve("db") == {"hostname": ["caf\ufffd"], "user": ["ops"]}
 
 
 def test_ssh_g_that_refuses_is_said_for_the_file_read_and_one_that_hangs_or_is_gone_too(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from orchestrator.hosts import ssh_config
 
-    config = tmp_path / "config"
-    config.write_text("Host db\n")
+    config = config_of("Host db\n", tmp_path)
 
     def refused() -> tuple[str | None, list[str]]:
         with pytest.raises(ConfigError) as err:
-            SshConfig(config, True).resolve("db")
+            config.resolve("db")
         return err.value.source, err.value.problems
 
     stand_in_ssh(tmp_path, monkeypatch, "#!/bin/sh\necho 'x line 3: Bad configuration option: secret' >&2\nexit 255\n")
-    assert refused() == (str(config), ["x, line 3: the OpenSSH client refuses it (Bad configuration option)"])
+    assert refused() == (config.source, ["x, line 3: the OpenSSH client refuses it (Bad configuration option)"])
     stand_in_ssh(tmp_path, monkeypatch, "#!/bin/sh\nexec sleep 3\n")
     monkeypatch.setattr(ssh_config, "READ_TIMEOUT_S", 0.3)
-    assert refused() == (str(config), ["`ssh -G` did not finish reading it within 0.3 s (an Include of a special "
+    assert refused() == (config.source, ["`ssh -G` did not finish reading it within 0.3 s (an Include of a special "
                                        "file?)"])
     monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
-    assert refused() == (str(config), ["the OpenSSH client (`ssh`) reads the SSH config and is not installed: "
+    assert refused() == (config.source, ["the OpenSSH client (`ssh`) reads the SSH config and is not installed: "
                                        "apt-get install openssh-client, or ssh.read_config: false"])
 
 
@@ -610,15 +605,14 @@ def test_ssh_g_reads_nothing_of_the_tools_own_stdin(tmp_path: Path, monkeypatch:
     """What the tool's stdin holds (an operator's typed answer, a pipeline's input) is not the config reader's: a
     command `ssh -G` runs while it reads the config (an allowed `Match exec`) finds it empty."""
     stand_in_ssh(tmp_path, monkeypatch, "#!/bin/sh\nread -r line\nprintf 'stdin [%s]\\n' \"$line\"\n")
-    config = tmp_path / "config"
-    config.write_text("Host db\n")
+    config = config_of("Host db\n", tmp_path)
     read_end, write_end = os.pipe()
     os.write(write_end, b"yes, restart prod\n")
     os.close(write_end)
     own_stdin = os.dup(0)
     try:
         os.dup2(read_end, 0)
-        asked = SshConfig(config, True).resolve("db")
+        asked = config.resolve("db")
     finally:
         os.dup2(own_stdin, 0)
         os.close(own_stdin)
