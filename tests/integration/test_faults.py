@@ -17,7 +17,7 @@ import yaml
 
 from tests.helpers import REPO, assert_no_traceback, closed_at_teardown, json_lines, orchestrate
 from tests.integration.conftest import SandboxManager, Shape
-from tests.integration.node_logs import assert_one_node_away_at_a_time, away_since, marks, overlapping
+from tests.integration.node_logs import assert_one_node_away_at_a_time, away_since, log_of, marks, overlapping
 from tests.integration.test_restart import (
     ALLOC,
     doc_counts,
@@ -91,15 +91,22 @@ def inventory_with(tmp_path: Path, info: dict[str, Any], change: Any) -> Path:
 
 
 def fault_once_stopped(path: Path, node: str, fault: Callable[[], object], repair: Callable[[], object] | None = None,
-                       nodes: list[str] | None = None) -> tuple[int | None, str]:
+                       nodes: list[str] | None = None, hold: bool = False) -> tuple[int | None, str]:
     """Restart with the inventory at ``path`` (only ``nodes``, in that order, if given); once ``node`` is
     stopped, cause ``fault`` and wait for the run to end (``repair`` runs after, whatever happens). Returns
-    its exit code and all it wrote."""
+    its exit code and all it wrote. ``hold``: the run is paused (SIGSTOP) while ``fault`` runs, so that the
+    fault surely lands while ``node`` is down: on a busy machine the run may start it again within seconds."""
     run = background_run("restart", "--config", str(path), "--yes", *(a for n in nodes or () for a in ("--nodes", n)))
     try:
         read_events_until(run, lambda e: e.get("event") == "phase" and e.get("node") == node
                           and e.get("phase") == "stopped", 300)
-        fault()
+        if hold:
+            run.send_signal(signal.SIGSTOP)
+        try:
+            fault()
+        finally:
+            if hold:
+                run.send_signal(signal.SIGCONT)
         said = end_background_run(run, signal.SIGCONT, 600)  # SIGCONT: only wait for it to end
     finally:
         if repair is not None:
@@ -301,12 +308,19 @@ def test_the_elected_master_restarted_by_someone_else_mid_batch(sandboxes: Sandb
     restarted: list[str] = []
 
     def restart_the_master() -> None:
+        """Begun without waiting for it; returns once the master's own log says it is stopping (the run, held
+        meanwhile, then goes on with the master away)."""
         master = es.cat.master(format="json")[0]["node"]
         assert master != first, "the stopped node cannot be the elected master"
         restarted.append(master)
-        assert ssh(info, master, "systemctl restart elasticsearch").returncode == 0
+        mark = marks(info)[master]
+        assert ssh(info, master, "systemctl --no-block restart elasticsearch").returncode == 0
+        deadline = time.monotonic() + 60
+        while not any(line.endswith("] stopping ...") for line in log_of(info, master).read_text().splitlines()[mark:]):
+            assert time.monotonic() < deadline, f"{master} never began to stop"
+            time.sleep(0.2)
 
-    rc, said = fault_once_stopped(path, first, restart_the_master, nodes=[first, second])
+    rc, said = fault_once_stopped(path, first, restart_the_master, nodes=[first, second], hold=True)
     assert "Traceback" not in said
     if rc != 0:
         assert rc in (4, 6) and restarted[0] in said, said[-2000:]
