@@ -17,6 +17,7 @@ from orchestrator.restart.plan import Mode, Plan
 from orchestrator.shards import safety
 from orchestrator.shards.adapter import ShardClusterAdapter
 from orchestrator.shards.connection import Connection
+from orchestrator.shards.snapshot import ShardCopy
 from orchestrator.testing.fake_es.model import FakeCluster
 from orchestrator.testing.fake_es.server import FakeEsServer
 from tests.unit.journals import plan_of
@@ -37,6 +38,11 @@ def plans(cluster: FakeCluster) -> list[Plan]:
     by_zone = [[n for n in names if cluster.by_name[n].zone == z] for z in zones]
     return [replace(plan_of([[n] for n in names]), node_ids=ids),
             replace(plan_of(by_zone, mode=Mode.ZONE), node_ids=ids)]
+
+
+def where(copies: tuple[ShardCopy, ...], shards: set[tuple[str, int]]) -> list[tuple[str, int, str, str]]:
+    """Where each copy of ``shards`` is, and its state."""
+    return sorted((c.index, c.shard, c.node_id or "", c.state) for c in copies if (c.index, c.shard) in shards)
 
 
 STATES: dict[str, Callable[[FakeCluster], None]] = {
@@ -77,6 +83,11 @@ def test_each_batch_is_decided_from_its_own_reads_as_from_the_whole_cluster(
                 for options in (RunOptions(), RunOptions(allow_unavailable=("solo",))):
                     assert safety.stop_check(proof, plan, batch.nodes, options) == \
                         safety.stop_check(whole, plan, batch.nodes, options)
+                ids = {plan.node_ids[n] for n in batch.nodes}
+                held = {(c.index, c.shard) for c in whole.shards if c.node_id in ids}
+                assert {(c.index, c.shard) for c in proof.shards} == held, \
+                    "a proof lists every copy of the shards its batch holds, and no other shard's"
+                assert where(proof.shards, held) == where(whole.shards, held), "each copy where the cluster has it"
             refused += bool(safety.stop_check(mine, plan, batch.nodes, RunOptions()))
             named = named or any("(es-5 not in it)" in p for p in safety.gate(mine, plan, batch.nodes, RunOptions()))
             ids = {plan.node_ids[n] for n in batch.nodes}
