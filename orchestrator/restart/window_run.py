@@ -19,7 +19,6 @@ window's draining to the trigger as one wait. Back from it, the rest is waited i
 
 from __future__ import annotations
 
-import itertools
 import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
@@ -161,24 +160,34 @@ class WindowRun:
         if self.searches_over_budget():
             return False
         window = {n for b in self.under_way.values() for n in b.nodes}
-        worth = (b for b in self.pending()
-                 if self.refused_at.get(b.number) != self.version and not self.partners.get(b.number, set()) & window)
-        for batch in itertools.islice(worth, MAX_LOOKS_PER_TURN):
-            try:
-                proven = self.proven(batch)
-            except ClusterError as exc:
-                # A read that failed proves nothing, either way: the node is not admitted now, and is asked again
-                # at the next turn (not refused until the window changes). The nodes away carry on meanwhile.
-                self.ctx.emit(Event("wait", f"batch {batch.number} ({batch.label}) not admitted now: its proof "
-                                            f"could not be read ({exc}); asked again in a moment",
-                                    batch=batch.number))
-                return False
-            if proven:
+        worth = [b for b in self.pending()
+                 if self.refused_at.get(b.number) != self.version and not self.partners.get(b.number, set()) & window]
+        looked_at = worth[:MAX_LOOKS_PER_TURN]
+        if not looked_at:
+            return False
+        try:
+            # One read proves the turn's candidates together: each is then judged against the window as it
+            # stands, those admitted before it in this turn included (a read per candidate cost a few requests
+            # each, most of them refused at thousands of nodes). Its last look proves it alone again.
+            snapshot = self.snapshot_of(looked_at)
+        except ClusterError as exc:
+            # A read that failed proves nothing, either way: no node is admitted now, and each is asked again
+            # at the next turn (not refused until the window changes). The nodes away carry on meanwhile.
+            self.ctx.emit(Event("wait", f"{', '.join(f'batch {b.number} ({b.label})' for b in looked_at)} not "
+                                        f"admitted now: the proof could not be read ({exc}); asked again in a moment",
+                                batch=looked_at[0].number))
+            return False
+        admitted = False
+        for batch in looked_at:
+            if len(self.under_way) >= room:
+                break
+            if self.proven(batch, snapshot):
                 self.engine.read_ahead(batch)
                 self.launch(batch)
-                return True
-            self.refused_at[batch.number] = self.version
-        return False
+                admitted = True
+            else:
+                self.refused_at[batch.number] = self.version
+        return admitted
 
     def proven_with_nobody_away(self, batch: BatchRecord) -> bool:
         """The proof of the first node of an empty window. A read that fails for a moment (a busy node's stats, a
@@ -214,13 +223,23 @@ class WindowRun:
         self.breach = breach
         return breach is not None
 
-    def proven(self, batch: BatchRecord) -> bool:
-        """The product's proof, from a live read of the node's part, that it may join the window now."""
+    def window(self) -> list[str]:
+        """The window as this loop admitted it: a batch done but not yet taken in is still in it here, so that a
+        node that must wait for an empty window (a master) is admitted only by the empty window's gate, in its
+        order."""
+        return [n for b in self.under_way.values() for n in b.nodes]
+
+    def snapshot_of(self, batches: list[BatchRecord]) -> Any:
+        """A live read of these batches' nodes' part of the cluster, with the window as it stands."""
+        return self.ctx.cluster.gate_snapshot(self.journal.plan, [n for b in batches for n in b.nodes], proof=True,
+                                              window=self.window())
+
+    def proven(self, batch: BatchRecord, snapshot: Any = None) -> bool:
+        """The product's proof, from a live read of the node's part (``snapshot``, read with the window as it
+        stands, else read now), that it may join the window now."""
         ctx = self.ctx
-        # The window as this loop admitted it: a batch done but not yet taken in is still in it here, so that a node
-        # that must wait for an empty window (a master) is admitted only by the empty window's gate, in its order.
-        window = [n for b in self.under_way.values() for n in b.nodes]
-        snapshot = ctx.cluster.gate_snapshot(self.journal.plan, batch.nodes, proof=True, window=window)
+        window = self.window()
+        snapshot = self.snapshot_of([batch]) if snapshot is None else snapshot
         problems: list[str] = []
         for name in batch.nodes:
             problems += self.engine.product.window_check(snapshot, self.journal.plan, ctx.inv, name, window,

@@ -98,7 +98,8 @@ def test_the_window_opens_one_then_two_then_four() -> None:
     assert sizes[0] == 1 and max(sizes[:2]) <= 2 and max(sizes[:4]) <= 3, sizes
 
 
-def test_what_a_window_says_its_budget_and_each_refusal_once_with_the_window_and_why_never_an_admission() -> None:
+def test_what_a_window_says_its_budget_and_each_refusal_once_with_the_window_and_why_never_an_admission(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """What the operator reads (`--json` events, the live view): the window's budget as the run begins; a
     candidate refused, as a wait of its batch naming the window and why, said once while the reason stays (it
     is proven again each time the window changes); a node admitted, no wait at all. Two zones, a budget of 3, the
@@ -117,16 +118,14 @@ def test_what_a_window_says_its_budget_and_each_refusal_once_with_the_window_and
         events: list[Event] = []
         eng = engine(inventory(names, zones), cluster, journal, events)
         slowed(eng, "n5", 2.0)  # real time: n4 leaves the window while n5 is still in it
-        snapshot, n7_proven_beside_n5 = cluster.gate_snapshot, []
+        judged, n7_proven_beside_n5 = eng.product.window_check, []
 
-        def counted(plan, restarting, proof=False, window=None):  # type: ignore[no-untyped-def]
-            in_loop = threading.current_thread().name == "MainThread"  # an admission's proof, not a last look
-            # n5 in the window, as the journal has it (its batch admitted and not yet done)
-            if list(restarting) == ["n7"] and journal.batches[4].state is BatchState.RUNNING and in_loop:
-                n7_proven_beside_n5.append([b.label for b in journal.batches if b.state is BatchState.RUNNING])
-            return snapshot(plan, restarting, proof, window)
+        def counted(snapshot, plan, inv, candidate, window, options):  # type: ignore[no-untyped-def]
+            if candidate == "n7" and "n5" in window and threading.current_thread().name == "MainThread":
+                n7_proven_beside_n5.append(list(window))  # an admission's proof, not a last look
+            return judged(snapshot, plan, inv, candidate, window, options)
 
-        cluster.gate_snapshot = counted  # type: ignore[method-assign]
+        monkeypatch.setattr(eng.product, "window_check", counted)  # the product is one for every run
         eng.run()
         assert_window_kept(cluster, journal, 3)
         assert len(n7_proven_beside_n5) == 1, n7_proven_beside_n5
@@ -754,3 +753,54 @@ def test_each_admitted_node_s_host_is_read_ahead_and_a_refused_candidate_waits_f
         twice = [p for i, p in enumerate(proofs) if p in proofs[:i]]
         assert refused_while_n2_away and not twice, f"proven again with the window unchanged: {twice} of {proofs}"
         assert set(eng.ctx.tuner.read_ahead) == set(names), eng.ctx.tuner.read_ahead  # type: ignore[union-attr]
+
+
+def test_a_turn_proves_its_candidates_from_one_read_each_against_the_window_the_turn_left(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """n1, then n2 alone (an empty window's gate); then the window may hold two, and the loop's next turn reads
+    n3, n4 and n5 together (one read, not one per candidate, which at thousands of nodes cost most of a run's
+    requests) and judges each against the window as the turn leaves it: n3 shares an index with n2 and waits;
+    n4 joins beside n2, and the turn stops there, the window full. Later turns judge a candidate with one
+    admitted earlier in the same turn in the window, though the read was made before it joined; n5 and n6, which
+    share an index, are never away together. A turn with no candidate worth proving reads nothing."""
+    import threading
+
+    from tests.unit.test_engine import engine
+
+    names = [f"n{i}" for i in range(1, 7)]
+    with state_dir():
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), start_takes_s=0.3,
+                                 copies={"x": ("n2", "n3"), "y": ("n5", "n6")})
+        journal = window_journal(names, cluster, "4")
+        eng = engine(inventory(names), cluster, journal, [])
+        reads: list[tuple[str, ...]] = []
+        judged: list[tuple[str, tuple[str, ...], int]] = []
+        snapshot, check = cluster.gate_snapshot, eng.product.window_check
+
+        def read(plan, restarting, proof=False, window=None):  # type: ignore[no-untyped-def]
+            if threading.current_thread().name == "MainThread":  # the loop's, not a last look
+                reads.append(tuple(restarting))
+            return snapshot(plan, restarting, proof, window)
+
+        def judge(snap, plan, inv, candidate, window, options):  # type: ignore[no-untyped-def]
+            if threading.current_thread().name == "MainThread":
+                judged.append((candidate, tuple(window), len(reads)))
+            return check(snap, plan, inv, candidate, window, options)
+
+        cluster.gate_snapshot = read  # type: ignore[method-assign]
+        monkeypatch.setattr(eng.product, "window_check", judge)  # the product is one for every run
+        eng.run()
+        assert_window_kept(cluster, journal, 4)
+    assert all(reads), f"a read of no node: {reads}"
+
+    def turn_of(read: tuple[str, ...]) -> list[tuple[str, tuple[str, ...]]]:
+        number = reads.index(read) + 1
+        return [(candidate, window) for candidate, window, read_before in judged if read_before == number]
+
+    assert turn_of(("n3", "n4", "n5")) == [("n3", ("n2",)), ("n4", ("n2",))], judged
+    assert {"n2", "n4"} in [set(away) for away in cluster.away_at_stops], "both admitted from the one read"
+    # Some turn judges a candidate with a node admitted earlier in that same turn in its window.
+    grown = [(a, b) for a, _, k in judged for b, window, m in judged if m == k and a in window]
+    assert grown, judged
+    assert not any({"n2", "n3"} <= set(a) or {"n5", "n6"} <= set(a) for a in cluster.away_at_stops), \
+        cluster.away_at_stops
