@@ -19,6 +19,7 @@ window's draining to the trigger as one wait. Back from it, the rest is waited i
 
 from __future__ import annotations
 
+import itertools
 import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
@@ -160,9 +161,9 @@ class WindowRun:
         if self.searches_over_budget():
             return False
         window = {n for b in self.under_way.values() for n in b.nodes}
-        worth = [b for b in self.pending()
-                 if self.refused_at.get(b.number) != self.version and not self.partners.get(b.number, set()) & window]
-        looked_at = worth[:MAX_LOOKS_PER_TURN]
+        worth = (b for b in self.pending()
+                 if self.refused_at.get(b.number) != self.version and not self.partners.get(b.number, set()) & window)
+        looked_at = list(itertools.islice(worth, MAX_LOOKS_PER_TURN))
         if not looked_at:
             return False
         try:
