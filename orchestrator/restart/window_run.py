@@ -35,7 +35,7 @@ from orchestrator.restart.lock import pause_request, request_pause
 from orchestrator.retry import wait_until
 from orchestrator.units import counted
 
-MAX_LOOKS_PER_TURN = 3  # candidates proven per turn of the loop: each is a live read of its node's part
+MAX_LOOKS_PER_TURN = 12  # candidates proven per turn of the loop, from one read of their part (bench_window --fake)
 PROOF_WAIT_S = 30.0  # how long the first node's proof may fail to be read (a busy node) before the run stops
 
 

@@ -758,13 +758,14 @@ def test_each_admitted_node_s_host_is_read_ahead_and_a_refused_candidate_waits_f
 def test_a_turn_proves_its_candidates_from_one_read_each_against_the_window_the_turn_left(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """n1, then n2 alone (an empty window's gate); then the window may hold two, and the loop's next turn reads
-    n3, n4 and n5 together (one read, not one per candidate, which at thousands of nodes cost most of a run's
-    requests) and judges each against the window as the turn leaves it: n3 shares an index with n2 and waits;
+    the candidates left together, n3 to n6 (one read, not one per candidate, which at thousands of nodes cost most
+    of a run's requests) and judges each against the window as the turn leaves it: n3 shares an index with n2 and waits;
     n4 joins beside n2, and the turn stops there, the window full. Later turns judge a candidate with one
     admitted earlier in the same turn in the window, though the read was made before it joined; n5 and n6, which
     share an index, are never away together. A turn with no candidate worth proving reads nothing."""
     import threading
 
+    from orchestrator.restart.window_run import MAX_LOOKS_PER_TURN
     from tests.unit.test_engine import engine
 
     names = [f"n{i}" for i in range(1, 7)]
@@ -797,7 +798,7 @@ def test_a_turn_proves_its_candidates_from_one_read_each_against_the_window_the_
         number = reads.index(read) + 1
         return [(candidate, window) for candidate, window, read_before in judged if read_before == number]
 
-    assert turn_of(("n3", "n4", "n5")) == [("n3", ("n2",)), ("n4", ("n2",))], judged
+    assert turn_of(tuple(names[2:2 + MAX_LOOKS_PER_TURN])) == [("n3", ("n2",)), ("n4", ("n2",))], judged
     assert {"n2", "n4"} in [set(away) for away in cluster.away_at_stops], "both admitted from the one read"
     # Some turn judges a candidate with a node admitted earlier in that same turn in its window.
     grown = [(a, b) for a, _, k in judged for b, window, m in judged if m == k and a in window]
