@@ -160,7 +160,7 @@ class WindowRun:
             return True
         if self.searches_over_budget():
             return False
-        window = {n for b in self.under_way.values() for n in b.nodes}
+        window = set(self.window())
         worth = (b for b in self.pending()
                  if self.refused_at.get(b.number) != self.version and not self.partners.get(b.number, set()) & window)
         looked_at = list(itertools.islice(worth, MAX_LOOKS_PER_TURN))

@@ -27,7 +27,7 @@ from tests.integration.test_restart import (
     settings,
     starts_logged,
 )
-from tests.integration.test_sandbox import ssh
+from tests.integration.test_sandbox import ssh, wait_for
 
 KILL_POINTS = {
     "after allocation is restricted": lambda e: e.get("event") == "undo" and e.get("batch") == 2
@@ -315,10 +315,8 @@ def test_the_elected_master_restarted_by_someone_else_mid_batch(sandboxes: Sandb
         restarted.append(master)
         mark = marks(info)[master]
         assert ssh(info, master, "systemctl --no-block restart elasticsearch").returncode == 0
-        deadline = time.monotonic() + 60
-        while not any(line.endswith("] stopping ...") for line in log_of(info, master).read_text().splitlines()[mark:]):
-            assert time.monotonic() < deadline, f"{master} never began to stop"
-            time.sleep(0.2)
+        logged = lambda: log_of(info, master).read_text().splitlines()[mark:]  # noqa: E731
+        wait_for(lambda: any(line.endswith("] stopping ...") for line in logged()), 60, f"{master} to begin to stop")
 
     rc, said = fault_once_stopped(path, first, restart_the_master, nodes=[first, second], hold=True)
     assert "Traceback" not in said
