@@ -86,6 +86,7 @@ class Journal:
     # The cluster's copy (journal_copy.py), kept by the run that holds the lock: each save goes there too.
     copy: JournalCopy | None = field(default=None, compare=False, repr=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, compare=False, repr=False)
+    _depth: int = field(default=0, compare=False, repr=False)  # how deep this thread holds _lock (`_held`)
     # The spec as saved, kept: it is most of a large cluster's journal, and the same at each save.
     _spec_text: tuple[RunSpec, str] | None = field(default=None, compare=False, repr=False)
     # Each node's and batch's record as last encoded (by the record's identity): a base is written from them,
@@ -141,11 +142,26 @@ class Journal:
 
     # --- the transitions: each changes state and saves it, under the lock ----------------------
     @contextmanager
+    def _held(self) -> Iterator[None]:
+        """The journal's lock. Let go of last, the saves made meanwhile are written to the cluster's copy before
+        the caller goes on (write-ahead, as the local file), outside the lock: other threads' saves go on
+        meanwhile, and those queued while a write is under way go together in the next (journal_copy.py)."""
+        with self._lock:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            saved = self._seq if self._depth == 0 else None
+        if saved is not None and self.copy is not None:
+            self.copy.flush(saved)
+
+    @contextmanager
     def change(self, *records: NodeRecord | BatchRecord | UndoRecord) -> Iterator[None]:
         """Change the journal and save it; the one way state is written (also for a step's own records).
         ``records``: the node, batch and undo records the change touches (the run's own fields are always
         saved); a record changed but not named would be missed by the save's line."""
-        with self._lock:
+        with self._held():
             yield
             for record in records:
                 self._changed[id(record)] = record
@@ -160,7 +176,7 @@ class Journal:
         between them: its new phase with the time the last one took and what it found. Under the lock, so no other
         thread's change falls between them; a block left by an error saves nothing (the changes go with the next
         save), as a process killed there would not have. Nested, the outermost block saves."""
-        with self._lock:
+        with self._held():
             if self._together:
                 yield
                 return
@@ -199,7 +215,7 @@ class Journal:
 
     def defer(self, wait: Wait) -> None:
         """The run leaves ``wait`` to its trigger: said in the journal, for the trigger and for `status`."""
-        with self._lock:  # one save: set_state keeps the wait of a deferred run
+        with self._held():  # one save: set_state keeps the wait of a deferred run
             self.waiting = wait.to_json()
             self.set_state(RunState.DEFERRED, f"waiting for {wait.what} (deferred to the scheduler's trigger)")
 
@@ -282,11 +298,12 @@ class Journal:
     def record_undos(self, changes: list[tuple[str, str, Any, Any]], batch: int | None) -> list[UndoRecord]:
         """The undo records of several changes about to be made, each (key, scope, before, applied), in one save:
         a window's delay is a change of every index (thousands), and each save is copied into the cluster."""
-        first = len(self.undo) + 1
-        records = [UndoRecord(id=first + i, key=key, scope=scope, before=before, applied=applied, batch=batch)
-                   for i, (key, scope, before, applied) in enumerate(changes)]
-        with self.change(*records):
-            self.undo.extend(records)
+        with self._held():  # numbered under the lock: a window's nodes record theirs from threads of their own
+            first = len(self.undo) + 1
+            records = [UndoRecord(id=first + i, key=key, scope=scope, before=before, applied=applied, batch=batch)
+                       for i, (key, scope, before, applied) in enumerate(changes)]
+            with self.change(*records):
+                self.undo.extend(records)
         return records
 
     def undo_states(self, records: list[UndoRecord], state: UndoState) -> None:
@@ -351,9 +368,9 @@ class Journal:
     def copied_to(self, copy: JournalCopy) -> None:
         """From now on each save goes to ``copy`` (the cluster's) too; written whole at once, so that the
         run is seen from another machine before its first change."""
-        with self._lock:
+        with self._held():
             self.copy = copy
-            copy.saved(self._seq, None, self.to_text)
+            copy.queue(self._seq, None, self.to_text)
 
     # --- persistence --------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -421,7 +438,7 @@ class Journal:
         save, every `COMPACT_AFTER` lines, and whenever the run is not running: it stopped, ended or waits)."""
         if self.path is None:
             raise JournalError("journal has no path")
-        with self._lock:
+        with self._held():
             self.updated = time.time()
             self._seq += 1
             line: str | None = None
@@ -434,7 +451,7 @@ class Journal:
                 journal_file.append(self.path, line)
                 self._lines += 1
             if self.copy is not None:
-                self.copy.saved(self._seq, line, self.to_text if line is not None else lambda: text)
+                self.copy.queue(self._seq, line, self.to_text if line is not None else lambda: text)
             self._changed.clear()
             self._reports_changed = False
             self._spec_saved = self.spec

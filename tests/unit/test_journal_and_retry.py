@@ -118,6 +118,32 @@ def test_a_running_journal_s_copy_in_the_cluster_is_the_journal_at_every_save_pa
     assert written.count(BASE_DOC) == 2, "the base when copied, then once past the ring: every other save a line"
 
 
+def test_undo_records_made_at_once_by_a_windows_threads_are_each_numbered_once_and_all_read_back(
+        tmp_path: Path) -> None:
+    """A window's nodes record their undo records (a host's tuning, say) from threads of their own. Each record
+    gets a number of its own, so that none stands for another when the journal is read back from its file (or
+    from the cluster's copy, after a take-over): every change is put back."""
+    import threading
+
+    j = journal(tmp_path / "r1.json")
+    j.set_state(RunState.RUNNING)
+    start = threading.Barrier(6)
+
+    def record(thread: int) -> None:
+        start.wait(10)
+        for n in range(40):
+            j.record_undo(f"thread-{thread}-{n}", "persistent", None, n, None)
+
+    threads = [threading.Thread(target=record, args=(t,)) for t in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len({u.id for u in j.undo}) == len(j.undo) == 240, "each record numbered once"
+    loaded = Journal.load(tmp_path / "r1.json")
+    assert sorted(u.key for u in loaded.undo) == sorted(u.key for u in j.undo), "every record read back"
+
+
 def test_a_resume_without_inventory_changes_is_said_plainly(tmp_path: Path) -> None:
     j = journal(tmp_path / "r1.json")
     j.set_state(RunState.FAILED, "x")

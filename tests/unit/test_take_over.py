@@ -6,6 +6,7 @@ nodes' test is tests/integration/test_take_over.py."""
 from __future__ import annotations
 
 import copy
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -245,6 +246,149 @@ def test_the_lines_after_the_base_are_read_in_order_round_after_round_of_their_s
             assert read is not None and read.seq == seq and read.raw["message"] == f"change {seq}", seq
     slots = [k for k in cluster.locks if k[1].startswith("journal-log-")]
     assert len(slots) <= MIN_RING, "the slots are written over, never more than a ring of them"
+    # A save written alone keeps the shape earlier versions wrote and read (``line``): a take-over by one of them
+    # reads a copy of saves made one at a time.
+    assert all("line" in cluster.locks[k] and "lines" not in cluster.locks[k] for k in slots)
+
+
+def test_lines_queued_before_a_base_are_not_written_the_base_holds_them() -> None:
+    cluster = FakeCluster.of(["a"])
+    kept = JournalCopy(cluster, "20261126T000000-abcdef", "u")  # type: ignore[arg-type]
+    text = '{"format": 3, "run_id": "20261126T000000-abcdef", "seq": 3, "nodes": {}, "batches": [], "undo": []}'
+    kept.saved(1, None, lambda: text.replace('"seq": 3', '"seq": 1'))
+    written: list[str] = []
+    real_write = cluster.write_lock_document
+
+    def write(index: str, doc_id: str, body: dict[str, Any]) -> None:
+        written.append(doc_id)
+        real_write(index, doc_id, body)
+
+    cluster.write_lock_document = write  # type: ignore[method-assign]
+    kept.queue(2, '{"seq": 2, "run": {"message": "change 2"}}', lambda: "?")
+    kept.queue(3, None, lambda: text)  # the run stopped, say: its base written whole
+    kept.flush(3)
+    assert written == [BASE_DOC], "one write: the base, which holds change 2"
+    read = read_copy(cluster, "u")  # type: ignore[arg-type]
+    assert read is not None and read.seq == 3
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["written", "the write fails"])
+def test_saves_made_while_a_write_is_under_way_go_together_in_the_next_each_returning_once_its_own_is_in(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: bool) -> None:
+    """A window's nodes save from threads of their own. While one save's write is in the cluster, the others'
+    saves are made (the journal is not held meanwhile) and wait; the next write carries them all, one document.
+    Each returns only once its change is in the copy, or its write failed: the run goes on, and the next save
+    writes the copy whole. Read back, the copy is the journal as saved."""
+    import orchestrator.restart.journal_copy as journal_copy
+    from orchestrator.restart.journal import Journal, RunState
+    from tests.unit.test_journal_and_retry import journal
+
+    monkeypatch.setattr(journal_copy, "RETRY_AFTER_S", 0.0)
+    cluster = FakeCluster.of(["a"])
+    j = journal(tmp_path / "r1.json")
+    j.set_state(RunState.RUNNING)
+    kept = JournalCopy(cluster, j.run_id, "u")  # type: ignore[arg-type]
+    j.copied_to(kept)
+    written: list[dict[str, Any]] = []
+    in_the_cluster, go_on = threading.Event(), threading.Event()
+    real_write = cluster.write_lock_document
+
+    def write(index: str, doc_id: str, body: dict[str, Any]) -> None:
+        written.append(body)
+        if len(written) == 1:  # the first save's write stays in the cluster until the others are made
+            in_the_cluster.set()
+            assert go_on.wait(10)
+        if fails and len(written) == 1:
+            raise ConnectionError("unreachable")
+        real_write(index, doc_id, body)
+
+    cluster.write_lock_document = write  # type: ignore[method-assign]
+    seen: dict[int, bool] = {}
+
+    def save(n: int) -> None:
+        j.record_undo(f"key-{n}", "persistent", None, n, None)
+        copied = read_copy(cluster, "u")  # type: ignore[arg-type]
+        seen[n] = copied is not None and f"key-{n}" in {u.key for u in Journal.from_raw(copied.raw, "copy").undo}
+
+    first = threading.Thread(target=save, args=(0,), daemon=True)
+    first.start()
+    assert in_the_cluster.wait(10)
+    others = [threading.Thread(target=save, args=(n,), daemon=True) for n in range(1, 5)]
+    for thread in others:
+        thread.start()
+    deadline = time.monotonic() + 10
+    while len(j.undo) < 5 and time.monotonic() < deadline:  # bounded: made while the first write is held
+        time.sleep(0.01)
+    assert len(j.undo) == 5, "the other saves were made while a write was in the cluster"
+    time.sleep(0.1)
+    assert len(written) == 1 and not any(t.is_alive() is False for t in others), "each waits for its own write"
+    go_on.set()
+    for thread in [first, *others]:
+        thread.join(10)
+    assert not any(t.is_alive() for t in [first, *others])
+    if fails:
+        assert len(written) == 1, "what was queued behind the failed write is not written: the copy has a gap"
+        assert seen == {n: False for n in range(5)}
+        assert kept.behind and kept.failures == 1 and "unreachable" in kept.last_error
+        j.set_paused("after the failure")
+        assert not kept.behind and "base" in written[-1], "the next save writes the copy whole"
+    else:
+        assert len(written) == 2 and len(written[1]["lines"]) == 4, "the four saves queued meanwhile: one write"
+        assert seen == {n: True for n in range(5)}, "each save returned once its change was in the copy"
+    copied = read_copy(cluster, "u")  # type: ignore[arg-type]
+    assert copied is not None and Journal.from_raw(copied.raw, "copy").to_dict() == j.to_dict()
+
+
+def test_a_save_made_by_the_thread_that_writes_the_copy_never_waits_for_itself(tmp_path: Path) -> None:
+    """Whatever the cluster's client does while it writes (a hook of its own that saves the journal, say), a save
+    it makes then goes with the next write: the run never waits on itself. A few saves after, the copy is whole."""
+    from orchestrator.restart.journal import Journal, RunState
+    from tests.unit.test_journal_and_retry import journal
+
+    cluster = FakeCluster.of(["a"])
+    j = journal(tmp_path / "r1.json")
+    j.set_state(RunState.RUNNING)
+    j.copied_to(JournalCopy(cluster, j.run_id, "u"))  # type: ignore[arg-type]
+    real_write = cluster.write_lock_document
+    saves_inside: list[int] = []
+
+    def write(index: str, doc_id: str, body: dict[str, Any]) -> None:
+        if not saves_inside:
+            saves_inside.append(1)
+            j.set_paused("saved while the copy is written")
+        real_write(index, doc_id, body)
+
+    cluster.write_lock_document = write  # type: ignore[method-assign]
+    done = threading.Thread(target=j.set_paused, args=("first",), daemon=True)
+    done.start()
+    done.join(10)
+    assert not done.is_alive(), "the save returned"
+    j.set_paused("next")
+    copied = read_copy(cluster, "u")  # type: ignore[arg-type]
+    assert copied is not None and Journal.from_raw(copied.raw, "copy").to_dict() == j.to_dict()
+
+
+@pytest.mark.parametrize("damage", ["a line changed", "no line", "not a list"])
+def test_a_log_document_of_several_lines_that_does_not_match_its_digest_is_refused(damage: str) -> None:
+    import orchestrator.restart.journal_copy as journal_copy
+
+    cluster = FakeCluster.of(["a"])
+    kept = JournalCopy(cluster, "20261126T000000-abcdef", "u")  # type: ignore[arg-type]
+    text = '{"format": 3, "run_id": "20261126T000000-abcdef", "seq": 1, "nodes": {}, "batches": [], "undo": []}'
+    kept.queue(1, None, lambda: text)
+    for seq in (2, 3, 4):
+        kept.queue(seq, f'{{"seq": {seq}, "run": {{"message": "change {seq}"}}}}', lambda: "?")
+    kept.flush(4)
+    kept.saved(5, '{"seq": 5, "run": {"message": "change 5"}}', lambda: "?")
+    read = read_copy(cluster, "u")  # type: ignore[arg-type]
+    assert read is not None and read.seq == 5 and read.raw["message"] == "change 5", "three lines, one document"
+    doc = cluster.locks[(LOCK_INDEX, f"journal-log-{2 % MIN_RING}")]
+    doc["lines"] = {"a line changed": [doc["lines"][0], doc["lines"][0], doc["lines"][2]], "no line": [],
+                    "not a list": "x"}[damage]
+    if damage != "a line changed":  # its digest made to match: the shape alone is refused (no endless read)
+        doc["digest"] = journal_copy.digest("\n".join(doc["lines"]))
+    with pytest.raises(JournalError, match="damaged"):
+        read_copy(cluster, "u")  # type: ignore[arg-type]
 
 
 def test_a_process_whose_run_was_taken_over_stops_at_once_leaving_node_and_settings_to_the_new_holder() -> None:
