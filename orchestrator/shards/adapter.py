@@ -210,9 +210,7 @@ class ShardClusterAdapter(BatchReads, LockDocuments, ClusterFacts, MergeRequests
         nodes they name. A proof names the shards its batch holds: their copies are all it decides on, and the
         other shards of the same indices name most of a large cluster's nodes (3,000 nodes, 200 copies a node:
         about 1,300 nodes, ten requests, against about 200 nodes for the shards held)."""
-        copies = self.shards_of(indices)
-        if shards is not None:
-            copies = [c for c in copies if (c.index, c.shard) in shards]
+        copies = self.shards_of(indices, shards)
         named = {c.node_id for c in copies if c.node_id}
         present = self.present_nodes(named) if named else set()
         return [c for c in copies if c.node_id is None or c.node_id in present]
