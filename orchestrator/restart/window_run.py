@@ -25,7 +25,15 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import Any, Protocol
 
-from orchestrator.errors import Aborted, ClusterError, OutsideWindow, StoppedAfter, UnsafeToProceed, WaitTimeout
+from orchestrator.errors import (
+    Aborted,
+    ClusterError,
+    IncompleteAnswer,
+    OutsideWindow,
+    StoppedAfter,
+    UnsafeToProceed,
+    WaitTimeout,
+)
 from orchestrator.restart.budget import ramp, room_of
 from orchestrator.restart.context import RunContext
 from orchestrator.restart.deferral import Deferral, Deferred, Wait, drained
@@ -171,24 +179,38 @@ class WindowRun:
             # stands, those admitted before it in this turn included (a read per candidate cost a few requests
             # each, most of them refused at thousands of nodes). Its last look proves it alone again.
             snapshot = self.snapshot_of(looked_at)
+        except IncompleteAnswer as exc:
+            if len(looked_at) == 1:
+                return self.not_read(looked_at, exc)
+            # A node's own answer missing (a candidate gone from the cluster, say) holds no other back: each is
+            # read alone this turn, as a single candidate's proof is.
+            snapshot = None
         except ClusterError as exc:
-            # A read that failed proves nothing, either way: no node is admitted now, and each is asked again
-            # at the next turn (not refused until the window changes). The nodes away carry on meanwhile.
-            self.ctx.emit(Event("wait", f"{', '.join(f'batch {b.number} ({b.label})' for b in looked_at)} not "
-                                        f"admitted now: the proof could not be read ({exc}); asked again in a moment",
-                                batch=looked_at[0].number))
-            return False
+            return self.not_read(looked_at, exc)
         admitted = False
         for batch in looked_at:
             if len(self.under_way) >= room:
                 break
-            if self.proven(batch, snapshot):
+            try:
+                proven = self.proven(batch, snapshot)
+            except ClusterError as exc:
+                self.not_read([batch], exc)
+                continue
+            if proven:
                 self.engine.read_ahead(batch)
                 self.launch(batch)
                 admitted = True
             else:
                 self.refused_at[batch.number] = self.version
         return admitted
+
+    def not_read(self, batches: list[BatchRecord], exc: ClusterError) -> bool:
+        """A read that failed proves nothing, either way: none of ``batches`` is admitted now, and each is asked
+        again at the next turn (not refused until the window changes). The nodes away carry on meanwhile."""
+        self.ctx.emit(Event("wait", f"{', '.join(f'batch {b.number} ({b.label})' for b in batches)} not admitted "
+                                    f"now: the proof could not be read ({exc}); asked again in a moment",
+                            batch=batches[0].number))
+        return False
 
     def proven_with_nobody_away(self, batch: BatchRecord) -> bool:
         """The proof of the first node of an empty window. A read that fails for a moment (a busy node's stats, a

@@ -375,6 +375,41 @@ def test_a_proof_that_cannot_be_read_while_nodes_are_away_admits_nobody_then_and
                    if "could not be read" in e.message), "a wait, of the batch it names"
 
 
+def test_a_candidate_gone_from_the_cluster_holds_back_no_other_candidate_of_its_turn() -> None:
+    """A turn reads its candidates together. When one of them is not in the cluster (a node that died, not stopped
+    by the run), that read is an incomplete answer: each candidate is then read alone, the others are admitted
+    beside the nodes away as their own proofs allow, and the gone one waits, said. Back, it is restarted too."""
+    from orchestrator.errors import IncompleteAnswer
+    from orchestrator.testing.fake import FakeSnapshot
+
+    names = [f"n{i}" for i in range(1, 10)]
+    with state_dir():
+        cluster = FakeCluster.of(names, settings=dict(ORIGINAL), copies=layout(names, 2), start_takes_s=0.3)
+        journal = window_journal(names, cluster, "3")
+        real = cluster.gate_snapshot
+        admitted_beside_others: list[str] = []
+
+        def gone(plan, restarting, proof=False, window=None) -> FakeSnapshot:  # type: ignore[no-untyped-def]
+            away = sum(1 for b in journal.batches if b.state is BatchState.RUNNING)
+            # Gone while others are away, until four batches are done (an empty window's wait for a node that
+            # cannot be proven is another test's: test_a_proof_that_cannot_be_read_with_nobody_away_...).
+            n3_gone = away and sum(1 for b in journal.batches if b.state is BatchState.DONE) < 4
+            if proof and n3_gone and "n3" in restarting:
+                raise IncompleteAnswer("list the batch's shard copies: node id(s) n3 are not in the cluster")
+            if proof and n3_gone and away and len(restarting) == 1 and \
+                    journal.batches[names.index(restarting[0])].state is BatchState.PENDING:
+                admitted_beside_others.append(restarting[0])  # an admission's read, alone, beside nodes away
+            return real(plan, restarting, proof, window)
+
+        cluster.gate_snapshot = gone  # type: ignore[method-assign]
+        events = run(inventory(names), cluster, journal)
+        assert_window_kept(cluster, journal, 3)
+        assert admitted_beside_others, "while n3 was gone, the others were proven alone beside the nodes away"
+        said = [e for e in events if "could not be read" in e.message]
+        assert said and all(e.batch == 3 and "n3 are not in the cluster" in e.message for e in said), \
+            [e.message for e in said]
+
+
 def test_a_proof_that_keeps_failing_while_a_node_is_away_is_asked_again_once_a_turn_not_at_once() -> None:
     """A candidate's proof that cannot be read while another node is away is asked again at the next turn of the
     loop, which waits for a node to leave or a poll's time: never again at once, which would send the cluster a
