@@ -79,8 +79,7 @@ class JournalCopy:
         self.last_error = ""
         self._retry_at = 0.0
         self._turn = threading.Condition()  # one write at a time; the saves queued meanwhile wait for the next
-        self._writing = False
-        self._writer = 0  # the thread writing (a save it makes meanwhile goes with the next write)
+        self._writer: int | None = None  # the thread writing, if one is (a save it makes goes with the next write)
         self._base: tuple[int, str] | None = None  # a base queued and not yet written: its change and text
         self._lines: list[str] = []  # the lines queued and not yet written, in order, the first at _first
         self._first = 0
@@ -119,15 +118,15 @@ class JournalCopy:
         else waits for it and then writes what was queued meanwhile, its own line among them."""
         while True:
             with self._turn:
-                if self._writing and self._writer == threading.get_ident():
+                if self._writer == threading.get_ident():
                     return  # saved while writing: it cannot wait for itself
-                while self._writing and self._done < seq:
+                while self._writer is not None and self._done < seq:
                     self._turn.wait()
                 if self._done >= seq:
                     return
                 base, first, lines, ring, upto = self._base, self._first, self._lines, self.ring, self._queued
                 self._base, self._lines = None, []
-                self._writing, self._writer = True, threading.get_ident()
+                self._writer = threading.get_ident()
             error: Exception | None = None
             try:
                 if base is not None:
@@ -138,7 +137,7 @@ class JournalCopy:
             except Exception as exc:  # never the run's end: said by `status`, and written whole next time
                 error = exc
             with self._turn:
-                self._writing = False
+                self._writer = None
                 self._done = max(self._done, upto)
                 if error is None:
                     self.behind = self.behind and base is None and not lines  # nothing written: as it was
